@@ -1,0 +1,124 @@
+package abi
+
+// Request and response bodies of every op. Field names are the CBOR map keys;
+// an empty body (length 0) is the zero value of the struct. SPEC.md gives the
+// CDDL of each.
+
+// Empty is the request or response of ops that carry nothing.
+type Empty struct{}
+
+// InputResponse answers run.input.
+type InputResponse struct {
+	Input []byte `cbor:"input"`
+}
+
+// SetOutputRequest is the request of run.set_output.
+type SetOutputRequest struct {
+	Output []byte `cbor:"output"`
+}
+
+// Log levels of run.log.
+const (
+	LevelDebug uint8 = 0
+	LevelInfo  uint8 = 1
+	LevelWarn  uint8 = 2
+	LevelError uint8 = 3
+)
+
+// LogRequest is the request of run.log.
+type LogRequest struct {
+	Level   uint8  `cbor:"level"`
+	Message string `cbor:"msg"`
+}
+
+// IntrospectResponse answers run.introspect: who the run is.
+type IntrospectResponse struct {
+	RunID        string   `cbor:"run_id"`
+	ModuleSHA256 []byte   `cbor:"module_sha256"`
+	ABI          uint32   `cbor:"abi"`
+	Capabilities []string `cbor:"capabilities"`
+	// Steps is the number of import calls made before this one.
+	Steps uint64 `cbor:"steps"`
+}
+
+// KVGetRequest is the request of kv.get.
+type KVGetRequest struct {
+	Key string `cbor:"key"`
+}
+
+// KVGetResponse answers kv.get. A missing key is StatusNotFound.
+type KVGetResponse struct {
+	Value []byte `cbor:"value"`
+}
+
+// KVPutRequest is the request of kv.put.
+type KVPutRequest struct {
+	Key   string `cbor:"key"`
+	Value []byte `cbor:"value"`
+}
+
+// KVDeleteRequest is the request of kv.delete.
+type KVDeleteRequest struct {
+	Key string `cbor:"key"`
+}
+
+// KVDeleteResponse answers kv.delete.
+type KVDeleteResponse struct {
+	Existed bool `cbor:"existed"`
+}
+
+// KVListRequest is the request of kv.list: keys starting with Prefix, in
+// byte order, after the key After (exclusive), at most Limit (0: the host's
+// default).
+type KVListRequest struct {
+	Prefix string `cbor:"prefix"`
+	After  string `cbor:"after,omitempty"`
+	Limit  uint32 `cbor:"limit,omitempty"`
+}
+
+// KVListResponse answers kv.list. More is true when keys remain after the
+// last one returned.
+type KVListResponse struct {
+	Keys []string `cbor:"keys"`
+	More bool     `cbor:"more"`
+}
+
+// Header is one HTTP header field. Headers are a list, not a map, so that
+// order and repeated names survive.
+type Header struct {
+	_     struct{} `cbor:",toarray"`
+	Name  string
+	Value string
+}
+
+// HTTPRequest is the request of http.request.
+type HTTPRequest struct {
+	Method  string   `cbor:"method"`
+	URL     string   `cbor:"url"`
+	Headers []Header `cbor:"headers,omitempty"`
+	Body    []byte   `cbor:"body,omitempty"`
+}
+
+// HTTPResponse answers http.request. Truncated is set when the body was cut
+// at the host's limit.
+type HTTPResponse struct {
+	Status    uint16   `cbor:"status"`
+	Headers   []Header `cbor:"headers"`
+	Body      []byte   `cbor:"body"`
+	Truncated bool     `cbor:"truncated,omitempty"`
+}
+
+// ClockNowResponse answers clock.now with the host's real wall time.
+type ClockNowResponse struct {
+	UnixNano int64 `cbor:"unix_nano"`
+}
+
+// RandomBytesRequest is the request of random.bytes.
+type RandomBytesRequest struct {
+	N uint32 `cbor:"n"`
+}
+
+// RandomBytesResponse answers random.bytes with N real random bytes.
+type RandomBytesResponse struct {
+	Bytes []byte `cbor:"bytes"`
+}

@@ -1,0 +1,165 @@
+package host
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/agentrt/agentrt/abi"
+	"go.yaml.in/yaml/v3"
+)
+
+// Grant names the capabilities a run may use and the resources within each.
+// It is loaded from a small YAML or JSON file today; a later version makes it
+// a signed capability token, and Grant stays the decoded, checked form that
+// the host consults.
+type Grant struct {
+	Run    *RunGrant    `yaml:"run,omitempty" cbor:"run,omitempty"`
+	KV     *KVGrant     `yaml:"kv,omitempty" cbor:"kv,omitempty"`
+	HTTP   *HTTPGrant   `yaml:"http,omitempty" cbor:"http,omitempty"`
+	Clock  *ClockGrant  `yaml:"clock,omitempty" cbor:"clock,omitempty"`
+	Random *RandomGrant `yaml:"random,omitempty" cbor:"random,omitempty"`
+}
+
+// RunGrant allows the run capability (input, output, log, introspect).
+type RunGrant struct{}
+
+// KVGrant allows durable key/value state in one namespace.
+type KVGrant struct {
+	// Namespace scopes the keys; agents sharing a namespace share state.
+	Namespace string `yaml:"namespace" cbor:"namespace"`
+}
+
+// HTTPGrant allows HTTP requests to the listed hosts.
+type HTTPGrant struct {
+	// Hosts are "host" (any port) or "host:port" entries; requests to any
+	// other host are denied.
+	Hosts []string `yaml:"hosts" cbor:"hosts"`
+}
+
+// ClockGrant allows reading the host's real wall time.
+type ClockGrant struct{}
+
+// RandomGrant allows reading real random bytes.
+type RandomGrant struct{}
+
+// DefaultGrant is the grant of a run started without one: the run
+// capability alone.
+func DefaultGrant() *Grant { return &Grant{Run: &RunGrant{}} }
+
+// LoadGrant reads a grant file (YAML or JSON).
+func LoadGrant(path string) (*Grant, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	g, err := ParseGrant(b)
+	if err != nil {
+		return nil, fmt.Errorf("grant %s: %w", path, err)
+	}
+	return g, nil
+}
+
+// ParseGrant parses and checks a grant in YAML or JSON. Unknown keys are an
+// error, so a misspelt capability never silently grants less or more.
+//
+//	capabilities:
+//	  run: {}
+//	  kv: {namespace: crawler}
+//	  http: {hosts: ["127.0.0.1:8080"]}
+func ParseGrant(b []byte) (*Grant, error) {
+	var doc struct {
+		Capabilities *Grant `yaml:"capabilities"`
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("parse: %w", err)
+	}
+	if doc.Capabilities == nil {
+		return nil, fmt.Errorf("no 'capabilities' map (write e.g. capabilities: {run: {}})")
+	}
+	g := doc.Capabilities
+	if err := g.Check(); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// Check validates the resources named in g.
+func (g *Grant) Check() error {
+	if g.KV != nil && (g.KV.Namespace == "" || strings.ContainsRune(g.KV.Namespace, 0)) {
+		return fmt.Errorf("kv: a non-empty namespace is required (kv: {namespace: NAME})")
+	}
+	if g.HTTP != nil {
+		if len(g.HTTP.Hosts) == 0 {
+			return fmt.Errorf("http: list the allowed hosts (http: {hosts: [\"example.com\"]})")
+		}
+		for _, h := range g.HTTP.Hosts {
+			if h == "" || strings.ContainsAny(h, "/@ ") {
+				return fmt.Errorf("http: %q is not a host or host:port", h)
+			}
+		}
+	}
+	return nil
+}
+
+// Capabilities lists the capabilities g includes, in ABI order.
+func (g *Grant) Capabilities() []abi.Capability {
+	var out []abi.Capability
+	for _, c := range abi.Capabilities {
+		if g.Has(c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Has reports whether g includes capability c.
+func (g *Grant) Has(c abi.Capability) bool {
+	switch c {
+	case abi.CapRun:
+		return g.Run != nil
+	case abi.CapKV:
+		return g.KV != nil
+	case abi.CapHTTP:
+		return g.HTTP != nil
+	case abi.CapClock:
+		return g.Clock != nil
+	case abi.CapRandom:
+		return g.Random != nil
+	}
+	return false
+}
+
+// Canonical returns the canonical CBOR of g, as recorded in a run header.
+func (g *Grant) Canonical() ([]byte, error) { return abi.Marshal(g) }
+
+// DecodeGrant decodes the canonical CBOR of a grant from a run header.
+func DecodeGrant(b []byte) (*Grant, error) {
+	var g Grant
+	if err := abi.Unmarshal(b, &g); err != nil {
+		return nil, fmt.Errorf("grant: %w", err)
+	}
+	return &g, g.Check()
+}
+
+// allowsHost reports whether an HTTP request to hostport (as in a URL, with
+// or without a port) is allowed.
+func (g *HTTPGrant) allowsHost(hostport string, defaultPort string) bool {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host, port = hostport, defaultPort
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	return slices.ContainsFunc(g.Hosts, func(allowed string) bool {
+		ah, ap, err := net.SplitHostPort(allowed)
+		if err != nil {
+			return strings.EqualFold(allowed, host)
+		}
+		return strings.EqualFold(ah, host) && ap == port
+	})
+}

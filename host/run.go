@@ -1,0 +1,289 @@
+package host
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/journal"
+	"github.com/tetratelabs/wazero/sys"
+)
+
+// Deps are the outside parts a Host works with.
+type Deps struct {
+	Store journal.Store
+	KV    KVStore
+	// Events, when set, keeps each run's event log.
+	Events EventLog
+	// Key is the cell's signing key.
+	Key ed25519.PrivateKey
+	// HTTP serves the http capability; nil: NewHTTPClient().
+	HTTP *http.Client
+	// Now is the host's real clock; nil: time.Now.
+	Now func() time.Time
+	// Rand is the real entropy for seeds and random.bytes; nil: crypto/rand.
+	Rand io.Reader
+	// Sink, when set, sees every event as it happens.
+	Sink func(Event)
+}
+
+// Config tunes a Host.
+type Config struct {
+	// GroupCommit is the most entries buffered before a commit. Zero: 256.
+	GroupCommit int
+	// MaxRequest is the largest request a guest may send. Zero:
+	// abi.MaxRequest.
+	MaxRequest int
+}
+
+// Host runs agent modules, journaling every import call.
+type Host struct {
+	engine *Engine
+	deps   Deps
+	cfg    Config
+}
+
+// New returns a host that runs modules on engine with deps.
+func New(engine *Engine, deps Deps, cfg Config) (*Host, error) {
+	if deps.Store == nil || deps.KV == nil || deps.Key == nil {
+		return nil, errors.New("host: Store, KV and Key are required")
+	}
+	if deps.HTTP == nil {
+		deps.HTTP = NewHTTPClient()
+	}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	if deps.Rand == nil {
+		deps.Rand = rand.Reader
+	}
+	if cfg.GroupCommit <= 0 {
+		cfg.GroupCommit = 256
+	}
+	if cfg.MaxRequest <= 0 {
+		cfg.MaxRequest = abi.MaxRequest
+	}
+	return &Host{engine: engine, deps: deps, cfg: cfg}, nil
+}
+
+// Engine returns the host's engine.
+func (h *Host) Engine() *Engine { return h.engine }
+
+// RunSpec describes a run to start.
+type RunSpec struct {
+	Code []byte
+	// Name is a human name for the module (its file name); recorded.
+	Name  string
+	Input []byte
+	Grant *Grant
+	// Seed seeds the guest's random stream; nil: 32 fresh random bytes.
+	Seed []byte
+	// WallBase is the origin of the guest's virtual wall clock, Unix ns;
+	// zero: now.
+	WallBase int64
+	// Parent is the run that started this one, if any.
+	Parent journal.RunID
+}
+
+// Result is the outcome of a run.
+type Result struct {
+	Run    journal.RunID
+	Status journal.RunStatus
+	Output []byte
+	// Err is why the guest failed, when Status is failed.
+	Err   error
+	Steps uint64
+}
+
+// Run starts a run of spec.Code and runs it to its end. The returned error
+// is for what kept the host from running or journaling it (a module refused
+// at link time, a store failure); a guest that fails is a Result with
+// Status failed.
+func (h *Host) Run(ctx context.Context, spec RunSpec) (*Result, error) {
+	grant := spec.Grant
+	if grant == nil {
+		grant = DefaultGrant()
+	}
+	m, err := h.engine.Compile(ctx, spec.Code)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkLink(m.Imports, grant); err != nil {
+		return nil, err
+	}
+	grantBytes, err := grant.Canonical()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := h.deps.Store.PutModule(ctx, spec.Code); err != nil {
+		return nil, fmt.Errorf("host: store module: %w", err)
+	}
+	now := h.deps.Now()
+	seed := spec.Seed
+	if seed == nil {
+		seed = make([]byte, 32)
+		if _, err := io.ReadFull(h.deps.Rand, seed); err != nil {
+			return nil, err
+		}
+	}
+	if len(seed) != 32 {
+		return nil, fmt.Errorf("host: seed must be 32 bytes, got %d", len(seed))
+	}
+	wall := spec.WallBase
+	if wall == 0 {
+		wall = now.UnixNano()
+	}
+	run := journal.NewRunID(now)
+	hdr := &journal.Header{
+		ModuleSHA256: m.SHA256, ABI: abi.Version, Input: spec.Input, Seed: seed, WallBase: wall,
+		Grant: grantBytes, ModuleName: spec.Name,
+	}
+	if !spec.Parent.IsZero() {
+		hdr.Parent = spec.Parent[:]
+	}
+	w := journal.NewWriter(h.deps.Store, journal.NewChain(run, h.deps.Key))
+	meta := journal.RunMeta{ID: run, Status: journal.StatusRunning, ModuleSHA256: m.SHA256, ModuleName: spec.Name,
+		Started: now.UnixNano(), Cell: h.deps.Key.Public().(ed25519.PublicKey)}
+	if err := w.Add(&journal.Entry{Phase: journal.PhaseStart, Header: hdr, Time: now.UnixNano()}); err != nil {
+		return nil, err
+	}
+	if err := w.Commit(ctx, &meta); err != nil {
+		return nil, fmt.Errorf("host: start run: %w", err)
+	}
+
+	events := &eventBuffer{run: run, now: h.deps.Now, sink: h.deps.Sink, keep: h.deps.Events != nil}
+	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now,
+		flushed: func(ctx context.Context) error { return events.flush(ctx, h.deps.Events) }}
+	s := &session{run: run, header: hdr, grant: grant, path: live, deps: &h.deps,
+		maxRequest: h.cfg.MaxRequest, pending: map[abi.Capability]pendingResponse{}, events: events}
+	guestErr := h.engine.execute(ctx, m, s)
+	if s.fatal != nil && !errors.Is(guestErr, errGuest) {
+		return &Result{Run: run, Status: journal.StatusRunning, Steps: s.steps}, guestErr
+	}
+
+	res := &Result{Run: run, Status: journal.StatusCompleted, Output: s.output, Steps: s.steps}
+	end := &journal.End{Status: journal.StatusCompleted, Output: s.output, Steps: s.steps}
+	if guestErr != nil {
+		res.Status, res.Err = journal.StatusFailed, guestErr
+		end.Status, end.Error = journal.StatusFailed, guestErr.Error()
+	}
+	done := h.deps.Now()
+	meta.Status, meta.Output, meta.Error, meta.Ended, meta.Steps = end.Status, end.Output, end.Error, done.UnixNano(), s.steps
+	if err := w.Add(&journal.Entry{Phase: journal.PhaseEnd, End: end, Time: done.UnixNano()}); err != nil {
+		return res, err
+	}
+	if err := live.commit(ctx); err != nil {
+		return res, err
+	}
+	if err := w.Commit(ctx, &meta); err != nil {
+		return res, fmt.Errorf("host: finish run: %w", err)
+	}
+	return res, nil
+}
+
+// errGuest marks an error the guest caused (a trap, a non-zero exit), as
+// opposed to one that stopped the host.
+var errGuest = errors.New("guest failed")
+
+// GuestError is a run's failure caused by the guest itself.
+type GuestError struct {
+	// ExitCode is the guest's exit status; 0 when it trapped.
+	ExitCode uint32
+	Trap     string
+}
+
+func (e *GuestError) Error() string {
+	if e.Trap != "" {
+		return "guest trapped: " + e.Trap
+	}
+	return fmt.Sprintf("guest exited with status %d", e.ExitCode)
+}
+
+// Is makes every GuestError match errGuest.
+func (e *GuestError) Is(target error) bool { return target == errGuest }
+
+// execute instantiates m for session s and runs its _start to the end. It
+// returns nil when the guest returned or exited 0, a *GuestError when the
+// guest failed, and s.fatal (wrapped with the wasm stack trace) when the
+// host stopped it.
+func (e *Engine) execute(ctx context.Context, m *Module, s *session) error {
+	ctx = withSession(ctx, s)
+	inst, err := e.rt.InstantiateModule(ctx, m.compiled, moduleConfig(s.header, s.events))
+	if err != nil {
+		return fmt.Errorf("host: instantiate: %w", err)
+	}
+	defer inst.Close(ctx)
+	_, err = inst.ExportedFunction("_start").Call(ctx)
+	if s.fatal != nil {
+		return err
+	}
+	var exit *sys.ExitError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &exit):
+		if exit.ExitCode() == 0 {
+			return nil
+		}
+		return &GuestError{ExitCode: exit.ExitCode()}
+	default:
+		return &GuestError{Trap: err.Error()}
+	}
+}
+
+// ExecSpec describes a re-execution of a recorded run: the header and grant
+// come from its journal and every import call is served by Source.
+type ExecSpec struct {
+	Run    journal.RunID
+	Header *journal.Header
+	Code   []byte
+	Source Source
+	// Sink, when set, sees the guest's events (stdout, stderr, logs).
+	Sink func(Event)
+	// MaxRequest must equal the recording host's limit; zero: abi.MaxRequest.
+	MaxRequest int
+}
+
+// Outcome is how a re-execution ended.
+type Outcome struct {
+	Output []byte
+	Steps  uint64
+	// GuestErr is the guest's own failure, as it would be recorded.
+	GuestErr error
+}
+
+// Execute re-runs a recorded module with every call served by spec.Source
+// (replay, audit). It writes nothing. The error is the Source's (a
+// divergence, wrapped with the wasm stack trace of the call site) or what
+// kept the module from running.
+func (e *Engine) Execute(ctx context.Context, spec ExecSpec) (*Outcome, error) {
+	m, err := e.Compile(ctx, spec.Code)
+	if err != nil {
+		return nil, err
+	}
+	grant, err := DecodeGrant(spec.Header.Grant)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkLink(m.Imports, grant); err != nil {
+		return nil, err
+	}
+	maxReq := spec.MaxRequest
+	if maxReq <= 0 {
+		maxReq = abi.MaxRequest
+	}
+	events := &eventBuffer{run: spec.Run, now: time.Now, sink: spec.Sink}
+	s := &session{run: spec.Run, header: spec.Header, grant: grant, path: sourcePath{spec.Source},
+		maxRequest: maxReq, pending: map[abi.Capability]pendingResponse{}, events: events}
+	gerr := e.execute(ctx, m, s)
+	if s.fatal != nil {
+		return &Outcome{Output: s.output, Steps: s.steps}, gerr
+	}
+	return &Outcome{Output: s.output, Steps: s.steps, GuestErr: gerr}, nil
+}

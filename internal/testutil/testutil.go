@@ -1,0 +1,97 @@
+// Package testutil builds the wasm agents that tests run, once per test
+// binary, and opens throwaway stores and hosts.
+package testutil
+
+import (
+	"context"
+	"crypto/ed25519"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/agentrt/agentrt/host"
+	"github.com/agentrt/agentrt/internal/wasmbuild"
+	"github.com/agentrt/agentrt/journal/badgerstore"
+)
+
+var (
+	mu    sync.Mutex
+	built = map[string][]byte{}
+)
+
+// RepoRoot returns the repository root.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// BuildGo builds the Go agent in dir (relative to the repository root) and
+// returns its bytes. Builds are memoized per test binary.
+func BuildGo(t testing.TB, dir string) []byte {
+	t.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	if b, ok := built[dir]; ok {
+		return b
+	}
+	out := filepath.Join(t.TempDir(), filepath.Base(dir)+".wasm")
+	if err := wasmbuild.Go(context.Background(), filepath.Join(RepoRoot(), dir), out); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	built[dir] = b
+	return b
+}
+
+// Env is a host on a fresh store in a temporary directory.
+type Env struct {
+	Dir    string
+	Store  *badgerstore.Store
+	Engine *host.Engine
+	Host   *host.Host
+	Key    ed25519.PrivateKey
+}
+
+var (
+	engineOnce sync.Once
+	engine     *host.Engine
+)
+
+// SharedEngine returns one engine for the whole test binary, compiling each
+// module once.
+func SharedEngine(t testing.TB) *host.Engine {
+	engineOnce.Do(func() {
+		var err error
+		engine, err = host.NewEngine(context.Background(), host.EngineConfig{CacheDir: filepath.Join(os.TempDir(), "agentrt-test-cache")})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+	return engine
+}
+
+// NewEnv opens a fresh store and host. They close when t ends.
+func NewEnv(t testing.TB, deps host.Deps, cfg host.Config) *Env {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := badgerstore.Open(filepath.Join(dir, "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	_, key, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps.Store, deps.KV, deps.Events, deps.Key = st, st, st, key
+	h, err := host.New(SharedEngine(t), deps, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Env{Dir: dir, Store: st, Engine: SharedEngine(t), Host: h, Key: key}
+}

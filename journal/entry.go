@@ -1,0 +1,187 @@
+// Package journal defines the agentrt run journal: its entries in canonical
+// CBOR, the hash chain that links them, the ed25519 signatures over chain
+// heads, the Store interface that keeps them and the verifier that checks
+// them. SPEC.md beside this file is the normative text.
+//
+// The package does no I/O of its own beyond a Store, and must never
+// dispatch an effect: it records, it does not act.
+package journal
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// FormatVersion is the version of the entry format this package writes and
+// reads. An entry with another version is rejected.
+const FormatVersion = 1
+
+// HashSize is the size of every hash in the journal (SHA-256).
+const HashSize = sha256.Size
+
+// Hash is a SHA-256 digest.
+type Hash = [HashSize]byte
+
+// Sum returns the SHA-256 of b.
+func Sum(b []byte) []byte {
+	h := sha256.Sum256(b)
+	return h[:]
+}
+
+// Phase is the kind of a journal entry.
+type Phase uint8
+
+// Phases. The numbers are part of the format.
+const (
+	// PhaseStart is the first entry of every journal; it carries the Header.
+	PhaseStart Phase = 1
+	// PhaseIntent records that a call passed the gate and is about to run.
+	PhaseIntent Phase = 2
+	// PhaseExecuting records that an effect is being dispatched, with its
+	// idempotency key.
+	PhaseExecuting Phase = 3
+	// PhaseCompleted records a call's successful response.
+	PhaseCompleted Phase = 4
+	// PhaseFailed records a call's error response.
+	PhaseFailed Phase = 5
+	// PhaseEnd is the last entry of a finished run; it carries the End.
+	PhaseEnd Phase = 6
+)
+
+var phaseNames = [...]string{"", "start", "intent", "executing", "completed", "failed", "end"}
+
+func (p Phase) String() string {
+	if int(p) < len(phaseNames) && p != 0 {
+		return phaseNames[p]
+	}
+	return fmt.Sprintf("phase(%d)", uint8(p))
+}
+
+// Valid reports whether p is a phase of this format version.
+func (p Phase) Valid() bool { return p >= PhaseStart && p <= PhaseEnd }
+
+// Entry is one record of a run's journal. Field numbers are the CBOR map keys.
+type Entry struct {
+	Version uint8  `cbor:"1,keyasint"`
+	Run     RunID  `cbor:"2,keyasint"`
+	Seq     uint64 `cbor:"3,keyasint"`
+	// Prev is the hash of the previous entry; 32 zero bytes for seq 0.
+	Prev  []byte `cbor:"4,keyasint"`
+	Phase Phase  `cbor:"5,keyasint"`
+	// Step is the ordinal of the import call, from 1; 0 for lifecycle
+	// entries.
+	Step       uint64 `cbor:"6,keyasint,omitempty"`
+	Op         string `cbor:"7,keyasint,omitempty"`
+	InputHash  []byte `cbor:"8,keyasint,omitempty"`
+	Request    []byte `cbor:"9,keyasint,omitempty"`
+	OutputHash []byte `cbor:"10,keyasint,omitempty"`
+	Response   []byte `cbor:"11,keyasint,omitempty"`
+	// Status is the ABI status of a completed or failed call.
+	Status uint32 `cbor:"12,keyasint,omitempty"`
+	// Cell is the ed25519 public key of the cell that wrote the entry.
+	Cell []byte `cbor:"13,keyasint"`
+	// Time is the host's wall time when the entry was written, in Unix
+	// nanoseconds. It is a record, never an input to the guest.
+	Time int64 `cbor:"14,keyasint"`
+	// Epoch is the lease epoch under which the entry was written.
+	Epoch uint64 `cbor:"15,keyasint,omitempty"`
+	// Key is the idempotency key of an executing effect.
+	Key    string  `cbor:"16,keyasint,omitempty"`
+	Header *Header `cbor:"17,keyasint,omitempty"`
+	End    *End    `cbor:"18,keyasint,omitempty"`
+}
+
+// Header describes a run. It is carried by the start entry (seq 0).
+type Header struct {
+	ModuleSHA256 []byte `cbor:"1,keyasint"`
+	ABI          uint32 `cbor:"2,keyasint"`
+	Input        []byte `cbor:"3,keyasint"`
+	// Seed seeds the run's random stream (32 bytes).
+	Seed []byte `cbor:"4,keyasint"`
+	// WallBase is the virtual wall clock's origin, in Unix nanoseconds.
+	WallBase int64 `cbor:"5,keyasint"`
+	// Grant is the canonical CBOR of the capabilities granted to the run.
+	Grant []byte `cbor:"6,keyasint"`
+	// Parent is the run that started this one, if any.
+	Parent     []byte `cbor:"7,keyasint,omitempty"`
+	ModuleName string `cbor:"8,keyasint,omitempty"`
+}
+
+// End is carried by the end entry of a finished run.
+type End struct {
+	// Status is "completed" or "failed".
+	Status RunStatus `cbor:"1,keyasint"`
+	Output []byte    `cbor:"2,keyasint,omitempty"`
+	Error  string    `cbor:"3,keyasint,omitempty"`
+	// Steps is the number of import calls the run made.
+	Steps uint64 `cbor:"4,keyasint"`
+}
+
+// RunStatus is the state of a run as a whole.
+type RunStatus string
+
+// Run states.
+const (
+	StatusRunning   RunStatus = "running"
+	StatusCompleted RunStatus = "completed"
+	StatusFailed    RunStatus = "failed"
+)
+
+// RunID identifies a run: 8 bytes of big-endian Unix nanoseconds followed by
+// 8 random bytes, so that ids sort by start time.
+type RunID [16]byte
+
+// NewRunID returns a fresh run id for a run starting at t.
+func NewRunID(t time.Time) RunID {
+	var id RunID
+	binary.BigEndian.PutUint64(id[:8], uint64(t.UnixNano()))
+	if _, err := rand.Read(id[8:]); err != nil {
+		panic(err)
+	}
+	return id
+}
+
+// String returns the id as 32 lower-case hex digits.
+func (id RunID) String() string { return hex.EncodeToString(id[:]) }
+
+// IsZero reports whether id is the zero id.
+func (id RunID) IsZero() bool { return id == RunID{} }
+
+// Time returns the start time encoded in the id.
+func (id RunID) Time() time.Time {
+	return time.Unix(0, int64(binary.BigEndian.Uint64(id[:8])))
+}
+
+// ErrBadRunID is returned by ParseRunID for a malformed id.
+var ErrBadRunID = errors.New("journal: malformed run id (want 32 hex digits)")
+
+// ParseRunID parses the String form of a run id.
+func ParseRunID(s string) (RunID, error) {
+	var id RunID
+	s = strings.TrimSpace(s)
+	if len(s) != 2*len(id) {
+		return id, ErrBadRunID
+	}
+	if _, err := hex.Decode(id[:], []byte(s)); err != nil {
+		return id, ErrBadRunID
+	}
+	return id, nil
+}
+
+// MarshalBinary lets RunID encode as a CBOR byte string.
+func (id RunID) MarshalBinary() ([]byte, error) { return id[:], nil }
+
+// UnmarshalBinary decodes a 16-byte CBOR byte string.
+func (id *RunID) UnmarshalBinary(b []byte) error {
+	if len(b) != len(id) {
+		return fmt.Errorf("journal: run id is %d bytes, want %d", len(b), len(id))
+	}
+	copy(id[:], b)
+	return nil
+}

@@ -1,0 +1,113 @@
+package journal
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/agentrt/agentrt/abi"
+)
+
+// Seal is a cell's signature over a chain head: the hash of the newest entry
+// of a commit, which commits to every entry before it.
+type Seal struct {
+	Cell []byte `cbor:"1,keyasint"`
+	Sig  []byte `cbor:"2,keyasint"`
+}
+
+// Record is what a Store keeps for one entry: the entry's canonical bytes
+// and, when the entry was the head of a commit, the seal over it.
+type Record struct {
+	_     struct{} `cbor:",toarray"`
+	Entry []byte
+	Seal  *Seal
+}
+
+// sealContext separates journal head signatures from every other use of a
+// cell key.
+const sealContext = "agentrt/journal/v1 head\x00"
+
+// SealMessage returns the bytes a cell signs to seal the head at seq of run,
+// whose entry hash is head.
+func SealMessage(run RunID, seq uint64, head []byte) []byte {
+	m := make([]byte, 0, len(sealContext)+len(run)+8+len(head))
+	m = append(m, sealContext...)
+	m = append(m, run[:]...)
+	m = binary.BigEndian.AppendUint64(m, seq)
+	return append(m, head...)
+}
+
+// EncodeEntry returns the canonical CBOR of e.
+func EncodeEntry(e *Entry) ([]byte, error) { return abi.Marshal(e) }
+
+// DecodeEntry decodes canonical CBOR into an entry and checks its shape.
+func DecodeEntry(b []byte) (*Entry, error) {
+	var e Entry
+	if err := abi.Unmarshal(b, &e); err != nil {
+		return nil, err
+	}
+	if len(b) == 0 {
+		return nil, fmt.Errorf("empty entry")
+	}
+	if err := e.check(); err != nil {
+		return nil, err
+	}
+	return &e, nil
+}
+
+func (e *Entry) check() error {
+	switch {
+	case e.Version != FormatVersion:
+		return fmt.Errorf("unknown format version %d", e.Version)
+	case !e.Phase.Valid():
+		return fmt.Errorf("unknown phase %d", e.Phase)
+	case len(e.Prev) != HashSize:
+		return fmt.Errorf("prev is %d bytes, want %d", len(e.Prev), HashSize)
+	case len(e.Cell) != ed25519.PublicKeySize:
+		return fmt.Errorf("cell key is %d bytes, want %d", len(e.Cell), ed25519.PublicKeySize)
+	case (e.Phase == PhaseStart) != (e.Header != nil):
+		return fmt.Errorf("a header belongs to the start entry and only there")
+	case (e.Phase == PhaseEnd) != (e.End != nil):
+		return fmt.Errorf("an end record belongs to the end entry and only there")
+	case e.Phase == PhaseStart && e.Seq != 0, e.Phase != PhaseStart && e.Seq == 0:
+		return fmt.Errorf("the start entry is seq 0 and only seq 0 is a start entry")
+	}
+	switch e.Phase {
+	case PhaseIntent, PhaseExecuting, PhaseCompleted, PhaseFailed:
+		if e.Step == 0 || e.Op == "" {
+			return fmt.Errorf("%s entry without step or op", e.Phase)
+		}
+		if len(e.InputHash) != HashSize {
+			return fmt.Errorf("%s entry without a %d-byte input hash", e.Phase, HashSize)
+		}
+	}
+	if e.Phase == PhaseCompleted || e.Phase == PhaseFailed {
+		if len(e.OutputHash) != HashSize {
+			return fmt.Errorf("%s entry without a %d-byte output hash", e.Phase, HashSize)
+		}
+	}
+	return nil
+}
+
+// EncodeRecord returns the canonical CBOR of r.
+func EncodeRecord(r *Record) ([]byte, error) { return abi.Marshal(r) }
+
+// DecodeRecord decodes a stored record. It checks the record's shape, not the
+// entry inside it; see DecodeEntry and Verify.
+func DecodeRecord(b []byte) (*Record, error) {
+	var r Record
+	if len(b) == 0 {
+		return nil, fmt.Errorf("empty record")
+	}
+	if err := abi.Unmarshal(b, &r); err != nil {
+		return nil, err
+	}
+	if r.Seal != nil && (len(r.Seal.Cell) != ed25519.PublicKeySize || len(r.Seal.Sig) != ed25519.SignatureSize) {
+		return nil, fmt.Errorf("seal has a %d-byte key and a %d-byte signature", len(r.Seal.Cell), len(r.Seal.Sig))
+	}
+	return &r, nil
+}
+
+// hashOK reports whether sum is the SHA-256 of data.
+func hashOK(sum, data []byte) bool { return bytes.Equal(sum, Sum(data)) }

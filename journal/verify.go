@@ -1,0 +1,247 @@
+package journal
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+
+	"github.com/agentrt/agentrt/abi"
+)
+
+// Failure classes of verification. Each is a sentinel that a *VerifyError
+// unwraps to, so a decoding bug never hides as a signature failure.
+var (
+	// ErrDecode: the record or entry is not valid canonical CBOR of the
+	// format, or its fields have the wrong shape.
+	ErrDecode = errors.New("decode")
+	// ErrSequence: an entry has the wrong run or seq (deleted, duplicated,
+	// reordered or foreign entries).
+	ErrSequence = errors.New("sequence")
+	// ErrChain: an entry's prev is not the hash of the entry before it.
+	ErrChain = errors.New("chain")
+	// ErrHash: an input or output hash does not match its payload.
+	ErrHash = errors.New("hash")
+	// ErrSignature: a seal does not verify, or was made by a key other
+	// than the cell that wrote the entry.
+	ErrSignature = errors.New("signature")
+	// ErrUntrusted: a seal verifies but its key is not trusted.
+	ErrUntrusted = errors.New("untrusted key")
+	// ErrUncovered: entries after the last seal are not covered by any
+	// signature.
+	ErrUncovered = errors.New("uncovered")
+)
+
+// VerifyError reports the first bad entry found by a Verifier.
+type VerifyError struct {
+	Seq   uint64
+	Class error
+	Err   error
+}
+
+func (e *VerifyError) Error() string {
+	return fmt.Sprintf("journal: entry %d: %s: %v", e.Seq, e.Class, e.Err)
+}
+
+// Unwrap returns the failure class.
+func (e *VerifyError) Unwrap() error { return e.Class }
+
+// TrustFunc decides whether a cell public key is trusted.
+type TrustFunc func(ed25519.PublicKey) bool
+
+// TrustAny trusts every well-formed key: the signatures still have to
+// verify, but against whichever key the journal names. Use it only to check
+// integrity, never provenance.
+func TrustAny(ed25519.PublicKey) bool { return true }
+
+// TrustKeys trusts exactly the given keys.
+func TrustKeys(keys ...ed25519.PublicKey) TrustFunc {
+	return func(k ed25519.PublicKey) bool {
+		for _, t := range keys {
+			if t.Equal(k) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// Summary describes a verified journal.
+type Summary struct {
+	Run     RunID
+	Entries uint64
+	Seals   uint64
+	// Cells counts the seals made by each cell key (hex).
+	Cells  map[string]uint64
+	Header *Header
+	// End is nil for a run that has not finished.
+	End  *End
+	Head []byte
+}
+
+// Verifier checks a journal one record at a time: decoding, sequence, chain
+// links, payload hashes and seals. It keeps the decoded entries' only what
+// it needs, so it checks journals of any length in constant memory.
+type Verifier struct {
+	trust      TrustFunc
+	sum        Summary
+	prev       []byte
+	lastSealed int64
+	lastStep   uint64
+	// open is the intent of the effect in progress, if any.
+	open *Entry
+	// OnEntry, when set, is called with each entry that passed its checks.
+	OnEntry func(*Entry, *Record) error
+}
+
+// NewVerifier returns a verifier that accepts seals by keys trust approves.
+func NewVerifier(trust TrustFunc) *Verifier {
+	return &Verifier{trust: trust, prev: make([]byte, HashSize), lastSealed: -1, sum: Summary{Cells: map[string]uint64{}}}
+}
+
+func (v *Verifier) fail(class error, format string, args ...any) error {
+	return &VerifyError{Seq: v.sum.Entries, Class: class, Err: fmt.Errorf(format, args...)}
+}
+
+// Add checks the next record, whose raw bytes are raw.
+func (v *Verifier) Add(raw []byte) error {
+	rec, err := DecodeRecord(raw)
+	if err != nil {
+		return v.fail(ErrDecode, "record: %v", err)
+	}
+	e, err := DecodeEntry(rec.Entry)
+	if err != nil {
+		return v.fail(ErrDecode, "entry: %v", err)
+	}
+	if v.sum.Entries == 0 {
+		v.sum.Run = e.Run
+	}
+	switch {
+	case e.Run != v.sum.Run:
+		return v.fail(ErrSequence, "entry belongs to run %s, not %s", e.Run, v.sum.Run)
+	case e.Seq != v.sum.Entries:
+		return v.fail(ErrSequence, "entry has seq %d (an entry is missing, duplicated or out of order)", e.Seq)
+	case v.sum.End != nil:
+		return v.fail(ErrSequence, "entry after the run's end entry")
+	case !bytes.Equal(e.Prev, v.prev):
+		return v.fail(ErrChain, "prev is %x, the previous entry hashes to %x", e.Prev, v.prev)
+	}
+	if err := v.checkCall(e); err != nil {
+		return err
+	}
+	if e.OutputHash != nil && !hashOK(e.OutputHash, e.Response) {
+		return v.fail(ErrHash, "output hash %x does not match the response (%x)", e.OutputHash, Sum(e.Response))
+	}
+	head := Sum(rec.Entry)
+	if rec.Seal != nil {
+		if !bytes.Equal(rec.Seal.Cell, e.Cell) {
+			return v.fail(ErrSignature, "sealed by %x, but the entry was written by cell %x", rec.Seal.Cell, e.Cell)
+		}
+		if !ed25519.Verify(rec.Seal.Cell, SealMessage(e.Run, e.Seq, head), rec.Seal.Sig) {
+			return v.fail(ErrSignature, "seal by cell %x does not verify", rec.Seal.Cell)
+		}
+		if !v.trust(rec.Seal.Cell) {
+			return v.fail(ErrUntrusted, "sealed by cell %x, which is not trusted", rec.Seal.Cell)
+		}
+		v.lastSealed = int64(e.Seq)
+		v.sum.Seals++
+		v.sum.Cells[fmt.Sprintf("%x", rec.Seal.Cell)]++
+	}
+	if e.Header != nil {
+		v.sum.Header = e.Header
+	}
+	if e.End != nil {
+		v.sum.End = e.End
+	}
+	if v.OnEntry != nil {
+		if err := v.OnEntry(e, rec); err != nil {
+			return err
+		}
+	}
+	v.prev = head
+	v.sum.Entries++
+	return nil
+}
+
+// checkCall checks the call entries' order and request hashes. A call is
+// either one completed or failed entry carrying its request (a pure call),
+// or an intent carrying the request followed by executing and then
+// completed or failed entries that repeat its step, op and input hash (an
+// effect). Steps count up by one.
+func (v *Verifier) checkCall(e *Entry) error {
+	switch e.Phase {
+	case PhaseStart:
+		return nil
+	case PhaseEnd:
+		if v.open != nil {
+			return v.fail(ErrSequence, "run ends with step %d still open", v.open.Step)
+		}
+		return nil
+	}
+	if v.open != nil {
+		o := v.open
+		if e.Phase == PhaseIntent || e.Step != o.Step || e.Op != o.Op || !bytes.Equal(e.InputHash, o.InputHash) {
+			return v.fail(ErrSequence, "%s of step %d (%s) while step %d (%s) is open", e.Phase, e.Step, e.Op, o.Step, o.Op)
+		}
+		if e.Request != nil {
+			return v.fail(ErrDecode, "%s entry repeats the request of its intent", e.Phase)
+		}
+		if e.Phase == PhaseExecuting && o.Phase == PhaseExecuting {
+			return v.fail(ErrSequence, "step %d is executing twice", e.Step)
+		}
+		if e.Phase == PhaseExecuting {
+			v.open = e
+		} else {
+			v.open = nil
+		}
+		return nil
+	}
+	if e.Step != v.lastStep+1 {
+		return v.fail(ErrSequence, "step %d follows step %d", e.Step, v.lastStep)
+	}
+	if e.Phase == PhaseExecuting {
+		return v.fail(ErrSequence, "executing entry of step %d without an intent", e.Step)
+	}
+	v.lastStep = e.Step
+	if e.Request == nil && e.Phase == PhaseFailed && abiStatusTooLarge(e.Status) {
+		return nil // refused for its size; the request was not kept
+	}
+	if !hashOK(e.InputHash, e.Request) {
+		return v.fail(ErrHash, "input hash %x does not match the request (%x)", e.InputHash, Sum(e.Request))
+	}
+	if e.Phase == PhaseIntent {
+		v.open = e
+	}
+	return nil
+}
+
+// Finish checks that every entry is covered by a seal and returns the
+// summary.
+func (v *Verifier) Finish() (*Summary, error) {
+	if v.sum.Entries == 0 {
+		return nil, &VerifyError{Class: ErrDecode, Err: errors.New("empty journal")}
+	}
+	if uint64(v.lastSealed+1) != v.sum.Entries {
+		return nil, &VerifyError{Seq: uint64(v.lastSealed + 1), Class: ErrUncovered,
+			Err: fmt.Errorf("entries %d..%d are not covered by any seal", v.lastSealed+1, v.sum.Entries-1)}
+	}
+	v.sum.Head = v.prev
+	s := v.sum
+	return &s, nil
+}
+
+func abiStatusTooLarge(s uint32) bool { return abi.Status(s) == abi.StatusTooLarge }
+
+// VerifyStore verifies the whole journal of run in store.
+func VerifyStore(ctx context.Context, store Store, run RunID, trust TrustFunc) (*Summary, error) {
+	v := NewVerifier(trust)
+	if err := store.Records(ctx, run, 0, func(_ uint64, raw []byte) error { return v.Add(raw) }); err != nil {
+		return nil, err
+	}
+	s, err := v.Finish()
+	if err == nil && s.Run != run {
+		return nil, &VerifyError{Class: ErrSequence, Err: fmt.Errorf("journal holds run %s, not %s", s.Run, run)}
+	}
+	return s, err
+}
