@@ -35,12 +35,19 @@ var (
 
 // VerifyError reports the first bad entry found by a Verifier.
 type VerifyError struct {
-	Seq   uint64
+	Seq uint64
+	// Step and Op name the import call the entry records, when the entry
+	// decoded and records one.
+	Step  uint64
+	Op    string
 	Class error
 	Err   error
 }
 
 func (e *VerifyError) Error() string {
+	if e.Step > 0 {
+		return fmt.Sprintf("journal: entry %d (step %d, %s): %s: %v", e.Seq, e.Step, e.Op, e.Class, e.Err)
+	}
 	return fmt.Sprintf("journal: entry %d: %s: %v", e.Seq, e.Class, e.Err)
 }
 
@@ -91,6 +98,8 @@ type Verifier struct {
 	lastStep   uint64
 	// open is the intent of the effect in progress, if any.
 	open *Entry
+	// cur is the entry being checked, once it decoded.
+	cur *Entry
 	// OnEntry, when set, is called with each entry that passed its checks.
 	OnEntry func(*Entry, *Record) error
 }
@@ -101,11 +110,16 @@ func NewVerifier(trust TrustFunc) *Verifier {
 }
 
 func (v *Verifier) fail(class error, format string, args ...any) error {
-	return &VerifyError{Seq: v.sum.Entries, Class: class, Err: fmt.Errorf(format, args...)}
+	e := &VerifyError{Seq: v.sum.Entries, Class: class, Err: fmt.Errorf(format, args...)}
+	if v.cur != nil {
+		e.Step, e.Op = v.cur.Step, v.cur.Op
+	}
+	return e
 }
 
 // Add checks the next record, whose raw bytes are raw.
 func (v *Verifier) Add(raw []byte) error {
+	v.cur = nil
 	rec, err := DecodeRecord(raw)
 	if err != nil {
 		return v.fail(ErrDecode, "record: %v", err)
@@ -114,6 +128,7 @@ func (v *Verifier) Add(raw []byte) error {
 	if err != nil {
 		return v.fail(ErrDecode, "entry: %v", err)
 	}
+	v.cur = e
 	if v.sum.Entries == 0 {
 		v.sum.Run = e.Run
 	}

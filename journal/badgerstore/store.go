@@ -1,11 +1,12 @@
 // Package badgerstore is the embedded default journal.Store: one badger
-// database under a cell's data directory, written with SyncWrites so that
-// every Append is on disk when it returns. Concurrent Appends from many runs
-// share one write and one fsync (badger batches them), which is the group
-// commit of the durable path.
+// database under a cell's data directory. Every Append is on disk when it
+// returns; concurrent Appends from many runs share one fsync (see
+// groupSync), which is the group commit of the durable path.
 //
-// It also keeps the agents' durable key/value state, so a kv write and its
-// journal entry live in the same database.
+// It also keeps the agents' durable key/value state and event logs. Those
+// writes are not synced on their own: a kv write is an effect whose intent
+// is already durable, so a crash that loses it leaves the effect in doubt,
+// and kv writes are idempotent; the next Append syncs them anyway.
 package badgerstore
 
 import (
@@ -37,7 +38,8 @@ var ErrLocked = errors.New("badgerstore: the data directory is in use by another
 
 // Store is a journal.Store on badger.
 type Store struct {
-	db *badger.DB
+	db   *badger.DB
+	sync *groupSync
 }
 
 var _ journal.Store = (*Store)(nil)
@@ -48,7 +50,7 @@ func Open(dir string) (*Store, error) {
 		return nil, err
 	}
 	opts := badger.DefaultOptions(dir).
-		WithSyncWrites(true).
+		WithSyncWrites(false).
 		WithLogger(quietLogger{}).
 		WithMemTableSize(32 << 20).
 		WithBlockCacheSize(32 << 20).
@@ -63,11 +65,14 @@ func Open(dir string) (*Store, error) {
 		}
 		return nil, fmt.Errorf("badgerstore: open %s: %w", dir, err)
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, sync: newGroupSync(db.Sync)}, nil
 }
 
 // Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	s.sync.close()
+	return s.db.Close()
+}
 
 // DB returns the underlying database, for tools and tests that inspect or
 // damage stored bytes on purpose.
@@ -156,7 +161,13 @@ func (s *Store) Append(_ context.Context, run journal.RunID, next uint64, recs [
 	if errors.Is(err, badger.ErrConflict) {
 		return fmt.Errorf("%w: concurrent append to %s", journal.ErrConflict, run)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	if err := s.sync.wait(); err != nil {
+		return fmt.Errorf("badgerstore: sync: %w", err)
+	}
+	return nil
 }
 
 // Records implements journal.Store.

@@ -1,0 +1,76 @@
+# agentrt: make demo, make test. See README.md.
+GO      ?= go
+BIN     := bin
+BUILD   := build
+AGENTRT := $(BIN)/agentrt
+# Debian packages the build needs: clang + wasi-libc for C guests, wabt for
+# hand-written wasm fixtures.
+APT_PKGS := clang lld wasi-libc libclang-rt-dev-wasm32 wabt
+PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
+TEST_TIMEOUT ?= 25m
+
+.PHONY: all deps build examples demo test check bench fuzz clean
+
+all: build
+
+## deps: check the C/wasm toolchain, installing it with apt-get when run as root.
+deps:
+	@missing=""; \
+	for t in clang wasm-ld wat2wasm; do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
+	[ -f /usr/include/wasm32-wasi/stdio.h ] || missing="$$missing wasi-libc"; \
+	ls /usr/lib/llvm-*/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a >/dev/null 2>&1 || missing="$$missing libclang-rt-dev-wasm32"; \
+	if [ -n "$$missing" ]; then \
+	  echo "deps: missing:$$missing"; \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "deps: installing $(APT_PKGS) with apt-get"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PKGS) >/dev/null || exit 1; \
+	  else \
+	    echo "deps: install them with: sudo apt-get install $(APT_PKGS)"; exit 1; \
+	  fi; \
+	fi
+	@$(GO) version >/dev/null || { echo "deps: the go command (Go 1.26) is required"; exit 1; }
+
+## build: the agentrt CLI in bin/.
+build:
+	$(GO) build -o $(AGENTRT) ./cmd/agentrt
+
+## examples: every example agent, built from source into build/.
+examples: build deps
+	@mkdir -p $(BUILD)
+	$(AGENTRT) build examples/crawler -o $(BUILD)/crawler.wasm
+	$(AGENTRT) build examples/wordfreq-c -o $(BUILD)/wordfreq-c.wasm
+
+## demo: run the crawler example on the embedded store, show its journal, replay and verify it.
+demo: examples
+	$(GO) build -o $(BIN)/siteserver ./examples/crawler/siteserver
+	@sh examples/demo.sh
+
+## test: the whole test suite.
+test: deps
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+## check: gofmt, go vet (host and wasip1) and cross-compilation for every platform we claim.
+check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	GOOS=wasip1 GOARCH=wasm $(GO) vet ./abi/... ./guest-sdk/... ./examples/crawler/
+	@for p in $(PLATFORMS); do \
+	  echo "build $$p"; \
+	  GOOS=$${p%/*} GOARCH=$${p#*/} CGO_ENABLED=0 $(GO) build ./... || exit 1; \
+	done
+
+## bench: measure the durable path against its floors; writes bench/results.json and bench/results.md.
+bench: deps
+	$(GO) run ./bench/cmd/agentrt-bench -out bench/results.json
+
+## fuzz: run each fuzz target for FUZZTIME (default 30s).
+FUZZTIME ?= 30s
+fuzz:
+	@for p in ./abi ./journal ./host; do \
+	  for f in $$($(GO) test -list '^Fuzz' $$p | grep '^Fuzz'); do \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$p || exit 1; \
+	  done; \
+	done
+
+clean:
+	rm -rf $(BIN) $(BUILD) .demo

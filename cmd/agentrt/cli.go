@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+
+	"github.com/agentrt/agentrt/host"
+	"github.com/agentrt/agentrt/host/cell"
+	"github.com/agentrt/agentrt/journal"
+	"github.com/agentrt/agentrt/journal/badgerstore"
+	"github.com/agentrt/agentrt/replay"
+	"github.com/spf13/cobra"
+)
+
+// cli carries what every command shares: the output writers and the
+// global flags.
+type cli struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	dataDir        string
+}
+
+// hinted is an error with a suggested fix, printed on its own line.
+type hinted struct {
+	err  error
+	hint string
+}
+
+func (h *hinted) Error() string { return h.err.Error() }
+func (h *hinted) Unwrap() error { return h.err }
+
+func withHint(err error, format string, args ...any) error {
+	return &hinted{err: err, hint: fmt.Sprintf(format, args...)}
+}
+
+// exitError makes a command exit with a status without printing more.
+type exitError struct{ code int }
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// run executes the command line args and returns the exit status.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := c.root()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	fmt.Fprintf(stderr, "agentrt: error: %v\n", err)
+	if h := hintFor(err); h != "" {
+		fmt.Fprintf(stderr, "hint: %s\n", h)
+	}
+	return 1
+}
+
+// hintFor returns the fix for errors that have a known one.
+func hintFor(err error) string {
+	var h *hinted
+	var le *host.LinkError
+	var div *replay.DivergenceError
+	switch {
+	case errors.As(err, &h):
+		return h.hint
+	case errors.As(err, &le):
+		return "add the missing capabilities to the grant file and pass it with --grant (see examples/*/grant.yaml)"
+	case errors.Is(err, badgerstore.ErrLocked):
+		return "another agentrt process is using this data directory; wait for it, or pick another with --data"
+	case errors.Is(err, journal.ErrNotFound):
+		return "list runs with: agentrt runs"
+	case errors.Is(err, cell.ErrAmbiguous):
+		return "give more digits of the run id (agentrt runs lists them)"
+	case errors.Is(err, journal.ErrBadRunID):
+		return "run ids are 32 hex digits, or a unique prefix of one (agentrt runs lists them)"
+	case errors.Is(err, journal.ErrUntrusted):
+		return "the journal was signed by another cell; verify it with that cell's key"
+	case errors.As(err, &div):
+		return "the module no longer makes the calls the journal recorded; replay with the recorded module, or fix the change at the named call"
+	case errors.Is(err, host.ErrNotWasm):
+		return "build the agent first: agentrt build DIR -o agent.wasm"
+	}
+	return ""
+}
+
+func (c *cli) root() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "agentrt",
+		Short: "Run WebAssembly agents durably and verifiably",
+		Long: `agentrt runs AI agents compiled to WebAssembly. An agent reaches the world only
+through capability imports its grant allows; every call is written to a signed,
+hash-chained journal before its effect happens, so any run can be replayed
+exactly and verified offline.
+
+Quick start:
+  agentrt build examples/crawler -o crawler.wasm
+  agentrt run crawler.wasm --grant examples/crawler/grant.yaml --input '{"start":"http://127.0.0.1:8080/"}'
+  agentrt runs
+  agentrt journal show RUN
+  agentrt replay RUN`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&c.dataDir, "data", "", "data directory of the cell (default $"+cell.EnvData+", else a per-user data directory)")
+	root.AddCommand(c.buildCmd(), c.runCmd(), c.runsCmd(), c.journalCmd(), c.replayCmd(), c.keysCmd(), c.logsCmd())
+	return root
+}
+
+// data returns the data directory the command works on.
+func (c *cli) data() (string, error) {
+	if c.dataDir != "" {
+		return c.dataDir, nil
+	}
+	return cell.DefaultDataDir()
+}
+
+// open opens the cell.
+func (c *cli) open(ctx context.Context, opts cell.Options) (*cell.Cell, error) {
+	dir, err := c.data()
+	if err != nil {
+		return nil, err
+	}
+	return cell.Open(ctx, dir, opts)
+}

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"github.com/agentrt/agentrt/host"
+	"github.com/agentrt/agentrt/host/cell"
+	"github.com/spf13/cobra"
+)
+
+func (c *cli) logsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "logs RUN",
+		Short: "Print a run's event log: the guest's stdout, stderr and log lines",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			st, err := c.openStore()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			run, err := cell.FindRun(ctx, st, args[0])
+			if err != nil {
+				return err
+			}
+			if _, err := st.Meta(ctx, run); err != nil {
+				return err
+			}
+			return host.ReadEvents(ctx, st, run, func(e host.Event) error {
+				c.printEvent(e)
+				return nil
+			})
+		},
+	}
+}

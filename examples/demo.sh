@@ -1,0 +1,45 @@
+#!/bin/sh
+# make demo: run the crawler example against a site served on loopback, on a
+# fresh embedded store, then show the journal, replay and verify the run.
+set -eu
+root=$(pwd)
+data="$root/.demo/data"
+rm -rf "$root/.demo"
+mkdir -p "$data"
+export AGENTRT_DATA="$data"
+agentrt="$root/bin/agentrt"
+
+"$root/bin/siteserver" > "$root/.demo/site.url" &
+site=$!
+trap 'kill $site 2>/dev/null || true' EXIT INT TERM
+for _ in 1 2 3 4 5 6 7 8 9 10; do
+	[ -s "$root/.demo/site.url" ] && break
+	sleep 0.2
+done
+url=$(head -n 1 "$root/.demo/site.url")
+[ -n "$url" ] || { echo "demo: the site server did not start" >&2; exit 1; }
+
+echo "== cell key (data directory $data)"
+"$agentrt" keys
+echo
+echo "== crawl $url"
+"$agentrt" run build/crawler.wasm --grant examples/crawler/grant.yaml --input "{\"start\":\"$url\"}"
+run=$("$agentrt" runs --json | head -n 1 | sed 's/.*"run_id":"\([0-9a-f]*\)".*/\1/')
+echo
+echo "== journal of run $run (first 20 entries)"
+"$agentrt" journal show "$run" | head -n 21
+echo "..."
+echo
+echo "== replay and verify"
+"$agentrt" replay "$run"
+echo
+echo "== a second crawl reads its progress from durable state"
+"$agentrt" run build/crawler.wasm --grant examples/crawler/grant.yaml --input "{\"start\":\"$url\"}" --json
+echo
+echo "== the C example"
+echo "the quick brown fox jumps over the lazy dog the end" > "$root/.demo/words.txt"
+"$agentrt" run build/wordfreq-c.wasm --grant examples/wordfreq-c/grant.yaml --input-file "$root/.demo/words.txt"
+run=$("$agentrt" runs --json | head -n 1 | sed 's/.*"run_id":"\([0-9a-f]*\)".*/\1/')
+"$agentrt" replay "$run"
+echo
+"$agentrt" runs

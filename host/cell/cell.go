@@ -1,0 +1,142 @@
+// Package cell opens a cell: the data directory that holds one host's
+// journal store, agent state, signing key and compilation cache, and the
+// host that runs agents on them. One cell per directory; the store's lock
+// keeps a second process out.
+package cell
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"github.com/agentrt/agentrt/host"
+	"github.com/agentrt/agentrt/journal"
+	"github.com/agentrt/agentrt/journal/badgerstore"
+	"github.com/agentrt/agentrt/journal/cellkey"
+)
+
+// EnvData names the environment variable that picks the data directory.
+const EnvData = "AGENTRT_DATA"
+
+// DefaultDataDir returns the per-user data directory: $AGENTRT_DATA, else
+// $XDG_DATA_HOME/agentrt or ~/.local/share/agentrt on Unix,
+// ~/Library/Application Support/agentrt on macOS, %LocalAppData%\agentrt on
+// Windows.
+func DefaultDataDir() (string, error) {
+	if d := os.Getenv(EnvData); d != "" {
+		return d, nil
+	}
+	switch runtime.GOOS {
+	case "windows":
+		if d := os.Getenv("LocalAppData"); d != "" {
+			return filepath.Join(d, "agentrt"), nil
+		}
+	case "darwin":
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", err
+		}
+		return filepath.Join(home, "Library", "Application Support", "agentrt"), nil
+	}
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "agentrt"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("no home directory for the default data directory (set --data or %s): %w", EnvData, err)
+	}
+	return filepath.Join(home, ".local", "share", "agentrt"), nil
+}
+
+// StoreDir returns the store's directory inside a data directory.
+func StoreDir(dataDir string) string { return filepath.Join(dataDir, "store") }
+
+// Cell is an open data directory.
+type Cell struct {
+	Dir    string
+	Store  *badgerstore.Store
+	Key    ed25519.PrivateKey
+	Engine *host.Engine
+	Host   *host.Host
+}
+
+// Options tune Open.
+type Options struct {
+	// Sink sees every event of the runs this cell hosts.
+	Sink func(host.Event)
+	// NoCache turns the compilation cache off.
+	NoCache bool
+}
+
+// Open opens (creating on first use) the cell in dir.
+func Open(ctx context.Context, dir string, opts Options) (*Cell, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	key, err := cellkey.LoadOrCreate(dir)
+	if err != nil {
+		return nil, err
+	}
+	st, err := badgerstore.Open(StoreDir(dir))
+	if err != nil {
+		return nil, err
+	}
+	cfg := host.EngineConfig{CacheDir: filepath.Join(dir, "cache")}
+	if opts.NoCache {
+		cfg.CacheDir = ""
+	}
+	eng, err := host.NewEngine(ctx, cfg)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	h, err := host.New(eng, host.Deps{Store: st, KV: st, Events: st, Key: key, Sink: opts.Sink}, host.Config{})
+	if err != nil {
+		st.Close()
+		eng.Close(ctx)
+		return nil, err
+	}
+	return &Cell{Dir: dir, Store: st, Key: key, Engine: eng, Host: h}, nil
+}
+
+// Public returns the cell's public key, its identity.
+func (c *Cell) Public() ed25519.PublicKey { return c.Key.Public().(ed25519.PublicKey) }
+
+// Close releases the engine and the store.
+func (c *Cell) Close(ctx context.Context) error {
+	return errors.Join(c.Engine.Close(ctx), c.Store.Close())
+}
+
+// ErrAmbiguous is returned by FindRun when a prefix matches several runs.
+var ErrAmbiguous = errors.New("run id prefix matches more than one run")
+
+// FindRun resolves a run id or a unique prefix of one.
+func FindRun(ctx context.Context, st journal.Store, s string) (journal.RunID, error) {
+	if id, err := journal.ParseRunID(s); err == nil {
+		return id, nil
+	}
+	if s == "" {
+		return journal.RunID{}, journal.ErrBadRunID
+	}
+	runs, err := st.Runs(ctx)
+	if err != nil {
+		return journal.RunID{}, err
+	}
+	var found []journal.RunID
+	for _, m := range runs {
+		if len(s) <= 32 && m.ID.String()[:len(s)] == s {
+			found = append(found, m.ID)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return journal.RunID{}, fmt.Errorf("no run %q: %w", s, journal.ErrNotFound)
+	case 1:
+		return found[0], nil
+	}
+	return journal.RunID{}, fmt.Errorf("%q: %w (%d runs)", s, ErrAmbiguous, len(found))
+}

@@ -1,0 +1,66 @@
+// Command probe makes the calls its input lists, one per line of output, so
+// host tests can drive every capability and every error path from Go.
+//
+//	input: [{"op":"kv.put","key":"k","size":2000000}, {"op":"http","url":"..."}, ...]
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/agentrt/agentrt/guest-sdk/agent"
+)
+
+// Step is one call to make.
+type Step struct {
+	Op   string `json:"op"`
+	Key  string `json:"key"`
+	Size int    `json:"size"`
+	URL  string `json:"url"`
+	N    uint32 `json:"n"`
+}
+
+func main() {
+	agent.MainJSON(func(_ context.Context, steps []Step) ([]string, error) {
+		var out []string
+		for _, s := range steps {
+			out = append(out, do(s))
+		}
+		return out, nil
+	})
+}
+
+func do(s Step) string {
+	switch s.Op {
+	case "kv.put":
+		return fmt.Sprintf("kv.put %v", agent.KVPut(s.Key, make([]byte, s.Size)))
+	case "kv.get":
+		v, err := agent.KVGet(s.Key)
+		return fmt.Sprintf("kv.get %d %v", len(v), err)
+	case "http":
+		r, err := agent.HTTPGet(s.URL)
+		if err != nil {
+			return fmt.Sprintf("http %v", err)
+		}
+		return fmt.Sprintf("http %d %d %s", r.Status, len(r.Body), strings.TrimSpace(string(r.Body[:min(len(r.Body), 80)])))
+	case "clock":
+		t, err := agent.Now()
+		return fmt.Sprintf("clock %d %v", t.UnixNano(), err)
+	case "virtual-clock":
+		return fmt.Sprintf("virtual-clock %d", time.Now().UnixNano())
+	case "random":
+		b, err := agent.RandomBytes(s.N)
+		return fmt.Sprintf("random %s %v", hex.EncodeToString(b), err)
+	case "introspect":
+		r, err := agent.Introspect()
+		return fmt.Sprintf("introspect %s %v %d %v", r.RunID, r.Capabilities, r.Steps, err)
+	case "sleep":
+		before := time.Now()
+		time.Sleep(time.Hour)
+		return fmt.Sprintf("sleep %s", time.Since(before).Round(time.Minute))
+	}
+	return "unknown op " + s.Op
+}
