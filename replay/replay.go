@@ -282,15 +282,18 @@ func stackOf(err error) []string {
 }
 
 // guestFunc returns the first frame of stack that is the agent's own code:
-// not the host import, the guest SDK or the Go runtime.
+// not the host import, the guest SDK or the Go runtime. wazero prefixes
+// each name with the module's name and a dot (empty for our anonymous
+// instances), and Go's wasm linker writes package paths with '_' for '/'.
 func guestFunc(stack []string) string {
 	for _, f := range stack {
 		name, _, _ := strings.Cut(f, "(")
+		name = strings.TrimPrefix(name, ".")
 		switch {
 		case strings.HasPrefix(name, abi.ModulePrefix),
-			strings.Contains(name, "guest-sdk/agent."),
-			strings.HasPrefix(name, "runtime."),
-			strings.HasPrefix(name, "$"), strings.HasPrefix(name, ".$"):
+			strings.Contains(name, "guest_sdk_agent."), strings.Contains(name, "guest-sdk/agent."),
+			strings.HasPrefix(name, "runtime."), strings.HasPrefix(name, "$"),
+			strings.HasPrefix(name, "_rt0"), strings.HasPrefix(name, "wasm_pc_f_loop"):
 			continue
 		}
 		return name
