@@ -26,9 +26,9 @@ func (c *cli) journalCmd() *cobra.Command {
 		Short: "Print the entries of a run's journal",
 		Long: `Print every entry of a run's journal: its phase, step, op, input and output
 hashes and whether it is covered by a valid signature of a trusted cell (by
-default this cell; --trust FILE names authorized_keys-style keys). RUN is a run
-id or a unique prefix of one. Unlike replay, show goes on past a bad entry and
-marks it.`,
+default this cell; --trust FILE names authorized_keys-style keys). RUN is a run id,
+a unique prefix of one, or "last" for the newest run. Unlike replay, show goes
+on past a bad entry and marks it.`,
 		Example: "  agentrt journal show 0188c3\n  agentrt journal show 0188c3 --json | jq .op",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -9,6 +9,7 @@ import (
 func (c *cli) logsCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "logs RUN",
+		Long:  "Print a run's event log. RUN is a run id, a unique prefix of one, or \"last\" for the newest run.",
 		Short: "Print a run's event log: the guest's stdout, stderr and log lines",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -26,7 +27,7 @@ func (c *cli) logsCmd() *cobra.Command {
 				return err
 			}
 			return host.ReadEvents(ctx, st, run, func(e host.Event) error {
-				c.printEvent(e)
+				printEvent(c.stdout, e)
 				return nil
 			})
 		},

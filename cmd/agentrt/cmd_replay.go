@@ -25,6 +25,8 @@ input and output hash, every signature, by a trusted cell) and re-execute the
 recorded module with the recorded responses fed back to its imports, checking
 at every call that the op and the input hash match. Nothing is dispatched.
 
+RUN is a run id, a unique prefix of one, or "last" for the newest run.
+
 Prints "verified N entries" and exits 0 when everything holds; otherwise names
 the first bad entry, or the step where the module diverged and the guest
 function that made the call.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -69,7 +70,7 @@ and the output on stdout at the end.`,
 			}
 			var sink func(host.Event)
 			if !quiet {
-				sink = c.printEvent
+				sink = func(e host.Event) { printEvent(c.stderr, e) }
 			}
 			cl, err := c.open(ctx, cell.Options{Sink: sink})
 			if err != nil {
@@ -109,14 +110,14 @@ and the output on stdout at the end.`,
 	return cmd
 }
 
-// printEvent writes one guest event in its human form on stderr.
-func (c *cli) printEvent(e host.Event) {
+// printEvent writes one guest event in its human form.
+func printEvent(w io.Writer, e host.Event) {
 	switch e.Kind {
 	case host.EventRunLog:
 		levels := [...]string{"debug", "info", "warn", "error"}
-		fmt.Fprintf(c.stderr, "  [%s] %s\n", levels[e.Level], e.Data)
+		fmt.Fprintf(w, "  [%s] %s\n", levels[min(int(e.Level), len(levels)-1)], e.Data)
 	default:
-		c.stderr.Write(e.Data)
+		w.Write(e.Data)
 	}
 }
 

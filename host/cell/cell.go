@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/journal"
@@ -114,7 +115,10 @@ func (c *Cell) Close(ctx context.Context) error {
 // ErrAmbiguous is returned by FindRun when a prefix matches several runs.
 var ErrAmbiguous = errors.New("run id prefix matches more than one run")
 
-// FindRun resolves a run id or a unique prefix of one.
+// LastRun is the name FindRun resolves to the newest run.
+const LastRun = "last"
+
+// FindRun resolves a run id, a unique prefix of one, or LastRun.
 func FindRun(ctx context.Context, st journal.Store, s string) (journal.RunID, error) {
 	if id, err := journal.ParseRunID(s); err == nil {
 		return id, nil
@@ -125,6 +129,15 @@ func FindRun(ctx context.Context, st journal.Store, s string) (journal.RunID, er
 	runs, err := st.Runs(ctx)
 	if err != nil {
 		return journal.RunID{}, err
+	}
+	if s == LastRun {
+		if len(runs) == 0 {
+			return journal.RunID{}, fmt.Errorf("no runs yet: %w", journal.ErrNotFound)
+		}
+		return runs[0].ID, nil
+	}
+	if strings.Trim(s, "0123456789abcdef") != "" {
+		return journal.RunID{}, journal.ErrBadRunID
 	}
 	var found []journal.RunID
 	for _, m := range runs {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -94,4 +95,38 @@ func NewEnv(t testing.TB, deps host.Deps, cfg host.Config) *Env {
 		t.Fatal(err)
 	}
 	return &Env{Dir: dir, Store: st, Engine: SharedEngine(t), Host: h, Key: key}
+}
+
+// BuildVariant builds the Go agent in dir (relative to the repository root)
+// with the first occurrence of old in its main.go replaced by new: the same
+// agent rebuilt with one changed line.
+func BuildVariant(t testing.TB, dir, old, new string) []byte {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(RepoRoot(), dir, "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := strings.Replace(string(src), old, new, 1)
+	if changed == string(src) {
+		t.Fatalf("%s/main.go does not contain %q any more", dir, old)
+	}
+	// The copy must live inside the module to import the guest SDK; a
+	// leading dot keeps it out of ./... patterns.
+	tmp, err := os.MkdirTemp(RepoRoot(), ".variant-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	if err := os.WriteFile(filepath.Join(tmp, "main.go"), []byte(changed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "variant.wasm")
+	if err := wasmbuild.Go(context.Background(), tmp, out); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

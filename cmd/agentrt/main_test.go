@@ -1,0 +1,40 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/agentrt/agentrt/internal/testutil"
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"agentrt": func() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
+	})
+}
+
+// TestScripts runs the CLI scripts in testdata/script. The agents they run
+// are built once, here, and found through $MODULES.
+func TestScripts(t *testing.T) {
+	modules := t.TempDir()
+	for name, dir := range map[string]string{"smoke": "host/testdata/agents/smoke", "probe": "host/testdata/agents/probe"} {
+		if err := os.WriteFile(filepath.Join(modules, name+".wasm"), testutil.BuildGo(t, dir), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The smoke agent rebuilt with one changed line: a different kv key.
+	v2 := testutil.BuildVariant(t, "host/testdata/agents/smoke", `agent.KVGet("k2")`, `agent.KVGet("k3")`)
+	if err := os.WriteFile(filepath.Join(modules, "smoke-v2.wasm"), v2, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testscript.Run(t, testscript.Params{
+		Dir: "testdata/script",
+		Setup: func(env *testscript.Env) error {
+			env.Setenv("MODULES", modules)
+			env.Setenv("AGENTRT_DATA", filepath.Join(env.WorkDir, "data"))
+			return nil
+		},
+	})
+}
