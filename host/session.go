@@ -82,14 +82,20 @@ func sessionFrom(ctx context.Context) *session {
 	return s
 }
 
-// stop aborts the guest: wazero turns the panic into an error returned from
-// the guest's entry point, with the wasm stack trace of the call site.
+// stop aborts the guest because the host cannot go on (the journal failed,
+// replay diverged): wazero turns the panic into an error returned from the
+// guest's entry point, with the wasm stack trace of the call site.
 func (s *session) stop(err error) {
 	if s.fatal == nil {
 		s.fatal = err
 	}
 	panic(err)
 }
+
+// fault traps the guest for breaking the calling convention (a buffer
+// outside its memory). It is the guest's failure, recorded as such, and
+// replays identically.
+func (s *session) fault(err error) { panic(err) }
 
 // call implements the call import of every capability module.
 func (s *session) call(ctx context.Context, mem api.Memory, c abi.Capability, opcode, reqPtr, reqLen, respPtr, respCap uint32) abi.Result {
@@ -98,7 +104,7 @@ func (s *session) call(ctx context.Context, mem api.Memory, c abi.Capability, op
 	}
 	req, ok := mem.Read(reqPtr, reqLen)
 	if !ok {
-		s.stop(fmt.Errorf("host: request buffer [%d, +%d) is outside guest memory", reqPtr, reqLen))
+		s.fault(fmt.Errorf("request buffer [%d, +%d) is outside guest memory", reqPtr, reqLen))
 	}
 	req = append(make([]byte, 0, len(req)), req...)
 	s.steps++
@@ -124,7 +130,7 @@ func (s *session) call(ctx context.Context, mem api.Memory, c abi.Capability, op
 func (s *session) refuse(ctx context.Context, c abi.Capability, opcode, reqPtr, reqLen uint32, mem api.Memory) pendingResponse {
 	req, ok := mem.Read(reqPtr, reqLen)
 	if !ok {
-		s.stop(fmt.Errorf("host: request buffer [%d, +%d) is outside guest memory", reqPtr, reqLen))
+		s.fault(fmt.Errorf("request buffer [%d, +%d) is outside guest memory", reqPtr, reqLen))
 	}
 	s.steps++
 	call := &Call{Step: s.steps, Op: opOf(c, opcode), InputHash: journal.Sum(req), TooLarge: true}
@@ -144,7 +150,7 @@ func (s *session) deliver(mem api.Memory, c abi.Capability, ptr, capacity uint32
 		return abi.Pack(abi.StatusPending, n)
 	}
 	if n > 0 && !mem.Write(ptr, r.body) {
-		s.stop(fmt.Errorf("host: response buffer [%d, +%d) is outside guest memory", ptr, n))
+		s.fault(fmt.Errorf("response buffer [%d, +%d) is outside guest memory", ptr, n))
 	}
 	return abi.Pack(r.status, n)
 }

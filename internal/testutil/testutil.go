@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -123,6 +124,25 @@ func BuildVariant(t testing.TB, dir, old, new string) []byte {
 	out := filepath.Join(t.TempDir(), "variant.wasm")
 	if err := wasmbuild.Go(context.Background(), tmp, out); err != nil {
 		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// BuildWAT assembles a WebAssembly text file (relative to the repository
+// root) with wat2wasm, from the wabt package that make deps installs.
+func BuildWAT(t testing.TB, file string) []byte {
+	t.Helper()
+	if _, err := exec.LookPath("wat2wasm"); err != nil {
+		t.Fatal("wat2wasm is not on PATH: run make deps (or apt-get install wabt)")
+	}
+	out := filepath.Join(t.TempDir(), filepath.Base(file)+".wasm")
+	cmd := exec.Command("wat2wasm", filepath.Join(RepoRoot(), file), "-o", out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("wat2wasm %s: %v\n%s", file, err, b)
 	}
 	b, err := os.ReadFile(out)
 	if err != nil {
