@@ -50,8 +50,8 @@ var ErrNotCanonical = errors.New("cbor: not in canonical (core deterministic) fo
 // core deterministic encoding).
 func Marshal(v any) ([]byte, error) { return encMode.Marshal(v) }
 
-// Unmarshal decodes canonical CBOR into v. An empty buffer decodes to the
-// zero value. It rejects duplicate keys, unknown fields, indefinite lengths,
+// Unmarshal decodes canonical CBOR into v, which must point to a zero value
+// (an empty buffer leaves it so, and the canonical check re-encodes it). It rejects duplicate keys, unknown fields, indefinite lengths,
 // tags, trailing bytes and any encoding that is not canonical.
 func Unmarshal(data []byte, v any) error {
 	if len(data) == 0 {

@@ -29,8 +29,9 @@ const (
 	// StatusInDoubt: a crash left the effect's outcome unknown and the op
 	// is not idempotent, so it was not re-run.
 	StatusInDoubt Status = 7
-	// StatusInternal: the host could not journal or serve the call. The
-	// run stops.
+	// StatusInternal: the host could not serve the call (a response that
+	// failed to encode). A host that cannot journal a call does not answer
+	// it at all: it stops the run.
 	StatusInternal Status = 8
 	// StatusNoPending: take was called with nothing pending.
 	StatusNoPending Status = 9

@@ -87,7 +87,9 @@ func serveHTTP(ctx context.Context, s *session, c *Call) (abi.Status, []byte) {
 	// of map order.
 	for _, name := range slices.Sorted(maps.Keys(resp.Header)) {
 		for _, v := range resp.Header[name] {
-			out.Headers = append(out.Headers, abi.Header{Name: name, Value: v})
+			// Text in the ABI is UTF-8; a server's Latin-1 header bytes
+			// become U+FFFD rather than an undecodable response.
+			out.Headers = append(out.Headers, abi.Header{Name: strings.ToValidUTF8(name, "\uFFFD"), Value: strings.ToValidUTF8(v, "\uFFFD")})
 		}
 	}
 	return okResponse(out)

@@ -23,6 +23,7 @@ func FuzzParseGrant(f *testing.F) {
 		"capabilities: {http: {hosts: [\"a/b\"]}}\n",
 		"capabilities: {runn: {}}\n",
 		"capabilities: {kv: &a {namespace: x}, run: *a}\n",
+		"capabilities: {kv: {namespace: !!binary Y3Jhd2xlcg==}}\n",
 		"",
 	} {
 		f.Add([]byte(s))

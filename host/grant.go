@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentrt/agentrt/abi"
 	"go.yaml.in/yaml/v3"
@@ -91,15 +92,15 @@ func ParseGrant(b []byte) (*Grant, error) {
 
 // Check validates the resources named in g.
 func (g *Grant) Check() error {
-	if g.KV != nil && (g.KV.Namespace == "" || strings.ContainsRune(g.KV.Namespace, 0)) {
-		return fmt.Errorf("kv: a non-empty namespace is required (kv: {namespace: NAME})")
+	if g.KV != nil && (g.KV.Namespace == "" || strings.ContainsRune(g.KV.Namespace, 0) || !utf8.ValidString(g.KV.Namespace)) {
+		return fmt.Errorf("kv: a non-empty UTF-8 namespace without NUL is required (kv: {namespace: NAME})")
 	}
 	if g.HTTP != nil {
 		if len(g.HTTP.Hosts) == 0 {
 			return fmt.Errorf("http: list the allowed hosts (http: {hosts: [\"example.com\"]})")
 		}
 		for _, h := range g.HTTP.Hosts {
-			if h == "" || strings.ContainsAny(h, "/@ ") {
+			if h == "" || strings.ContainsAny(h, "/@ ") || !utf8.ValidString(h) {
 				return fmt.Errorf("http: %q is not a host or host:port", h)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/agentrt/agentrt/abi"
@@ -110,6 +111,10 @@ func (h *Host) Run(ctx context.Context, spec RunSpec) (*Result, error) {
 	if grant == nil {
 		grant = DefaultGrant()
 	}
+	if err := grant.Check(); err != nil {
+		return nil, fmt.Errorf("host: grant: %w", err)
+	}
+	spec.Name = strings.ToValidUTF8(spec.Name, "\uFFFD")
 	m, err := h.engine.Compile(ctx, spec.Code)
 	if err != nil {
 		return nil, err
@@ -171,7 +176,7 @@ func (h *Host) Run(ctx context.Context, spec RunSpec) (*Result, error) {
 	end := &journal.End{Status: journal.StatusCompleted, Output: s.output, Steps: s.steps}
 	if guestErr != nil {
 		res.Status, res.Err = journal.StatusFailed, guestErr
-		end.Status, end.Error = journal.StatusFailed, guestErr.Error()
+		end.Status, end.Error = journal.StatusFailed, strings.ToValidUTF8(guestErr.Error(), "\uFFFD")
 	}
 	done := h.deps.Now()
 	meta.Status, meta.Output, meta.Error, meta.Ended, meta.Steps = end.Status, end.Output, end.Error, done.UnixNano(), s.steps

@@ -99,6 +99,9 @@ func (s *session) fault(err error) { panic(err) }
 
 // call implements the call import of every capability module.
 func (s *session) call(ctx context.Context, mem api.Memory, c abi.Capability, opcode, reqPtr, reqLen, respPtr, respCap uint32) abi.Result {
+	// A response left pending is dropped by the next call: take only ever
+	// returns the response of the latest call.
+	delete(s.pending, c)
 	if reqLen > uint32(s.maxRequest) {
 		return s.deliver(mem, c, respPtr, respCap, s.refuse(ctx, c, opcode, reqPtr, reqLen, mem))
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/binary"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/agentrt/agentrt/abi"
 )
@@ -72,6 +73,11 @@ func (e *Entry) check() error {
 		return fmt.Errorf("an end record belongs to the end entry and only there")
 	case e.Phase == PhaseStart && e.Seq != 0, e.Phase != PhaseStart && e.Seq == 0:
 		return fmt.Errorf("the start entry is seq 0 and only seq 0 is a start entry")
+	}
+	if !utf8.ValidString(e.Op) || !utf8.ValidString(e.Key) ||
+		(e.Header != nil && !utf8.ValidString(e.Header.ModuleName)) ||
+		(e.End != nil && (!utf8.ValidString(e.End.Error) || !utf8.ValidString(string(e.End.Status)))) {
+		return fmt.Errorf("a text field is not valid UTF-8")
 	}
 	switch e.Phase {
 	case PhaseIntent, PhaseExecuting, PhaseCompleted, PhaseFailed:

@@ -31,13 +31,18 @@ var (
 	// exactly the expected number of entries: another writer appended
 	// first, or the caller's view is stale. It is the fencing check.
 	ErrConflict = errors.New("journal: append conflict (the journal moved on; another writer holds this run)")
+	// ErrNotDurable is returned by Append when the records were written
+	// and are visible, but could not be made durable (the sync failed).
+	// They may not survive a crash; the caller must not act on them as if
+	// they had.
+	ErrNotDurable = errors.New("journal: written but not durable (sync failed)")
 )
 
 // Store keeps journals, their run index and the modules they ran.
 //
 // Implementations must make Append atomic and durable: when it returns nil,
-// every record (and meta, if given) survives a crash; when it fails, none of
-// them is visible.
+// every record (and meta, if given) survives a crash; when it fails with any
+// error but ErrNotDurable, none of them is visible.
 type Store interface {
 	// PutModule stores a module under its SHA-256 and returns the digest.
 	PutModule(ctx context.Context, code []byte) ([]byte, error)

@@ -2,6 +2,7 @@ package journal
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -42,7 +43,8 @@ func (w *Writer) Pending() int { return len(w.buf) }
 // Commit seals the head and durably appends the buffered entries, with meta
 // if it is not nil. A commit with no buffered entries and no meta does
 // nothing. On error the buffered entries are kept, so a caller may retry
-// once the store recovers.
+// once the store recovers; after ErrNotDurable they are in the store and
+// are not kept.
 func (w *Writer) Commit(ctx context.Context, meta *RunMeta) error {
 	if len(w.buf) == 0 && meta == nil {
 		return nil
@@ -51,7 +53,14 @@ func (w *Writer) Commit(ctx context.Context, meta *RunMeta) error {
 		w.buf[len(w.buf)-1].Seal = w.chain.Seal()
 	}
 	if err := w.store.Append(ctx, w.chain.run, w.stored, w.buf, meta); err != nil {
-		return fmt.Errorf("journal: commit of entries %d..%d: %w", w.stored, w.stored+uint64(len(w.buf)), err)
+		err = fmt.Errorf("journal: commit of entries %d..%d: %w", w.stored, w.stored+uint64(len(w.buf)), err)
+		if errors.Is(err, ErrNotDurable) {
+			// The entries are in the store, so the chain has moved on;
+			// what failed is the promise that they survive a crash.
+			w.stored += uint64(len(w.buf))
+			w.buf = w.buf[:0]
+		}
+		return err
 	}
 	w.stored += uint64(len(w.buf))
 	clear(w.buf)

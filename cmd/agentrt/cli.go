@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/host/cell"
+	"github.com/agentrt/agentrt/internal/wasmbuild"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/journal/badgerstore"
 	"github.com/agentrt/agentrt/replay"
@@ -72,7 +73,10 @@ func hintFor(err error) string {
 	var h *hinted
 	var le *host.LinkError
 	var div *replay.DivergenceError
+	var te *wasmbuild.ToolchainError
 	switch {
+	case errors.As(err, &te):
+		return te.Hint
 	case errors.As(err, &h):
 		return h.hint
 	case errors.As(err, &le):

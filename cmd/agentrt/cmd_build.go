@@ -14,17 +14,29 @@ func (c *cli) buildCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "build DIR -o FILE.wasm",
 		Short: "Compile an agent to a WebAssembly module",
-		Long: `Compile the Go agent in DIR (a main package using guest-sdk/agent) for
-GOOS=wasip1 GOARCH=wasm, reproducibly: the same source gives the same bytes
-and so the same module hash in every run header.`,
-		Example: "  agentrt build examples/crawler -o crawler.wasm",
+		Long: `Compile the agent in DIR to a wasip1 module, reproducibly: the same source
+gives the same bytes and so the same module hash in every run header.
+
+A directory of Go files (a main package using guest-sdk/agent) is built with the
+go command for GOOS=wasip1 GOARCH=wasm. A directory of C files (including
+guest-sdk/c/agentrt.h) is built with clang for wasm32-wasi against wasi-libc;
+make deps installs that toolchain.`,
+		Example: "  agentrt build examples/crawler -o crawler.wasm\n  agentrt build examples/wordfreq-c -o wordfreq.wasm",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := args[0]
 			if out == "" {
 				out = filepath.Base(filepath.Clean(dir)) + ".wasm"
 			}
-			if err := wasmbuild.Go(cmd.Context(), dir, out); err != nil {
+			lang, err := wasmbuild.Detect(dir)
+			if err != nil {
+				return err
+			}
+			build := wasmbuild.Go
+			if lang == "c" {
+				build = wasmbuild.C
+			}
+			if err := build(cmd.Context(), dir, out); err != nil {
 				return err
 			}
 			info, err := os.Stat(out)

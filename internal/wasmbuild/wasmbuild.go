@@ -1,6 +1,7 @@
-// Package wasmbuild compiles Go agents to wasip1 modules with the go
-// command, reproducibly: the same source and toolchain give the same bytes,
-// and so the same module hash in every run header.
+// Package wasmbuild compiles agents to wasip1 modules, reproducibly: the
+// same source and toolchain give the same bytes, and so the same module hash
+// in every run header. Go agents are built with the go command, C agents
+// with clang against wasi-libc.
 package wasmbuild
 
 import (

@@ -165,7 +165,7 @@ func (s *Store) Append(_ context.Context, run journal.RunID, next uint64, recs [
 		return err
 	}
 	if err := s.sync.wait(); err != nil {
-		return fmt.Errorf("badgerstore: sync: %w", err)
+		return fmt.Errorf("badgerstore: %w: %v", journal.ErrNotDurable, err)
 	}
 	return nil
 }

@@ -1,0 +1,129 @@
+package abi_test
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/agentrt/agentrt/abi"
+)
+
+// bodies lists every request and response type of the ABI, with sample
+// values whose canonical encodings seed the fuzzer.
+var bodies = []struct {
+	name    string
+	new     func() any
+	samples []any
+}{
+	{"Empty", func() any { return new(abi.Empty) }, []any{abi.Empty{}}},
+	{"InputResponse", func() any { return new(abi.InputResponse) }, []any{
+		abi.InputResponse{}, abi.InputResponse{Input: []byte("hello")}}},
+	{"SetOutputRequest", func() any { return new(abi.SetOutputRequest) }, []any{
+		abi.SetOutputRequest{Output: []byte{}}, abi.SetOutputRequest{Output: []byte("done")}}},
+	{"LogRequest", func() any { return new(abi.LogRequest) }, []any{
+		abi.LogRequest{Level: abi.LevelWarn, Message: "héllo"}}},
+	{"IntrospectResponse", func() any { return new(abi.IntrospectResponse) }, []any{
+		abi.IntrospectResponse{RunID: "00", ModuleSHA256: make([]byte, 32), ABI: abi.Version,
+			Capabilities: []string{"run", "kv"}, Steps: 1 << 40}}},
+	{"KVGetRequest", func() any { return new(abi.KVGetRequest) }, []any{abi.KVGetRequest{Key: "k"}}},
+	{"KVGetResponse", func() any { return new(abi.KVGetResponse) }, []any{abi.KVGetResponse{Value: []byte{0}}}},
+	{"KVPutRequest", func() any { return new(abi.KVPutRequest) }, []any{
+		abi.KVPutRequest{Key: "greeting", Value: []byte("hi")}}},
+	{"KVDeleteRequest", func() any { return new(abi.KVDeleteRequest) }, []any{abi.KVDeleteRequest{Key: "k"}}},
+	{"KVDeleteResponse", func() any { return new(abi.KVDeleteResponse) }, []any{abi.KVDeleteResponse{Existed: true}}},
+	{"KVListRequest", func() any { return new(abi.KVListRequest) }, []any{
+		abi.KVListRequest{Prefix: "a"}, abi.KVListRequest{Prefix: "a", After: "ab", Limit: 300}}},
+	{"KVListResponse", func() any { return new(abi.KVListResponse) }, []any{
+		abi.KVListResponse{Keys: []string{"a", "b"}, More: true}, abi.KVListResponse{Keys: []string{}}}},
+	{"HTTPRequest", func() any { return new(abi.HTTPRequest) }, []any{
+		abi.HTTPRequest{Method: "GET", URL: "http://127.0.0.1:8080/"},
+		abi.HTTPRequest{Method: "POST", URL: "http://example.com/x", Body: []byte("{}"),
+			Headers: []abi.Header{{Name: "Content-Type", Value: "application/json"}, {Name: "A", Value: ""}}}}},
+	{"HTTPResponse", func() any { return new(abi.HTTPResponse) }, []any{
+		abi.HTTPResponse{Status: 200, Headers: []abi.Header{{Name: "X", Value: "1"}}, Body: []byte("ok"), Truncated: true}}},
+	{"ClockNowResponse", func() any { return new(abi.ClockNowResponse) }, []any{
+		abi.ClockNowResponse{UnixNano: -1}, abi.ClockNowResponse{UnixNano: 1767323045000000000}}},
+	{"RandomBytesRequest", func() any { return new(abi.RandomBytesRequest) }, []any{abi.RandomBytesRequest{N: 32}}},
+	{"RandomBytesResponse", func() any { return new(abi.RandomBytesResponse) }, []any{
+		abi.RandomBytesResponse{Bytes: make([]byte, 32)}}},
+	{"Error", func() any { return new(abi.Error) }, []any{
+		abi.Error{Code: abi.StatusTooLarge, Message: "request exceeds the limit"}}},
+}
+
+// FuzzUnmarshal decodes arbitrary bytes as the body type which selects:
+// decoding never panics, an empty body is the zero value, and a body that
+// decodes re-encodes to the same bytes.
+func FuzzUnmarshal(f *testing.F) {
+	for i, b := range bodies {
+		f.Add(uint8(i), []byte{})
+		for _, s := range b.samples {
+			enc, err := abi.Marshal(s)
+			if err != nil {
+				f.Fatalf("%s: %v", b.name, err)
+			}
+			f.Add(uint8(i), enc)
+		}
+	}
+	f.Fuzz(func(t *testing.T, which uint8, data []byte) {
+		b := bodies[int(which)%len(bodies)]
+		v := b.new()
+		if err := abi.Unmarshal(data, v); err != nil {
+			return
+		}
+		if len(data) == 0 {
+			if !reflect.DeepEqual(v, b.new()) {
+				t.Fatalf("%s: an empty body decoded to %+v, not the zero value", b.name, v)
+			}
+			return
+		}
+		again, err := abi.Marshal(v)
+		if err != nil {
+			t.Fatalf("%s: decoded value does not encode: %v", b.name, err)
+		}
+		if !bytes.Equal(again, data) {
+			t.Fatalf("%s: decode then encode changed the bytes:\n in  %x\n out %x", b.name, data, again)
+		}
+	})
+}
+
+// TestUnmarshalRejects checks that specific non-canonical or hostile
+// encodings of valid values are refused, with ErrNotCanonical where the
+// bytes decode but are not the canonical form.
+func TestUnmarshalRejects(t *testing.T) {
+	tests := []struct {
+		name         string
+		in           []byte
+		notCanonical bool
+	}{
+		// {"n": 32} with 32 written in two bytes after the head.
+		{"non-minimal integer", []byte{0xa1, 0x61, 'n', 0x19, 0x00, 0x20}, true},
+		// {"key": "k", "value": h''} for KVPutRequest, keys swapped.
+		{"keys out of order", []byte{0xa2, 0x65, 'v', 'a', 'l', 'u', 'e', 0x40, 0x63, 'k', 'e', 'y', 0x61, 'k'}, true},
+		{"duplicate key", []byte{0xa2, 0x61, 'n', 0x01, 0x61, 'n', 0x01}, false},
+		{"unknown field", []byte{0xa2, 0x61, 'm', 0x01, 0x61, 'n', 0x01}, false},
+		{"indefinite-length map", []byte{0xbf, 0x61, 'n', 0x01, 0xff}, false},
+		{"tag", []byte{0xa1, 0x61, 'n', 0xc1, 0x01}, false},
+		{"trailing byte", []byte{0xa1, 0x61, 'n', 0x01, 0x00}, false},
+		{"invalid UTF-8 key", []byte{0xa1, 0x61, 0xff, 0x01}, false},
+		{"deep nesting", append(bytes.Repeat([]byte{0x81}, 64), 0x00), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var r abi.RandomBytesRequest
+			var p abi.KVPutRequest
+			var dst any = &r
+			if tt.name == "keys out of order" {
+				dst = &p
+			}
+			err := abi.Unmarshal(tt.in, dst)
+			t.Log(err)
+			if err == nil {
+				t.Fatalf("accepted %x", tt.in)
+			}
+			if got := errors.Is(err, abi.ErrNotCanonical); got != tt.notCanonical {
+				t.Errorf("errors.Is(err, ErrNotCanonical) = %v, want %v (err: %v)", got, tt.notCanonical, err)
+			}
+		})
+	}
+}

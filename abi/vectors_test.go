@@ -1,0 +1,567 @@
+package abi_test
+
+// The ABI test vectors in testdata/vectors are generated from the table in
+// this file and checked by TestVectors, which reads nothing but the files:
+// the same files the C SDK's tests (guest-sdk/c) and any other
+// implementation run.
+//
+// After changing the table, regenerate the files with
+//
+//	go test ./abi/ -run TestVectorFiles -rewrite
+//
+// and review the diff: a changed byte in a valid vector is an ABI change.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agentrt/agentrt/abi"
+	"github.com/fxamacker/cbor/v2"
+)
+
+var rewrite = flag.Bool("rewrite", false, "rewrite testdata/vectors from the generator table instead of checking them")
+
+const vectorDir = "testdata/vectors"
+
+// opBodies maps every op to constructors of its request and response types.
+// A nil constructor stands for abi.Empty.
+var opBodies = map[string]struct{ req, resp func() any }{
+	"run.input":      {nil, func() any { return new(abi.InputResponse) }},
+	"run.set_output": {func() any { return new(abi.SetOutputRequest) }, nil},
+	"run.log":        {func() any { return new(abi.LogRequest) }, nil},
+	"run.introspect": {nil, func() any { return new(abi.IntrospectResponse) }},
+	"kv.get":         {func() any { return new(abi.KVGetRequest) }, func() any { return new(abi.KVGetResponse) }},
+	"kv.put":         {func() any { return new(abi.KVPutRequest) }, nil},
+	"kv.delete":      {func() any { return new(abi.KVDeleteRequest) }, func() any { return new(abi.KVDeleteResponse) }},
+	"kv.list":        {func() any { return new(abi.KVListRequest) }, func() any { return new(abi.KVListResponse) }},
+	"http.request":   {func() any { return new(abi.HTTPRequest) }, func() any { return new(abi.HTTPResponse) }},
+	"clock.now":      {nil, func() any { return new(abi.ClockNowResponse) }},
+	"random.bytes":   {func() any { return new(abi.RandomBytesRequest) }, func() any { return new(abi.RandomBytesResponse) }},
+}
+
+// newBody returns a pointer to a fresh value of the Go type that a vector's
+// bytes decode into.
+func newBody(op, kind string) (any, error) {
+	if kind == "error" {
+		return new(abi.Error), nil
+	}
+	b, ok := opBodies[op]
+	if !ok {
+		return nil, fmt.Errorf("unknown op %q", op)
+	}
+	var mk func() any
+	switch kind {
+	case "request":
+		mk = b.req
+	case "response":
+		mk = b.resp
+	default:
+		return nil, fmt.Errorf("unknown kind %q", kind)
+	}
+	if mk == nil {
+		return new(abi.Empty), nil
+	}
+	return mk(), nil
+}
+
+// invalidReasons maps each failure class of an invalid vector to the check that
+// the Go decoder failed for that reason and no other, so that a decoder bug
+// cannot hide behind an unrelated rejection.
+var invalidReasons = map[string]func(error) bool{
+	"not-canonical":     func(err error) bool { return errors.Is(err, abi.ErrNotCanonical) },
+	"duplicate-key":     errorAs[*cbor.DupMapKeyError],
+	"unknown-field":     errorAs[*cbor.UnknownFieldError],
+	"indefinite-length": errorAs[*cbor.IndefiniteLengthError],
+	"tag":               errorAs[*cbor.TagsMdError],
+	"wrong-type":        errorAs[*cbor.UnmarshalTypeError],
+	"invalid-utf8":      errorAs[*cbor.SemanticError],
+	"truncated":         func(err error) bool { return errors.Is(err, io.ErrUnexpectedEOF) },
+	"malformed":         errorAs[*cbor.SyntaxError],
+	"trailing-bytes":    errorAs[*cbor.ExtraneousDataError],
+}
+
+func errorAs[T error](err error) bool {
+	var t T
+	return errors.As(err, &t)
+}
+
+// vector is one test vector: a file in testdata/vectors.
+type vector struct {
+	file    string // base name
+	op      string
+	kind    string // request, response or error
+	expect  string // valid or invalid
+	reason  string // for invalid vectors: a key of invalidReasons
+	comment string
+	diag    string // CBOR diagnostic notation, informative
+	data    []byte
+}
+
+func (v *vector) format() []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "op: %s\nkind: %s\nexpect: %s\n", v.op, v.kind, v.expect)
+	if v.reason != "" {
+		fmt.Fprintf(&b, "reason: %s\n", v.reason)
+	}
+	if v.comment != "" {
+		fmt.Fprintf(&b, "comment: %s\n", v.comment)
+	}
+	if v.diag != "" {
+		fmt.Fprintf(&b, "diag: %s\n", v.diag)
+	}
+	fmt.Fprintf(&b, "hex: %s\n", hex.EncodeToString(v.data))
+	return b.Bytes()
+}
+
+// parseVector reads a vector file. Every header is known and appears at
+// most once (comment aside), and hex comes last: a runner that skipped an
+// unknown header could pass a vector it does not understand.
+func parseVector(file string, b []byte) (*vector, error) {
+	v := &vector{file: file}
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sawHex := false
+	for sc.Scan() {
+		line := sc.Text()
+		if sawHex {
+			return nil, fmt.Errorf("line %q after hex", line)
+		}
+		key, val, ok := strings.Cut(line, ": ")
+		if !ok && strings.HasSuffix(line, ":") {
+			key, val, ok = strings.TrimSuffix(line, ":"), "", true
+		}
+		if !ok {
+			return nil, fmt.Errorf("line %q is not 'key: value'", line)
+		}
+		if seen[key] && key != "comment" {
+			return nil, fmt.Errorf("header %q repeated", key)
+		}
+		seen[key] = true
+		switch key {
+		case "op":
+			v.op = val
+		case "kind":
+			v.kind = val
+		case "expect":
+			v.expect = val
+		case "reason":
+			v.reason = val
+		case "comment":
+			v.comment = val
+		case "diag":
+			v.diag = val
+		case "hex":
+			d, err := hex.DecodeString(val)
+			if err != nil || val != strings.ToLower(val) {
+				return nil, fmt.Errorf("hex is not lowercase hex: %v", err)
+			}
+			v.data, sawHex = d, true
+		default:
+			return nil, fmt.Errorf("unknown header %q", key)
+		}
+	}
+	switch {
+	case !sawHex:
+		return nil, errors.New("no hex line")
+	case v.op == "" || v.kind == "":
+		return nil, errors.New("op and kind are required")
+	case v.expect != "valid" && v.expect != "invalid":
+		return nil, fmt.Errorf("expect is %q, not valid or invalid", v.expect)
+	case (v.expect == "invalid") != (v.reason != ""):
+		return nil, errors.New("a reason belongs to every invalid vector and only there")
+	}
+	if v.reason != "" && invalidReasons[v.reason] == nil {
+		return nil, fmt.Errorf("unknown reason %q", v.reason)
+	}
+	return v, nil
+}
+
+// readVectors parses every file in testdata/vectors.
+func readVectors(t *testing.T) []*vector {
+	t.Helper()
+	entries, err := os.ReadDir(vectorDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vs []*vector
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(vectorDir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := parseVector(e.Name(), b)
+		if err != nil {
+			t.Fatalf("%s: %v", e.Name(), err)
+		}
+		vs = append(vs, v)
+	}
+	return vs
+}
+
+// TestVectorFiles checks that the files in testdata/vectors are exactly what
+// the generator table produces, or rewrites them with -rewrite. It runs
+// before TestVectors, so a rewrite is checked at once.
+func TestVectorFiles(t *testing.T) {
+	want := generateVectors(t)
+	if *rewrite {
+		if err := os.RemoveAll(vectorDir); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(vectorDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range want {
+			if err := os.WriteFile(filepath.Join(vectorDir, v.file), v.format(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return
+	}
+	entries, err := os.ReadDir(vectorDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onDisk := map[string]bool{}
+	for _, e := range entries {
+		onDisk[e.Name()] = true
+	}
+	for _, v := range want {
+		got, err := os.ReadFile(filepath.Join(vectorDir, v.file))
+		if err != nil {
+			t.Errorf("%s: %v (run go test ./abi/ -run TestVectorFiles -rewrite)", v.file, err)
+			continue
+		}
+		delete(onDisk, v.file)
+		if !bytes.Equal(got, v.format()) {
+			t.Errorf("%s differs from the generator:\n got: %s\nwant: %s(run go test ./abi/ -run TestVectorFiles -rewrite if the change is intended)", v.file, got, v.format())
+		}
+	}
+	for name := range onDisk {
+		t.Errorf("%s is not produced by the generator (add it to the table or delete it)", name)
+	}
+}
+
+// TestVectors is the runner: every valid vector decodes into its op's Go
+// type and re-encodes to the same bytes (an empty body decodes to the zero
+// value); every invalid vector fails to decode, for the reason it names.
+func TestVectors(t *testing.T) {
+	vs := readVectors(t)
+	type cover struct{ op, kind string }
+	covered := map[cover]bool{}
+	reasonSeen := map[string]bool{}
+	for _, v := range vs {
+		t.Run(strings.TrimSuffix(v.file, ".txt"), func(t *testing.T) {
+			body, err := newBody(v.op, v.kind)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = abi.Unmarshal(v.data, body)
+			if v.expect == "invalid" {
+				reasonSeen[v.reason] = true
+				if err == nil {
+					t.Fatalf("decoded into %+v, want a %s error", body, v.reason)
+				}
+				if !invalidReasons[v.reason](err) {
+					t.Fatalf("rejected with %v (%T), want a %s error", err, err, v.reason)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("decode %T: %v", body, err)
+			}
+			covered[cover{v.op, v.kind}] = true
+			if len(v.data) == 0 {
+				zero := reflect.New(reflect.TypeOf(body).Elem()).Interface()
+				if !reflect.DeepEqual(body, zero) {
+					t.Fatalf("empty body decoded to %+v, want the zero value", body)
+				}
+				return
+			}
+			again, err := abi.Marshal(body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(again, v.data) {
+				t.Fatalf("re-encoded %T to\n%x, want\n%x", body, again, v.data)
+			}
+		})
+	}
+	for _, op := range abi.Ops {
+		for _, kind := range []string{"request", "response"} {
+			if !covered[cover{op.Name, kind}] {
+				t.Errorf("no valid %s vector for %s", kind, op.Name)
+			}
+		}
+	}
+	for r := range invalidReasons {
+		if !reasonSeen[r] {
+			t.Errorf("no invalid vector with reason %s", r)
+		}
+	}
+	for s := abi.StatusBadRequest; s <= abi.StatusInternal; s++ {
+		found := false
+		for _, v := range vs {
+			var e abi.Error
+			if v.kind == "error" && v.expect == "valid" && abi.Unmarshal(v.data, &e) == nil && e.Code == s {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no error vector for status %s", s)
+		}
+	}
+}
+
+// The generator table.
+
+// CBOR construction helpers for invalid vectors, which Marshal cannot
+// produce.
+func cborHead(major byte, n uint64) []byte {
+	m := major << 5
+	switch {
+	case n < 24:
+		return []byte{m | byte(n)}
+	case n <= 0xff:
+		return []byte{m | 24, byte(n)}
+	case n <= 0xffff:
+		return []byte{m | 25, byte(n >> 8), byte(n)}
+	case n <= 0xffffffff:
+		return []byte{m | 26, byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}
+	}
+	return []byte{m | 27, byte(n >> 56), byte(n >> 48), byte(n >> 40), byte(n >> 32), byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}
+}
+
+func cborUint(n uint64) []byte   { return cborHead(0, n) }
+func cborBytes(b []byte) []byte  { return append(cborHead(2, uint64(len(b))), b...) }
+func cborText(s string) []byte   { return append(cborHead(3, uint64(len(s))), s...) }
+func cborArray(n int) []byte     { return cborHead(4, uint64(n)) }
+func cborMap(n int) []byte       { return cborHead(5, uint64(n)) }
+func cborCat(p ...[]byte) []byte { return slices.Concat(p...) }
+func unhex(h string) []byte {
+	b, err := hex.DecodeString(h)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+var (
+	cborFalse = []byte{0xf4}
+	cborTrue  = []byte{0xf5}
+	cborNull  = []byte{0xf6}
+)
+
+func marshalVector(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := abi.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// generate returns every vector, named <op>.<kind>.<name>.txt.
+func generateVectors(t *testing.T) []*vector {
+	var out []*vector
+	add := func(v *vector, name string) {
+		v.file = fmt.Sprintf("%s.%s.%s.txt", v.op, v.kind, name)
+		if slices.ContainsFunc(out, func(o *vector) bool { return o.file == v.file }) {
+			t.Fatalf("duplicate vector %s", v.file)
+		}
+		out = append(out, v)
+	}
+	valid := func(op, kind, name, comment string, value any) {
+		data := marshalVector(t, value)
+		d, err := cbor.Diagnose(data)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		add(&vector{op: op, kind: kind, expect: "valid", comment: comment, diag: d, data: data}, name)
+	}
+	emptyBody := func(op, kind, comment string) {
+		add(&vector{op: op, kind: kind, expect: "valid", comment: comment, data: []byte{}}, "empty-body")
+	}
+	invalid := func(op, kind, name, reason, comment string, data []byte) {
+		add(&vector{op: op, kind: kind, expect: "invalid", reason: reason, comment: comment, data: data}, name)
+	}
+	errorVector := func(op, name string, code abi.Status, msg string) {
+		valid(op, "error", name, fmt.Sprintf("the Error body of a %s call answered with status %d (%s)", op, code, code),
+			&abi.Error{Code: code, Message: msg})
+	}
+	sha := unhex("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08")
+
+	// Ops without request fields: SDKs send the empty body, and the empty
+	// map is the same value.
+	for _, op := range []string{"run.input", "run.introspect", "clock.now"} {
+		emptyBody(op, "request", "the request SDKs send: no fields, so no bytes")
+		valid(op, "request", "empty-map", "the canonical encoding of the same empty request", &abi.Empty{})
+	}
+	// Ops without response fields: the host sends the empty body.
+	for _, op := range []string{"run.set_output", "run.log", "kv.put"} {
+		emptyBody(op, "response", "the response hosts send: no fields, so no bytes")
+		valid(op, "response", "empty-map", "the canonical encoding of the same empty response", &abi.Empty{})
+	}
+
+	// run
+	valid("run.input", "response", "text", "", &abi.InputResponse{Input: []byte("the quick brown fox")})
+	valid("run.input", "response", "nil", "a run started without input: a nil byte string is null", &abi.InputResponse{})
+	valid("run.input", "response", "empty", "an empty, non-nil input is the empty byte string", &abi.InputResponse{Input: []byte{}})
+	valid("run.set_output", "request", "json", "", &abi.SetOutputRequest{Output: []byte(`{"words":3}`)})
+	valid("run.set_output", "request", "nil", "clears the output: a nil byte string is null", &abi.SetOutputRequest{})
+	valid("run.set_output", "request", "binary", "", &abi.SetOutputRequest{Output: []byte{0, 1, 0xfe, 0xff}})
+	valid("run.log", "request", "info", "", &abi.LogRequest{Level: abi.LevelInfo, Message: "counted 42 words"})
+	valid("run.log", "request", "debug-utf8", "level 0 is encoded, not omitted; text is UTF-8", &abi.LogRequest{Level: abi.LevelDebug, Message: "grüße, 世界"})
+	valid("run.log", "request", "level-out-of-range", "canonical, so it decodes; the host answers bad_request for a level above 3", &abi.LogRequest{Level: 9, Message: "x"})
+	valid("run.introspect", "response", "full", "keys sorted by encoded length first: abi, steps, run_id, capabilities, module_sha256",
+		&abi.IntrospectResponse{RunID: "0189c4f1d2a3b4c5-0123456789abcdef", ModuleSHA256: sha, ABI: abi.Version,
+			Capabilities: []string{"run", "kv", "http"}, Steps: 7})
+
+	// kv
+	valid("kv.get", "request", "basic", "", &abi.KVGetRequest{Key: "total_words"})
+	valid("kv.get", "response", "basic", "", &abi.KVGetResponse{Value: []byte("1234")})
+	valid("kv.get", "response", "empty-value", "a key whose value is empty exists; a missing key is the not_found error", &abi.KVGetResponse{Value: []byte{}})
+	valid("kv.put", "request", "basic", "", &abi.KVPutRequest{Key: "total_words", Value: []byte("1234")})
+	valid("kv.put", "request", "nil-value", "a nil value is null; it stores an empty value", &abi.KVPutRequest{Key: "k"})
+	valid("kv.put", "request", "empty-value", "", &abi.KVPutRequest{Key: "k", Value: []byte{}})
+	valid("kv.delete", "request", "basic", "", &abi.KVDeleteRequest{Key: "session/42"})
+	valid("kv.delete", "response", "existed", "", &abi.KVDeleteResponse{Existed: true})
+	valid("kv.delete", "response", "absent", "false is encoded, not omitted", &abi.KVDeleteResponse{})
+	valid("kv.list", "request", "prefix", "after and limit are omitempty: absent when zero", &abi.KVListRequest{Prefix: "session/"})
+	valid("kv.list", "request", "page", "", &abi.KVListRequest{Prefix: "session/", After: "session/17", Limit: 100})
+	emptyBody("kv.list", "request", "the zero request (every key, host's default limit)")
+	valid("kv.list", "response", "page", "", &abi.KVListResponse{Keys: []string{"session/18", "session/19"}, More: true})
+	valid("kv.list", "response", "none", "the reference host sends an empty array, not null", &abi.KVListResponse{Keys: []string{}})
+	valid("kv.list", "response", "null-keys", "a nil list is null, and decodes", &abi.KVListResponse{})
+
+	// http
+	valid("http.request", "request", "get", "headers and body are omitempty: absent when empty", &abi.HTTPRequest{Method: "GET", URL: "https://example.com/"})
+	valid("http.request", "request", "post", "headers are [name, value] pairs in order, repeats allowed",
+		&abi.HTTPRequest{Method: "POST", URL: "http://127.0.0.1:8080/items?x=1",
+			Headers: []abi.Header{{Name: "Content-Type", Value: "application/json"}, {Name: "Accept", Value: "a"}, {Name: "Accept", Value: "b"}},
+			Body:    []byte(`{"n":1}`)})
+	valid("http.request", "response", "ok", "the reference host sorts header names; truncated is omitted when false",
+		&abi.HTTPResponse{Status: 200, Headers: []abi.Header{{Name: "Content-Length", Value: "5"}, {Name: "Content-Type", Value: "text/plain"}}, Body: []byte("hello")})
+	valid("http.request", "response", "cut-body", "the host cut the body at its limit", &abi.HTTPResponse{Status: 206, Headers: []abi.Header{}, Body: []byte("abc"), Truncated: true})
+	valid("http.request", "response", "nil-lists", "nil headers and body are null", &abi.HTTPResponse{Status: 204})
+
+	// clock and random
+	valid("clock.now", "response", "basic", "", &abi.ClockNowResponse{UnixNano: 1767225600123456789})
+	valid("clock.now", "response", "before-1970", "a negative int64", &abi.ClockNowResponse{UnixNano: -1})
+	valid("random.bytes", "request", "basic", "", &abi.RandomBytesRequest{N: 16})
+	valid("random.bytes", "request", "zero", "n is encoded even when 0", &abi.RandomBytesRequest{})
+	valid("random.bytes", "response", "basic", "", &abi.RandomBytesResponse{Bytes: unhex("000102030405060708090a0b0c0d0e0f")})
+
+	// Error opBodies, one per status that carries one.
+	errorVector("run.log", "bad-request", abi.StatusBadRequest, "run.log: level 9 is not 0..3")
+	errorVector("random.bytes", "too-large", abi.StatusTooLarge, "random.bytes: 100000 bytes asked, at most 65536")
+	errorVector("http.request", "denied", abi.StatusDenied, "http.request: host evil.example is not in the grant (allowed: example.com)")
+	errorVector("kv.get", "not-found", abi.StatusNotFound, `kv.get: no key "total_words"`)
+	errorVector("http.request", "failed", abi.StatusFailed, "http.request: dial tcp 127.0.0.1:1: connection refused")
+	errorVector("http.request", "in-doubt", abi.StatusInDoubt, "http.request: the outcome of step 3 is unknown")
+	errorVector("kv.put", "internal", abi.StatusInternal, "")
+
+	// Invalid: not canonical.
+	invalid("kv.put", "request", "unsorted-keys", "not-canonical", `keys out of order: "value" before "key"`,
+		cborCat(cborMap(2), cborText("value"), cborBytes([]byte("v")), cborText("key"), cborText("k")))
+	invalid("kv.list", "response", "unsorted-keys", "not-canonical", `"more" (4 bytes) before "keys": same length, so bytewise order decides`,
+		cborCat(cborMap(2), cborText("more"), cborFalse, cborText("keys"), cborArray(0)))
+	invalid("random.bytes", "request", "non-minimal-int", "not-canonical", "16 in two bytes (0x18 0x10)",
+		cborCat(cborMap(1), cborText("n"), unhex("1810")))
+	invalid("clock.now", "response", "non-minimal-int", "not-canonical", "a 4-byte value in 8 bytes",
+		cborCat(cborMap(1), cborText("unix_nano"), unhex("1b0000000069000000")))
+	invalid("run.log", "request", "non-minimal-length", "not-canonical", "a text length of 2 in two bytes",
+		cborCat(cborMap(2), cborText("msg"), unhex("78026869"), cborText("level"), cborUint(1)))
+	invalid("http.request", "response", "omitempty-false", "not-canonical", "truncated is omitempty: false MUST be absent",
+		cborCat(cborMap(4), cborText("body"), cborBytes(nil), cborText("status"), cborUint(200), cborText("headers"), cborArray(0), cborText("truncated"), cborFalse))
+	invalid("http.request", "request", "omitempty-empty-list", "not-canonical", "headers is omitempty: an empty list MUST be absent",
+		cborCat(cborMap(3), cborText("url"), cborText("https://example.com/"), cborText("method"), cborText("GET"), cborText("headers"), cborArray(0)))
+	invalid("kv.list", "request", "omitempty-empty-string", "not-canonical", "after is omitempty: the empty string MUST be absent",
+		cborCat(cborMap(2), cborText("after"), cborText(""), cborText("prefix"), cborText("a")))
+	invalid("kv.get", "response", "missing-field", "not-canonical", "value is not omitempty: it MUST be present",
+		cborMap(0))
+	invalid("run.introspect", "response", "null-string", "not-canonical", "null is allowed for byte strings and lists, never for text",
+		cborCat(cborMap(5), cborText("abi"), cborUint(1), cborText("steps"), cborUint(0), cborText("run_id"), cborNull, cborText("capabilities"), cborNull, cborText("module_sha256"), cborNull))
+	invalid("kv.delete", "response", "null-bool", "not-canonical", "null is never a boolean",
+		cborCat(cborMap(1), cborText("existed"), cborNull))
+	invalid("kv.get", "request", "null-body", "not-canonical", "a body is a map; the empty body, not null, is the zero value",
+		cborNull)
+
+	// Invalid: duplicate keys, unknown fields.
+	invalid("kv.get", "request", "duplicate-key", "duplicate-key", "",
+		cborCat(cborMap(2), cborText("key"), cborText("a"), cborText("key"), cborText("b")))
+	invalid("kv.delete", "response", "duplicate-key", "duplicate-key", "",
+		cborCat(cborMap(2), cborText("existed"), cborTrue, cborText("existed"), cborTrue))
+	invalid("kv.get", "request", "unknown-field", "unknown-field", "a field v1 does not define, in canonical position",
+		cborCat(cborMap(2), cborText("key"), cborText("a"), cborText("extra"), cborUint(1)))
+	invalid("run.input", "response", "unknown-field", "unknown-field", "",
+		cborCat(cborMap(2), cborText("input"), cborBytes([]byte("x")), cborText("input2"), cborBytes(nil)))
+	invalid("kv.put", "error", "unknown-field", "unknown-field", "",
+		cborCat(cborMap(3), cborText("code"), cborUint(8), cborText("detail"), cborText("x"), cborText("message"), cborText("")))
+
+	// Invalid: indefinite lengths.
+	invalid("kv.get", "request", "indefinite-map", "indefinite-length", "",
+		cborCat(unhex("bf"), cborText("key"), cborText("a"), unhex("ff")))
+	invalid("run.set_output", "request", "indefinite-bytes", "indefinite-length", "a chunked byte string",
+		cborCat(cborMap(1), cborText("output"), unhex("5f41614162ff")))
+	invalid("kv.list", "response", "indefinite-array", "indefinite-length", "",
+		cborCat(cborMap(2), cborText("keys"), unhex("9f"), cborText("a"), unhex("ff"), cborText("more"), cborFalse))
+
+	// Invalid: wrong types.
+	invalid("kv.delete", "response", "int-for-bool", "wrong-type", "",
+		cborCat(cborMap(1), cborText("existed"), cborUint(1)))
+	invalid("random.bytes", "request", "text-for-uint", "wrong-type", "",
+		cborCat(cborMap(1), cborText("n"), cborText("16")))
+	invalid("random.bytes", "request", "negative", "wrong-type", "n is unsigned",
+		cborCat(cborMap(1), cborText("n"), unhex("20")))
+	invalid("http.request", "response", "status-overflow", "wrong-type", "status is a uint16; 70000 does not fit",
+		cborCat(cborMap(3), cborText("body"), cborBytes(nil), cborText("status"), cborUint(70000), cborText("headers"), cborArray(0)))
+	invalid("run.log", "request", "level-overflow", "wrong-type", "level is a uint8; 256 does not fit",
+		cborCat(cborMap(2), cborText("msg"), cborText(""), cborText("level"), cborUint(256)))
+	invalid("http.request", "response", "header-triple", "wrong-type", "a header is exactly [name, value]",
+		cborCat(cborMap(3), cborText("body"), cborBytes(nil), cborText("status"), cborUint(200), cborText("headers"), cborArray(1), cborArray(3), cborText("a"), cborText("b"), cborText("c")))
+	invalid("clock.now", "response", "float-for-int", "wrong-type", "1.0 as a float16 where an integer belongs",
+		cborCat(cborMap(1), cborText("unix_nano"), unhex("f93c00")))
+	invalid("kv.delete", "response", "undefined-for-bool", "not-canonical", "undefined (0xf7) is not a boolean; the Go decoder reads it as false, which re-encodes as 0xf4",
+		cborCat(cborMap(1), cborText("existed"), unhex("f7")))
+	invalid("kv.delete", "response", "float-for-bool", "wrong-type", "a float16 whose bits (0x0014) are those of the simple value false",
+		cborCat(cborMap(1), cborText("existed"), unhex("f90014")))
+	invalid("kv.get", "response", "text-for-bytes", "wrong-type", "value is a byte string",
+		cborCat(cborMap(1), cborText("value"), cborText("1234")))
+	invalid("kv.get", "request", "array-body", "wrong-type", "a body is a map",
+		cborCat(cborArray(1), cborText("a")))
+	invalid("run.log", "error", "text-code", "wrong-type", "",
+		cborCat(cborMap(2), cborText("code"), cborText("2"), cborText("message"), cborText("")))
+
+	invalid("kv.delete", "response", "two-byte-false", "malformed", "false in the two-byte form (0xf8 0x14), which RFC 8949 makes not well-formed",
+		cborCat(cborMap(1), cborText("existed"), unhex("f814")))
+
+	// Invalid: text that is not UTF-8.
+	invalid("run.log", "request", "invalid-utf8", "invalid-utf8", "0xff never occurs in UTF-8",
+		cborCat(cborMap(2), cborText("msg"), unhex("62ff61"), cborText("level"), cborUint(1)))
+	invalid("kv.list", "response", "invalid-utf8", "invalid-utf8", "an overlong encoding of '/'",
+		cborCat(cborMap(2), cborText("keys"), cborArray(1), unhex("62c0af"), cborText("more"), cborFalse))
+
+	// Invalid: truncated, trailing bytes, tags.
+	invalid("kv.list", "request", "truncated", "truncated", "the text string ends early",
+		cborCat(cborMap(1), cborText("prefix"), unhex("6561")))
+	invalid("http.request", "response", "missing-pair", "truncated", "two of three pairs",
+		cborCat(cborMap(3), cborText("body"), cborBytes(nil), cborText("status"), cborUint(200)))
+	invalid("kv.get", "response", "trailing-bytes", "trailing-bytes", "a second item after the body",
+		cborCat(cborMap(1), cborText("value"), cborBytes([]byte("v")), cborUint(0)))
+	invalid("clock.now", "response", "tag", "tag", "tag 1 (epoch time) around the value",
+		cborCat(cborMap(1), cborText("unix_nano"), unhex("c11a69000000")))
+	invalid("kv.get", "request", "self-describe-tag", "tag", "tag 55799 (self-described CBOR) around the body",
+		cborCat(unhex("d9d9f7"), cborMap(1), cborText("key"), cborText("a")))
+	return out
+}

@@ -1,0 +1,959 @@
+/*
+ * agentrt.h: the C SDK for agentrt agents, ABI v1 ("agentrt-abi/1").
+ *
+ * Header-only. Build a guest with
+ *
+ *     clang --target=wasm32-wasi -O2 -I guest-sdk/c -o agent.wasm main.c
+ *
+ * (agentrt build DIR does this), and run it with agentrt run. abi/SPEC.md is
+ * the normative text of what this file implements; abi/testdata/vectors are
+ * the bytes it is tested against (guest-sdk/c/vectors_test.go).
+ *
+ * Every function is static inline and each capability has its own import
+ * module (agentrt:run, agentrt:kv, ...), so a module imports only the
+ * capabilities whose functions it calls, at any optimization level, and its
+ * import section states exactly what its grant must include.
+ *
+ * Conventions:
+ *   - Every call returns an agentrt_status_t. On anything but
+ *     AGENTRT_STATUS_OK, agentrt_errmsg() holds the host's message (or this
+ *     SDK's, for the AGENTRT_STATUS_SDK_* codes) until the next call.
+ *   - Text you pass in is a NUL-terminated C string, sent as is: the host
+ *     answers AGENTRT_STATUS_BAD_REQUEST for text that is not UTF-8.
+ *   - Text and bytes you get back are views (agentrt_str_t, agentrt_bytes_t)
+ *     into memory the result owns: NUL-terminated for convenience, never
+ *     NULL, valid until the result's agentrt_*_free. On failure a result is
+ *     zeroed, so freeing it is always safe.
+ *   - Responses are decoded strictly, by the same canonical CBOR rules the
+ *     host applies to requests; a response that breaks them is
+ *     AGENTRT_STATUS_SDK_MALFORMED.
+ *
+ * Single-threaded, as wasm32-wasi guests are. C11.
+ */
+#ifndef AGENTRT_H
+#define AGENTRT_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if !defined(__wasm32__)
+#error "agentrt.h is for guests built with clang --target=wasm32-wasi"
+#endif
+
+/* The ABI this header implements. */
+#define AGENTRT_ABI_VERSION 1
+#define AGENTRT_ABI "agentrt-abi/1"
+
+/*
+ * AGENTRT_RESPONSE_HINT is the response buffer passed to every call. A
+ * larger response costs a second import call (take) and a realloc, never a
+ * second request. Define it before including this header to tune it.
+ */
+#ifndef AGENTRT_RESPONSE_HINT
+#define AGENTRT_RESPONSE_HINT 4096
+#endif
+_Static_assert(AGENTRT_RESPONSE_HINT >= 1 && AGENTRT_RESPONSE_HINT < 0x7fffffff,
+               "AGENTRT_RESPONSE_HINT must be a positive int32");
+
+/* Status codes: the numbers of abi/status.go. Never renumbered. */
+typedef enum agentrt_status {
+  AGENTRT_STATUS_OK = 0,
+  AGENTRT_STATUS_PENDING = 1, /* handled inside this SDK; never returned */
+  AGENTRT_STATUS_BAD_REQUEST = 2,
+  AGENTRT_STATUS_TOO_LARGE = 3,
+  AGENTRT_STATUS_DENIED = 4,
+  AGENTRT_STATUS_NOT_FOUND = 5,
+  AGENTRT_STATUS_FAILED = 6,
+  AGENTRT_STATUS_IN_DOUBT = 7,
+  AGENTRT_STATUS_INTERNAL = 8,
+  AGENTRT_STATUS_NO_PENDING = 9,
+  AGENTRT_STATUS_BUFFER_TOO_SMALL = 10,
+  /* Codes from 0x10000 on are this SDK's own; no host sends them. */
+  AGENTRT_STATUS_SDK_NOMEM = 0x10000,     /* malloc failed */
+  AGENTRT_STATUS_SDK_MALFORMED = 0x10001, /* the response broke the ABI */
+} agentrt_status_t;
+
+/* Op codes, per capability module (abi/abi.go). */
+enum {
+  AGENTRT_OP_RUN_INPUT = 1,
+  AGENTRT_OP_RUN_SET_OUTPUT = 2,
+  AGENTRT_OP_RUN_LOG = 3,
+  AGENTRT_OP_RUN_INTROSPECT = 4,
+  AGENTRT_OP_KV_GET = 1,
+  AGENTRT_OP_KV_PUT = 2,
+  AGENTRT_OP_KV_DELETE = 3,
+  AGENTRT_OP_KV_LIST = 4,
+  AGENTRT_OP_HTTP_REQUEST = 1,
+  AGENTRT_OP_CLOCK_NOW = 1,
+  AGENTRT_OP_RANDOM_BYTES = 1,
+};
+
+/* Log levels of agentrt_log. */
+enum {
+  AGENTRT_LEVEL_DEBUG = 0,
+  AGENTRT_LEVEL_INFO = 1,
+  AGENTRT_LEVEL_WARN = 2,
+  AGENTRT_LEVEL_ERROR = 3,
+};
+
+/* A view of text in a result: data[len] == '\0', data is never NULL. */
+typedef struct agentrt_str {
+  const char *data;
+  size_t len;
+} agentrt_str_t;
+
+/* A view of bytes in a result: data[len] == 0, data is never NULL. */
+typedef struct agentrt_bytes {
+  const uint8_t *data;
+  size_t len;
+} agentrt_bytes_t;
+
+/* Bytes returned by agentrt_input and agentrt_kv_get. Free with agentrt_buf_free. */
+typedef struct agentrt_buf {
+  const uint8_t *data; /* NUL-terminated, never NULL after success */
+  size_t len;
+  void *mem_; /* private: the owned response */
+} agentrt_buf_t;
+
+/* Who the run is (agentrt_introspect). Free with agentrt_introspect_free. */
+typedef struct agentrt_introspect {
+  agentrt_str_t run_id;
+  agentrt_bytes_t module_sha256;
+  uint32_t abi;
+  agentrt_str_t *capabilities; /* granted capabilities, in ABI order */
+  size_t ncapabilities;
+  uint64_t steps; /* import calls made before this one */
+  void *mem_;
+} agentrt_introspect_t;
+
+/* A page of keys (agentrt_kv_list). Free with agentrt_kv_list_free. */
+typedef struct agentrt_kv_list {
+  agentrt_str_t *keys; /* in byte order */
+  size_t nkeys;
+  bool more; /* keys remain after the last one */
+  void *mem_;
+} agentrt_kv_list_t;
+
+/* A header of an HTTP request: two C strings. */
+typedef struct agentrt_http_header {
+  const char *name;
+  const char *value;
+} agentrt_http_header_t;
+
+/* An HTTP request (agentrt_http_request). Headers keep their order, and a
+ * name may repeat. body may be NULL when body_len is 0. */
+typedef struct agentrt_http_request {
+  const char *method;
+  const char *url;
+  const agentrt_http_header_t *headers;
+  size_t nheaders;
+  const void *body;
+  size_t body_len;
+} agentrt_http_request_t;
+
+/* A header of an HTTP response: two views. */
+typedef struct agentrt_http_response_header {
+  agentrt_str_t name;
+  agentrt_str_t value;
+} agentrt_http_response_header_t;
+
+/* The answer to an HTTP request. Free with agentrt_http_response_free. */
+typedef struct agentrt_http_response {
+  uint16_t status;
+  agentrt_http_response_header_t *headers;
+  size_t nheaders;
+  agentrt_bytes_t body;
+  bool truncated; /* the host cut the body at its limit */
+  void *mem_;
+} agentrt_http_response_t;
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                   */
+
+/* The last error message, shared by every translation unit of the module
+ * (a weak definition, merged by the linker, so one file can read the
+ * message of a call made in another). */
+#define AGENTRT__ERRMSG_CAP 512
+__attribute__((weak)) char agentrt__errmsg[AGENTRT__ERRMSG_CAP];
+
+/* agentrt_errmsg returns the message of the last failed call, "" after a
+ * call that succeeded. */
+static inline const char *agentrt_errmsg(void) { return agentrt__errmsg; }
+
+/* agentrt_status_name returns the name of s as abi/status.go spells it
+ * ("not_found"), or NULL for a code this header does not know. */
+static inline const char *agentrt_status_name(agentrt_status_t s) {
+  switch (s) {
+  case AGENTRT_STATUS_OK: return "ok";
+  case AGENTRT_STATUS_PENDING: return "pending";
+  case AGENTRT_STATUS_BAD_REQUEST: return "bad_request";
+  case AGENTRT_STATUS_TOO_LARGE: return "too_large";
+  case AGENTRT_STATUS_DENIED: return "denied";
+  case AGENTRT_STATUS_NOT_FOUND: return "not_found";
+  case AGENTRT_STATUS_FAILED: return "failed";
+  case AGENTRT_STATUS_IN_DOUBT: return "in_doubt";
+  case AGENTRT_STATUS_INTERNAL: return "internal";
+  case AGENTRT_STATUS_NO_PENDING: return "no_pending";
+  case AGENTRT_STATUS_BUFFER_TOO_SMALL: return "buffer_too_small";
+  case AGENTRT_STATUS_SDK_NOMEM: return "sdk_nomem";
+  case AGENTRT_STATUS_SDK_MALFORMED: return "sdk_malformed";
+  }
+  return NULL;
+}
+
+/* agentrt__seterr copies msg into the error buffer, cut at a UTF-8
+ * character boundary if it is too long. */
+static inline void agentrt__seterr(const char *msg, size_t n) {
+  if (n >= AGENTRT__ERRMSG_CAP) {
+    n = AGENTRT__ERRMSG_CAP - 1;
+    while (n > 0 && ((uint8_t)msg[n] & 0xc0) == 0x80) n--;
+  }
+  memcpy(agentrt__errmsg, msg, n);
+  agentrt__errmsg[n] = '\0';
+}
+
+static inline agentrt_status_t agentrt__fail(agentrt_status_t s, const char *msg) {
+  agentrt__seterr(msg, strlen(msg));
+  return s;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Canonical CBOR writer (RFC 8949 section 4.2.1)                           */
+
+typedef struct agentrt__wr {
+  uint8_t *buf;
+  size_t len, cap;
+  bool oom;
+} agentrt__wr;
+
+static inline void agentrt__put(agentrt__wr *w, const void *p, size_t n) {
+  if (w->oom || n == 0) return;
+  if (w->cap - w->len < n) {
+    size_t c = w->cap ? w->cap : 64;
+    while (c - w->len < n) c *= 2;
+    uint8_t *b = (uint8_t *)realloc(w->buf, c);
+    if (!b) {
+      w->oom = true;
+      return;
+    }
+    w->buf = b;
+    w->cap = c;
+  }
+  memcpy(w->buf + w->len, p, n);
+  w->len += n;
+}
+
+/* agentrt__wr_head writes a major type and argument in the shortest form. */
+static inline void agentrt__wr_head(agentrt__wr *w, uint8_t major, uint64_t v) {
+  uint8_t b[9];
+  size_t n;
+  major <<= 5;
+  if (v < 24) {
+    b[0] = major | (uint8_t)v;
+    n = 1;
+  } else if (v <= 0xff) {
+    b[0] = major | 24;
+    n = 2;
+  } else if (v <= 0xffff) {
+    b[0] = major | 25;
+    n = 3;
+  } else if (v <= 0xffffffff) {
+    b[0] = major | 26;
+    n = 5;
+  } else {
+    b[0] = major | 27;
+    n = 9;
+  }
+  for (size_t i = n - 1; i >= 1; i--, v >>= 8) b[i] = (uint8_t)v;
+  agentrt__put(w, b, n);
+}
+
+static inline void agentrt__wr_uint(agentrt__wr *w, uint64_t v) { agentrt__wr_head(w, 0, v); }
+
+static inline void agentrt__wr_text(agentrt__wr *w, const char *s, size_t n) {
+  agentrt__wr_head(w, 3, n);
+  agentrt__put(w, s, n);
+}
+
+/* agentrt__wr_cstr writes a C string; NULL is the empty string. */
+static inline void agentrt__wr_cstr(agentrt__wr *w, const char *s) {
+  agentrt__wr_text(w, s ? s : "", s ? strlen(s) : 0);
+}
+
+/* agentrt__wr_bytes writes a byte string, or null for NULL: the two are
+ * different values (Go's nil and empty slices) with different bytes. */
+static inline void agentrt__wr_bytes(agentrt__wr *w, const void *p, size_t n) {
+  if (!p) {
+    agentrt__put(w, "\xf6", 1);
+    return;
+  }
+  agentrt__wr_head(w, 2, n);
+  agentrt__put(w, p, n);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Strict CBOR reader                                                       */
+
+/*
+ * A decoder walks the fields of a body in canonical order: keys sorted by
+ * their encoded bytes, omitempty fields present exactly when not zero,
+ * every other field present. Accepting nothing but that one order rejects
+ * unsorted, duplicate and unknown keys in one rule.
+ */
+typedef struct agentrt__rd {
+  const uint8_t *p, *end;
+} agentrt__rd;
+
+#define AGENTRT__MAX_ITEMS 65536 /* abi/codec.go maxItems */
+
+/* agentrt__rd_head reads an item head. It rejects what canonical ABI CBOR
+ * never holds: non-shortest arguments, indefinite lengths, reserved
+ * values, tags, floats and simple values other than false, true, null
+ * (returned as major 7 with arg 20, 21, 22). */
+static inline bool agentrt__rd_head(agentrt__rd *r, int *major, uint64_t *arg) {
+  if (r->p >= r->end) return false;
+  uint8_t ib = *r->p++;
+  int mt = ib >> 5, ai = ib & 31;
+  uint64_t v = (uint64_t)ai;
+  if (ai >= 24) {
+    if (ai > 27 || mt == 7) return false;
+    size_t n = (size_t)1 << (ai - 24);
+    if ((size_t)(r->end - r->p) < n) return false;
+    v = 0;
+    for (size_t i = 0; i < n; i++) v = v << 8 | *r->p++;
+    static const uint64_t min[4] = {24, 0x100, 0x10000, 0x100000000};
+    if (v < min[ai - 24]) return false;
+  }
+  if (mt == 6 || (mt == 7 && (v < 20 || v > 22))) return false;
+  *major = mt;
+  *arg = v;
+  return true;
+}
+
+static inline bool agentrt__rd_uint(agentrt__rd *r, uint64_t max, uint64_t *v) {
+  int mt;
+  return agentrt__rd_head(r, &mt, v) && mt == 0 && *v <= max;
+}
+
+static inline bool agentrt__rd_int64(agentrt__rd *r, int64_t *v) {
+  int mt;
+  uint64_t a;
+  if (!agentrt__rd_head(r, &mt, &a) || (mt != 0 && mt != 1) || a > (uint64_t)INT64_MAX) return false;
+  *v = mt == 0 ? (int64_t)a : -1 - (int64_t)a;
+  return true;
+}
+
+static inline bool agentrt__rd_bool(agentrt__rd *r, bool *b) {
+  int mt;
+  uint64_t a;
+  if (!agentrt__rd_head(r, &mt, &a) || mt != 7 || a == 22) return false;
+  *b = a == 21;
+  return true;
+}
+
+/* agentrt__utf8 reports whether s is valid UTF-8 as Go's utf8.Valid means
+ * it: no overlong forms, no surrogates, nothing above U+10FFFF. */
+static inline bool agentrt__utf8(const uint8_t *s, size_t n) {
+  size_t i = 0;
+  while (i < n) {
+    uint8_t c = s[i];
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    size_t k;
+    uint8_t lo = 0x80, hi = 0xbf;
+    if (c >= 0xc2 && c <= 0xdf) k = 1;
+    else if (c == 0xe0) k = 2, lo = 0xa0;
+    else if (c == 0xed) k = 2, hi = 0x9f;
+    else if (c >= 0xe1 && c <= 0xef) k = 2;
+    else if (c == 0xf0) k = 3, lo = 0x90;
+    else if (c == 0xf4) k = 3, hi = 0x8f;
+    else if (c >= 0xf1 && c <= 0xf3) k = 3;
+    else return false;
+    if (n - i - 1 < k || s[i + 1] < lo || s[i + 1] > hi) return false;
+    for (size_t j = 2; j <= k; j++)
+      if ((s[i + j] & 0xc0) != 0x80) return false;
+    i += k + 1;
+  }
+  return true;
+}
+
+/* agentrt__rd_string reads a text (major 3) or byte (major 2) string; with
+ * nullable, null reads as a NULL view. */
+static inline bool agentrt__rd_string(agentrt__rd *r, int want, bool nullable, const uint8_t **data, size_t *len) {
+  int mt;
+  uint64_t n;
+  if (!agentrt__rd_head(r, &mt, &n)) return false;
+  if (mt == 7 && n == 22 && nullable) {
+    *data = NULL;
+    *len = 0;
+    return true;
+  }
+  if (mt != want || n > (uint64_t)(r->end - r->p)) return false;
+  if (mt == 3 && !agentrt__utf8(r->p, (size_t)n)) return false;
+  *data = r->p;
+  *len = (size_t)n;
+  r->p += n;
+  return true;
+}
+
+static inline bool agentrt__rd_text(agentrt__rd *r, agentrt_str_t *s) {
+  const uint8_t *d;
+  if (!agentrt__rd_string(r, 3, false, &d, &s->len)) return false;
+  s->data = (const char *)d;
+  return true;
+}
+
+static inline bool agentrt__rd_bytes(agentrt__rd *r, agentrt_bytes_t *b) {
+  return agentrt__rd_string(r, 2, true, &b->data, &b->len);
+}
+
+/* agentrt__rd_array reads an array head, or null as no items. min_item is
+ * the fewest bytes one item takes, to refuse counts the body cannot hold
+ * before allocating for them. */
+static inline bool agentrt__rd_array(agentrt__rd *r, size_t min_item, size_t *n) {
+  int mt;
+  uint64_t a;
+  if (!agentrt__rd_head(r, &mt, &a)) return false;
+  if (mt == 7 && a == 22) {
+    *n = 0;
+    return true;
+  }
+  if (mt != 4 || a > AGENTRT__MAX_ITEMS || a * min_item > (uint64_t)(r->end - r->p)) return false;
+  *n = (size_t)a;
+  return true;
+}
+
+/* agentrt__rd_begin starts a body. An empty body is the zero value: it has
+ * no fields (*pairs = 0, *empty = true). */
+static inline bool agentrt__rd_begin(agentrt__rd *r, size_t *pairs, bool *empty) {
+  int mt;
+  uint64_t a;
+  *empty = r->p == r->end;
+  *pairs = 0;
+  if (*empty) return true;
+  if (!agentrt__rd_head(r, &mt, &a) || mt != 5 || a > AGENTRT__MAX_ITEMS) return false;
+  *pairs = (size_t)a;
+  return true;
+}
+
+/* agentrt__rd_key consumes the next key if it is name (a key of ABI v1, so
+ * shorter than 24 bytes and encoded in one head byte). */
+static inline bool agentrt__rd_key(agentrt__rd *r, size_t *pairs, const char *name) {
+  size_t n = strlen(name);
+  if (*pairs == 0 || (size_t)(r->end - r->p) < n + 1 || r->p[0] != (uint8_t)(0x60 + n) ||
+      memcmp(r->p + 1, name, n) != 0)
+    return false;
+  r->p += n + 1;
+  (*pairs)--;
+  return true;
+}
+
+/* agentrt__rd_end checks that every pair was read and nothing follows. */
+static inline bool agentrt__rd_end(const agentrt__rd *r, size_t pairs) { return pairs == 0 && r->p == r->end; }
+
+/* agentrt__term_* make a view NUL-terminated and non-NULL. They run only
+ * after a whole body has decoded: the byte after a string's content is the
+ * head of the next item (or the spare byte after the body), which is no
+ * longer needed, so writing '\0' there cannot touch another view. */
+static inline void agentrt__term_str(agentrt_str_t *s) {
+  if (s->data == NULL) s->data = "";
+  else ((char *)s->data)[s->len] = '\0';
+}
+
+static inline void agentrt__term_bytes(agentrt_bytes_t *b) {
+  if (b->data == NULL) b->data = (const uint8_t *)"";
+  else ((uint8_t *)b->data)[b->len] = 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Transport: call, and take when the response did not fit                  */
+
+typedef struct agentrt__resp {
+  uint8_t *body; /* owned; one spare byte after cap for agentrt__term_* */
+  size_t len, cap;
+} agentrt__resp;
+
+/* agentrt__begin allocates the response buffer of a call. */
+static inline bool agentrt__begin(agentrt__wr *w, agentrt__resp *out) {
+  agentrt__errmsg[0] = '\0';
+  out->len = 0;
+  out->cap = AGENTRT_RESPONSE_HINT;
+  out->body = w->oom ? NULL : (uint8_t *)malloc(out->cap + 1);
+  if (!out->body) {
+    free(w->buf);
+    return false;
+  }
+  return true;
+}
+
+/* agentrt__pending reports whether res asks for a take, after growing the
+ * buffer to the pending response's size. */
+static inline bool agentrt__pending(uint64_t *res, agentrt__resp *out) {
+  if ((uint32_t)(*res >> 32) != AGENTRT_STATUS_PENDING) return false;
+  size_t need = (uint32_t)*res;
+  uint8_t *b = (uint8_t *)realloc(out->body, need + 1);
+  if (!b) {
+    *res = (uint64_t)AGENTRT_STATUS_SDK_NOMEM << 32;
+    return false;
+  }
+  out->body = b;
+  out->cap = need;
+  return true;
+}
+
+/* agentrt__end turns the result of a call (or take) into a status: on OK,
+ * out holds the response; otherwise out is freed and the error message is
+ * set from the host's Error body. */
+static inline agentrt_status_t agentrt__end(agentrt__wr *w, uint64_t res, agentrt__resp *out) {
+  agentrt_status_t st = (agentrt_status_t)(uint32_t)(res >> 32);
+  size_t n = (uint32_t)res;
+  free(w->buf);
+  w->buf = NULL;
+  if (st == AGENTRT_STATUS_OK && n <= out->cap) {
+    out->len = n;
+    return st;
+  }
+  agentrt__rd r = {out->body, out->body + (n <= out->cap ? n : 0)};
+  size_t pairs;
+  bool empty;
+  uint64_t code;
+  agentrt_str_t msg;
+  if (st == AGENTRT_STATUS_OK) {
+    st = agentrt__fail(AGENTRT_STATUS_SDK_MALFORMED, "the host reported a response longer than the buffer");
+  } else if (st == AGENTRT_STATUS_SDK_NOMEM) {
+    agentrt__fail(st, "out of memory for a pending response");
+  } else if (st == AGENTRT_STATUS_NO_PENDING || st == AGENTRT_STATUS_BUFFER_TOO_SMALL) {
+    agentrt__fail(st, "take of a pending response failed");
+  } else if (n <= out->cap && agentrt__rd_begin(&r, &pairs, &empty) && !empty &&
+             agentrt__rd_key(&r, &pairs, "code") && agentrt__rd_uint(&r, UINT32_MAX, &code) &&
+             agentrt__rd_key(&r, &pairs, "message") && agentrt__rd_text(&r, &msg) &&
+             agentrt__rd_end(&r, pairs) && code == (uint64_t)st) {
+    agentrt__seterr(msg.data, msg.len);
+  } else {
+    agentrt__fail(st, "malformed error body");
+  }
+  free(out->body);
+  out->body = NULL;
+  return st;
+}
+
+/* One transport per capability, each naming only its own imports, so a
+ * module imports a capability exactly when it calls one of its functions.
+ * A transport consumes the request writer. */
+#define AGENTRT__CAPABILITY(name)                                                                  \
+  __attribute__((import_module("agentrt:" #name), import_name("call"))) uint64_t agentrt__##name##_call( \
+      uint32_t op, const void *req, uint32_t req_len, void *resp, uint32_t resp_cap);              \
+  __attribute__((import_module("agentrt:" #name), import_name("take"))) uint64_t agentrt__##name##_take( \
+      void *resp, uint32_t resp_cap);                                                              \
+  static inline agentrt_status_t agentrt__##name##_roundtrip(uint32_t op, agentrt__wr *w, agentrt__resp *out) { \
+    if (!agentrt__begin(w, out)) return agentrt__fail(AGENTRT_STATUS_SDK_NOMEM, "out of memory for a request"); \
+    uint64_t res = agentrt__##name##_call(op, w->buf, (uint32_t)w->len, out->body, (uint32_t)out->cap); \
+    if (agentrt__pending(&res, out)) res = agentrt__##name##_take(out->body, (uint32_t)out->cap);     \
+    return agentrt__end(w, res, out);                                                              \
+  }
+
+AGENTRT__CAPABILITY(run)
+AGENTRT__CAPABILITY(kv)
+AGENTRT__CAPABILITY(http)
+AGENTRT__CAPABILITY(clock)
+AGENTRT__CAPABILITY(random)
+
+static inline agentrt_status_t agentrt__malformed(agentrt__resp *out, const char *what) {
+  free(out->body);
+  out->body = NULL;
+  /* Built by hand: snprintf would pull stdio into every module. */
+  static const char pre[] = "malformed ", post[] = " response";
+  char msg[64];
+  size_t n = strlen(what);
+  if (n > sizeof msg - sizeof pre - sizeof post) n = sizeof msg - sizeof pre - sizeof post;
+  memcpy(msg, pre, sizeof pre - 1);
+  memcpy(msg + sizeof pre - 1, what, n);
+  memcpy(msg + sizeof pre - 1 + n, post, sizeof post);
+  agentrt__seterr(msg, strlen(msg));
+  return AGENTRT_STATUS_SDK_MALFORMED;
+}
+
+/* agentrt__empty decodes a response without fields: the empty body or {}. */
+static inline agentrt_status_t agentrt__empty(agentrt__resp *out, const char *what) {
+  agentrt__rd r = {out->body, out->body + out->len};
+  size_t pairs;
+  bool empty;
+  bool ok = agentrt__rd_begin(&r, &pairs, &empty) && agentrt__rd_end(&r, pairs);
+  if (!ok) return agentrt__malformed(out, what);
+  free(out->body);
+  return AGENTRT_STATUS_OK;
+}
+
+/* agentrt__one_bytes decodes a response whose one field is a byte string,
+ * keeping the body as the owner of the view. */
+static inline agentrt_status_t agentrt__one_bytes(agentrt__resp *out, const char *what, const char *key, agentrt_buf_t *b) {
+  agentrt__rd r = {out->body, out->body + out->len};
+  size_t pairs;
+  bool empty;
+  agentrt_bytes_t v = {NULL, 0};
+  if (!agentrt__rd_begin(&r, &pairs, &empty) ||
+      (!empty && !(agentrt__rd_key(&r, &pairs, key) && agentrt__rd_bytes(&r, &v))) || !agentrt__rd_end(&r, pairs))
+    return agentrt__malformed(out, what);
+  agentrt__term_bytes(&v);
+  b->data = v.data;
+  b->len = v.len;
+  b->mem_ = out->body;
+  return AGENTRT_STATUS_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The run capability: agentrt:run                                          */
+
+/* agentrt_buf_free releases what agentrt_input or agentrt_kv_get returned. */
+static inline void agentrt_buf_free(agentrt_buf_t *b) {
+  free(b->mem_);
+  memset(b, 0, sizeof *b);
+}
+
+/* agentrt_input returns the run's input (run.input). */
+static inline agentrt_status_t agentrt_input(agentrt_buf_t *input) {
+  agentrt__wr w = {0};
+  agentrt__resp out;
+  memset(input, 0, sizeof *input);
+  agentrt_status_t st = agentrt__run_roundtrip(AGENTRT_OP_RUN_INPUT, &w, &out);
+  return st ? st : agentrt__one_bytes(&out, "run.input", "input", input);
+}
+
+/* agentrt_set_output records the run's output; the last call wins
+ * (run.set_output). NULL and a non-NULL empty buffer are distinct values
+ * (null and the empty byte string), both an empty output. */
+static inline agentrt_status_t agentrt_set_output(const void *data, size_t len) {
+  agentrt__wr w = {0};
+  agentrt__resp out;
+  agentrt__wr_head(&w, 5, 1);
+  agentrt__wr_cstr(&w, "output");
+  agentrt__wr_bytes(&w, data, len);
+  agentrt_status_t st = agentrt__run_roundtrip(AGENTRT_OP_RUN_SET_OUTPUT, &w, &out);
+  return st ? st : agentrt__empty(&out, "run.set_output");
+}
+
+/* agentrt_log writes msg to the run's event log at level (run.log). */
+static inline agentrt_status_t agentrt_log(uint8_t level, const char *msg) {
+  agentrt__wr w = {0};
+  agentrt__resp out;
+  agentrt__wr_head(&w, 5, 2);
+  agentrt__wr_cstr(&w, "msg");
+  agentrt__wr_cstr(&w, msg);
+  agentrt__wr_cstr(&w, "level");
+  agentrt__wr_uint(&w, level);
+  agentrt_status_t st = agentrt__run_roundtrip(AGENTRT_OP_RUN_LOG, &w, &out);
+  return st ? st : agentrt__empty(&out, "run.log");
+}
+
+/* agentrt_logf formats like printf and logs the result at level. */
+__attribute__((format(printf, 2, 3))) static inline agentrt_status_t agentrt_logf(uint8_t level, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0) return agentrt__fail(AGENTRT_STATUS_SDK_MALFORMED, "agentrt_logf: bad format");
+  char *msg = (char *)malloc((size_t)n + 1);
+  if (!msg) return agentrt__fail(AGENTRT_STATUS_SDK_NOMEM, "out of memory for a log line");
+  va_start(ap, fmt);
+  vsnprintf(msg, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  agentrt_status_t st = agentrt_log(level, msg);
+  free(msg);
+  return st;
+}
+
+/* agentrt__rd_texts reads a list of text (or null) into a malloc'd array. */
+static inline bool agentrt__rd_texts(agentrt__rd *r, agentrt_str_t **items, size_t *n) {
+  if (!agentrt__rd_array(r, 1, n)) return false;
+  if (*n == 0) return true;
+  *items = (agentrt_str_t *)calloc(*n, sizeof **items);
+  if (!*items) return false;
+  for (size_t i = 0; i < *n; i++)
+    if (!agentrt__rd_text(r, &(*items)[i])) return false;
+  return true;
+}
+
+/* agentrt_introspect_free releases what agentrt_introspect returned. */
+static inline void agentrt_introspect_free(agentrt_introspect_t *in) {
+  free(in->capabilities);
+  free(in->mem_);
+  memset(in, 0, sizeof *in);
+}
+
+/* agentrt_introspect says who the run is (run.introspect). */
+static inline agentrt_status_t agentrt_introspect(agentrt_introspect_t *in) {
+  agentrt__wr w = {0};
+  agentrt__resp out;
+  memset(in, 0, sizeof *in);
+  agentrt_status_t st = agentrt__run_roundtrip(AGENTRT_OP_RUN_INTROSPECT, &w, &out);
+  if (st) return st;
+  agentrt__rd r = {out.body, out.body + out.len};
+  size_t pairs;
+  bool empty;
+  uint64_t abi = 0;
+  bool ok = agentrt__rd_begin(&r, &pairs, &empty);
+  if (ok && !empty)
+    ok = agentrt__rd_key(&r, &pairs, "abi") && agentrt__rd_uint(&r, UINT32_MAX, &abi) &&
+         agentrt__rd_key(&r, &pairs, "steps") && agentrt__rd_uint(&r, UINT64_MAX, &in->steps) &&
+         agentrt__rd_key(&r, &pairs, "run_id") && agentrt__rd_text(&r, &in->run_id) &&
+         agentrt__rd_key(&r, &pairs, "capabilities") && agentrt__rd_texts(&r, &in->capabilities, &in->ncapabilities) &&
+         agentrt__rd_key(&r, &pairs, "module_sha256") && agentrt__rd_bytes(&r, &in->module_sha256);
+  if (!ok || !agentrt__rd_end(&r, pairs)) {
+    free(in->capabilities);
+    memset(in, 0, sizeof *in);
+    return agentrt__malformed(&out, "run.introspect");
+  }
+  in->abi = (uint32_t)abi;
+  agentrt__term_str(&in->run_id);
+  agentrt__term_bytes(&in->module_sha256);
+  for (size_t i = 0; i < in->ncapabilities; i++) agentrt__term_str(&in->capabilities[i]);
+  in->mem_ = out.body;
+  return AGENTRT_STATUS_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The kv capability: agentrt:kv                                            */
+
+static inline void agentrt__wr_key_request(agentrt__wr *w, const char *key) {
+  agentrt__wr_head(w, 5, 1);
+  agentrt__wr_cstr(w, "key");
+  agentrt__wr_cstr(w, key);
+}
+
+/* agentrt_kv_get returns the value of key, or AGENTRT_STATUS_NOT_FOUND
+ * (kv.get). */
+static inline agentrt_status_t agentrt_kv_get(const char *key, agentrt_buf_t *value) {
+  agentrt__wr w = {0};
+  agentrt__resp out;
+  memset(value, 0, sizeof *value);
+  agentrt__wr_key_request(&w, key);
+  agentrt_status_t st = agentrt__kv_roundtrip(AGENTRT_OP_KV_GET, &w, &out);
+  return st ? st : agentrt__one_bytes(&out, "kv.get", "value", value);
+}
+
+/* agentrt_kv_put durably sets key to value; the write is journaled before
+ * it happens (kv.put). value NULL and a non-NULL empty value are distinct
+ * encodings, both an empty value. */
+static inline agentrt_status_t agentrt_kv_put(const char *key, const void *value, size_t len) {
+  agentrt__wr w = {0};
+  agentrt__resp out;
+  agentrt__wr_head(&w, 5, 2);
+  agentrt__wr_cstr(&w, "key");
+  agentrt__wr_cstr(&w, key);
+  agentrt__wr_cstr(&w, "value");
+  agentrt__wr_bytes(&w, value, len);
+  agentrt_status_t st = agentrt__kv_roundtrip(AGENTRT_OP_KV_PUT, &w, &out);
+  return st ? st : agentrt__empty(&out, "kv.put");
+}
+
+/* agentrt_kv_delete removes key; *existed (when existed is not NULL) says
+ * whether it was there (kv.delete). */
+static inline agentrt_status_t agentrt_kv_delete(const char *key, bool *existed) {
+  agentrt__wr w = {0};
+  agentrt__resp out;
+  bool e = false;
+  agentrt__wr_key_request(&w, key);
+  agentrt_status_t st = agentrt__kv_roundtrip(AGENTRT_OP_KV_DELETE, &w, &out);
+  if (st) return st;
+  agentrt__rd r = {out.body, out.body + out.len};
+  size_t pairs;
+  bool empty;
+  if (!agentrt__rd_begin(&r, &pairs, &empty) ||
+      (!empty && !(agentrt__rd_key(&r, &pairs, "existed") && agentrt__rd_bool(&r, &e))) || !agentrt__rd_end(&r, pairs))
+    return agentrt__malformed(&out, "kv.delete");
+  free(out.body);
+  if (existed) *existed = e;
+  return AGENTRT_STATUS_OK;
+}
+
+/* agentrt_kv_list_free releases what agentrt_kv_list returned. */
+static inline void agentrt_kv_list_free(agentrt_kv_list_t *l) {
+  free(l->keys);
+  free(l->mem_);
+  memset(l, 0, sizeof *l);
+}
+
+/* agentrt_kv_list returns keys starting with prefix, in byte order, after
+ * the key after (exclusive; NULL or "" to start), at most limit of them (0:
+ * the host's default) (kv.list). */
+static inline agentrt_status_t agentrt_kv_list(const char *prefix, const char *after, uint32_t limit, agentrt_kv_list_t *l) {
+  agentrt__wr w = {0};
+  agentrt__resp out;
+  bool has_after = after && after[0];
+  memset(l, 0, sizeof *l);
+  /* Canonical order: "after" and "limit" (5 bytes) before "prefix" (6). */
+  agentrt__wr_head(&w, 5, 1 + has_after + (limit != 0));
+  if (has_after) {
+    agentrt__wr_cstr(&w, "after");
+    agentrt__wr_cstr(&w, after);
+  }
+  if (limit != 0) {
+    agentrt__wr_cstr(&w, "limit");
+    agentrt__wr_uint(&w, limit);
+  }
+  agentrt__wr_cstr(&w, "prefix");
+  agentrt__wr_cstr(&w, prefix);
+  agentrt_status_t st = agentrt__kv_roundtrip(AGENTRT_OP_KV_LIST, &w, &out);
+  if (st) return st;
+  agentrt__rd r = {out.body, out.body + out.len};
+  size_t pairs;
+  bool empty;
+  bool ok = agentrt__rd_begin(&r, &pairs, &empty);
+  if (ok && !empty)
+    ok = agentrt__rd_key(&r, &pairs, "keys") && agentrt__rd_texts(&r, &l->keys, &l->nkeys) &&
+         agentrt__rd_key(&r, &pairs, "more") && agentrt__rd_bool(&r, &l->more);
+  if (!ok || !agentrt__rd_end(&r, pairs)) {
+    free(l->keys);
+    memset(l, 0, sizeof *l);
+    return agentrt__malformed(&out, "kv.list");
+  }
+  for (size_t i = 0; i < l->nkeys; i++) agentrt__term_str(&l->keys[i]);
+  l->mem_ = out.body;
+  return AGENTRT_STATUS_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The http capability: agentrt:http                                        */
+
+/* agentrt_http_response_free releases what agentrt_http_request returned. */
+static inline void agentrt_http_response_free(agentrt_http_response_t *resp) {
+  free(resp->headers);
+  free(resp->mem_);
+  memset(resp, 0, sizeof *resp);
+}
+
+/* agentrt__rd_headers reads a list of [name, value] pairs (or null). */
+static inline bool agentrt__rd_headers(agentrt__rd *r, agentrt_http_response_header_t **hs, size_t *n) {
+  if (!agentrt__rd_array(r, 3, n)) return false;
+  if (*n == 0) return true;
+  *hs = (agentrt_http_response_header_t *)calloc(*n, sizeof **hs);
+  if (!*hs) return false;
+  for (size_t i = 0; i < *n; i++) {
+    int mt;
+    uint64_t len;
+    if (!agentrt__rd_head(r, &mt, &len) || mt != 4 || len != 2 || !agentrt__rd_text(r, &(*hs)[i].name) ||
+        !agentrt__rd_text(r, &(*hs)[i].value))
+      return false;
+  }
+  return true;
+}
+
+/* agentrt_http_request performs req (http.request). It is an effect,
+ * journaled before it is sent, with an Idempotency-Key header the host
+ * derives from the run and the step; not idempotent, so after a crash in
+ * flight it is AGENTRT_STATUS_IN_DOUBT rather than sent twice. Hosts
+ * outside the grant are AGENTRT_STATUS_DENIED; network errors
+ * AGENTRT_STATUS_FAILED. An HTTP error status is a successful call. */
+static inline agentrt_status_t agentrt_http_request(const agentrt_http_request_t *req, agentrt_http_response_t *resp) {
+  agentrt__wr w = {0};
+  agentrt__resp out;
+  bool has_body = req->body != NULL && req->body_len > 0, has_headers = req->nheaders > 0;
+  memset(resp, 0, sizeof *resp);
+  /* Canonical order: url (3), body (4), method (6), headers (7). */
+  agentrt__wr_head(&w, 5, 2 + has_body + has_headers);
+  agentrt__wr_cstr(&w, "url");
+  agentrt__wr_cstr(&w, req->url);
+  if (has_body) {
+    agentrt__wr_cstr(&w, "body");
+    agentrt__wr_bytes(&w, req->body, req->body_len);
+  }
+  agentrt__wr_cstr(&w, "method");
+  agentrt__wr_cstr(&w, req->method);
+  if (has_headers) {
+    agentrt__wr_cstr(&w, "headers");
+    agentrt__wr_head(&w, 4, req->nheaders);
+    for (size_t i = 0; i < req->nheaders; i++) {
+      agentrt__wr_head(&w, 4, 2);
+      agentrt__wr_cstr(&w, req->headers[i].name);
+      agentrt__wr_cstr(&w, req->headers[i].value);
+    }
+  }
+  agentrt_status_t st = agentrt__http_roundtrip(AGENTRT_OP_HTTP_REQUEST, &w, &out);
+  if (st) return st;
+  agentrt__rd r = {out.body, out.body + out.len};
+  size_t pairs;
+  bool empty;
+  uint64_t status = 0;
+  bool ok = agentrt__rd_begin(&r, &pairs, &empty);
+  if (ok && !empty) {
+    ok = agentrt__rd_key(&r, &pairs, "body") && agentrt__rd_bytes(&r, &resp->body) &&
+         agentrt__rd_key(&r, &pairs, "status") && agentrt__rd_uint(&r, UINT16_MAX, &status) &&
+         agentrt__rd_key(&r, &pairs, "headers") && agentrt__rd_headers(&r, &resp->headers, &resp->nheaders);
+    /* truncated is omitempty: present only when true. */
+    if (ok && agentrt__rd_key(&r, &pairs, "truncated"))
+      ok = agentrt__rd_bool(&r, &resp->truncated) && resp->truncated;
+  }
+  if (!ok || !agentrt__rd_end(&r, pairs)) {
+    free(resp->headers);
+    memset(resp, 0, sizeof *resp);
+    return agentrt__malformed(&out, "http.request");
+  }
+  resp->status = (uint16_t)status;
+  agentrt__term_bytes(&resp->body);
+  for (size_t i = 0; i < resp->nheaders; i++) {
+    agentrt__term_str(&resp->headers[i].name);
+    agentrt__term_str(&resp->headers[i].value);
+  }
+  resp->mem_ = out.body;
+  return AGENTRT_STATUS_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The clock capability: agentrt:clock                                      */
+
+/* agentrt_clock_now returns the host's real wall time in Unix nanoseconds
+ * (clock.now), journaled so replay returns the same instant. The WASI
+ * clock (time(), clock_gettime) is the run's virtual clock instead:
+ * deterministic, and needing no capability. */
+static inline agentrt_status_t agentrt_clock_now(int64_t *unix_nano) {
+  agentrt__wr w = {0};
+  agentrt__resp out;
+  int64_t v = 0;
+  agentrt_status_t st = agentrt__clock_roundtrip(AGENTRT_OP_CLOCK_NOW, &w, &out);
+  if (st) return st;
+  agentrt__rd r = {out.body, out.body + out.len};
+  size_t pairs;
+  bool empty;
+  if (!agentrt__rd_begin(&r, &pairs, &empty) ||
+      (!empty && !(agentrt__rd_key(&r, &pairs, "unix_nano") && agentrt__rd_int64(&r, &v))) || !agentrt__rd_end(&r, pairs))
+    return agentrt__malformed(&out, "clock.now");
+  free(out.body);
+  *unix_nano = v;
+  return AGENTRT_STATUS_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The random capability: agentrt:random                                    */
+
+/* agentrt_random_bytes fills dst with n real random bytes (random.bytes),
+ * journaled. The WASI random_get (getentropy, arc4random) is the run's
+ * seeded stream instead. A response of any other length than n is
+ * AGENTRT_STATUS_SDK_MALFORMED, and dst is left untouched. */
+static inline agentrt_status_t agentrt_random_bytes(void *dst, uint32_t n) {
+  agentrt__wr w = {0};
+  agentrt__resp out;
+  agentrt__wr_head(&w, 5, 1);
+  agentrt__wr_cstr(&w, "n");
+  agentrt__wr_uint(&w, n);
+  agentrt_status_t st = agentrt__random_roundtrip(AGENTRT_OP_RANDOM_BYTES, &w, &out);
+  if (st) return st;
+  agentrt_buf_t b;
+  st = agentrt__one_bytes(&out, "random.bytes", "bytes", &b);
+  if (st) return st;
+  if (b.len != n) {
+    agentrt_buf_free(&b);
+    return agentrt__fail(AGENTRT_STATUS_SDK_MALFORMED, "random.bytes: the host returned a different number of bytes");
+  }
+  memcpy(dst, b.data, n);
+  agentrt_buf_free(&b);
+  return AGENTRT_STATUS_OK;
+}
+
+#endif /* AGENTRT_H */

@@ -1,0 +1,185 @@
+package badgerstore_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/agentrt/agentrt/journal"
+	"github.com/agentrt/agentrt/journal/badgerstore"
+)
+
+func open(t *testing.T) *badgerstore.Store {
+	t.Helper()
+	st, err := badgerstore.Open(filepath.Join(t.TempDir(), "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func chainOf(t *testing.T, run journal.RunID, n int) []journal.Record {
+	t.Helper()
+	_, key, _ := ed25519.GenerateKey(nil)
+	c := journal.NewChain(run, key)
+	recs := []journal.Record{}
+	r, err := c.Link(&journal.Entry{Phase: journal.PhaseStart, Header: &journal.Header{ModuleSHA256: make([]byte, 32), ABI: 1, Seed: make([]byte, 32)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs = append(recs, r)
+	for i := 1; i < n; i++ {
+		req := []byte{byte(i)}
+		r, err := c.Link(&journal.Entry{Phase: journal.PhaseCompleted, Step: uint64(i), Op: "run.log", Request: req,
+			InputHash: journal.Sum(req), OutputHash: journal.Sum(nil)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, r)
+	}
+	recs[n-1].Seal = c.Seal()
+	return recs
+}
+
+func TestAppendIsFencedOnTheJournalLength(t *testing.T) {
+	st := open(t)
+	ctx := context.Background()
+	run := journal.NewRunID(time.Now())
+	recs := chainOf(t, run, 6)
+	if err := st.Append(ctx, run, 0, recs[:3], nil); err != nil {
+		t.Fatal(err)
+	}
+	// A writer with a stale view (it thinks the journal holds 2 entries,
+	// or 4) is refused, and nothing it sent is stored.
+	for _, next := range []uint64{0, 2, 4} {
+		if err := st.Append(ctx, run, next, recs[3:], nil); !errors.Is(err, journal.ErrConflict) {
+			t.Fatalf("append at %d to a journal of 3: %v, want ErrConflict", next, err)
+		}
+	}
+	if err := st.Append(ctx, run, 3, recs[3:], nil); err != nil {
+		t.Fatal(err)
+	}
+	var seqs []uint64
+	if err := st.Records(ctx, run, 0, func(seq uint64, _ []byte) error { seqs = append(seqs, seq); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(seqs, []uint64{0, 1, 2, 3, 4, 5}) {
+		t.Fatalf("stored seqs %v", seqs)
+	}
+	if _, err := journal.VerifyStore(ctx, st, run, journal.TrustAny); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestConcurrentAppendsOneWins(t *testing.T) {
+	st := open(t)
+	ctx := context.Background()
+	run := journal.NewRunID(time.Now())
+	recs := chainOf(t, run, 2)
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() { errs <- st.Append(ctx, run, 0, recs, nil) }()
+	}
+	won := 0
+	for range 8 {
+		err := <-errs
+		switch {
+		case err == nil:
+			won++
+		case !errors.Is(err, journal.ErrConflict):
+			t.Fatal(err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d of 8 racing appends of entry 0 succeeded, want exactly 1", won)
+	}
+}
+
+func TestRunsNewestFirstAndMeta(t *testing.T) {
+	st := open(t)
+	ctx := context.Background()
+	base := time.Now()
+	var ids []journal.RunID
+	for i := range 3 {
+		id := journal.NewRunID(base.Add(time.Duration(i) * time.Second))
+		ids = append(ids, id)
+		m := &journal.RunMeta{ID: id, Status: journal.StatusRunning, ModuleSHA256: make([]byte, 32), Cell: make([]byte, 32), ModuleName: fmt.Sprint(i)}
+		if err := st.Append(ctx, id, 0, chainOf(t, id, 1), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runs, err := st.Runs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 3 || runs[0].ID != ids[2] || runs[2].ID != ids[0] {
+		t.Fatalf("runs not newest first: %v", runs)
+	}
+	if _, err := st.Meta(ctx, journal.NewRunID(base)); !errors.Is(err, journal.ErrNotFound) {
+		t.Fatalf("meta of an unknown run: %v", err)
+	}
+}
+
+func TestModulesAreContentAddressed(t *testing.T) {
+	st := open(t)
+	ctx := context.Background()
+	sum, err := st.PutModule(ctx, []byte("\x00asm module"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.Module(ctx, sum)
+	if err != nil || string(got) != "\x00asm module" {
+		t.Fatalf("module: %q %v", got, err)
+	}
+	if _, err := st.Module(ctx, journal.Sum([]byte("other"))); !errors.Is(err, journal.ErrNotFound) {
+		t.Fatalf("unknown module: %v", err)
+	}
+}
+
+func TestKVListPagesWithinNamespace(t *testing.T) {
+	st := open(t)
+	for _, k := range []string{"a/1", "a/2", "a/3", "b/1"} {
+		if err := st.KVPut("ns", k, []byte(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.KVPut("other", "a/9", nil); err != nil {
+		t.Fatal(err)
+	}
+	keys, more, err := st.KVList("ns", "a/", "", 2)
+	if err != nil || !slices.Equal(keys, []string{"a/1", "a/2"}) || !more {
+		t.Fatalf("page 1: %v %v %v", keys, more, err)
+	}
+	keys, more, err = st.KVList("ns", "a/", "a/2", 2)
+	if err != nil || !slices.Equal(keys, []string{"a/3"}) || more {
+		t.Fatalf("page 2: %v %v %v", keys, more, err)
+	}
+	existed, err := st.KVDelete("ns", "a/1")
+	if err != nil || !existed {
+		t.Fatalf("delete: %v %v", existed, err)
+	}
+	if _, ok, _ := st.KVGet("ns", "a/1"); ok {
+		t.Fatal("deleted key still there")
+	}
+	if v, ok, _ := st.KVGet("other", "a/9"); !ok || len(v) != 0 {
+		t.Fatal("namespaces leak into each other")
+	}
+}
+
+func TestSecondOpenOfADirectoryIsRefused(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	st, err := badgerstore.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := badgerstore.Open(dir); !errors.Is(err, badgerstore.ErrLocked) {
+		t.Fatalf("second open: %v, want ErrLocked", err)
+	}
+}

@@ -1,0 +1,812 @@
+package journal_test
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/ed25519"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/journal"
+	"github.com/fxamacker/cbor/v2"
+)
+
+// The vectors in testdata/vectors are written by TestGenerateVectors from the
+// fixed inputs below. Run
+//
+//	go test ./journal -run TestGenerateVectors -rewrite
+//
+// after a deliberate change to the generator; without -rewrite the test
+// fails when the files on disk differ from what the code generates, so a
+// change to the format cannot slip through unnoticed.
+var rewrite = flag.Bool("rewrite", false, "rewrite testdata/vectors from the generator")
+
+const vectorDir = "testdata/vectors"
+
+// Fixed keys, times and run ids: the vectors are byte-for-byte reproducible.
+var (
+	// cellA writes every journal unless a vector says otherwise.
+	cellA = ed25519.NewKeyFromSeed(bytes.Repeat([]byte{0xa1}, ed25519.SeedSize))
+	// cellB is a second trusted cell (a handoff target, a wrong sealer).
+	cellB = ed25519.NewKeyFromSeed(bytes.Repeat([]byte{0xb2}, ed25519.SeedSize))
+	// cellC is a cell that no vector trusts.
+	cellC = ed25519.NewKeyFromSeed(bytes.Repeat([]byte{0xc3}, ed25519.SeedSize))
+
+	t0   = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	runX = fixedRun(t0, 0x58)
+	runY = fixedRun(t0.Add(time.Second), 0x59)
+)
+
+func fixedRun(t time.Time, fill byte) journal.RunID {
+	var id journal.RunID
+	binary.BigEndian.PutUint64(id[:8], uint64(t.UnixNano()))
+	copy(id[8:], bytes.Repeat([]byte{fill}, 8))
+	return id
+}
+
+func pub(k ed25519.PrivateKey) ed25519.PublicKey { return k.Public().(ed25519.PublicKey) }
+
+// classes names the failure classes of the vector files.
+var classes = map[string]error{
+	"decode":    journal.ErrDecode,
+	"sequence":  journal.ErrSequence,
+	"chain":     journal.ErrChain,
+	"hash":      journal.ErrHash,
+	"signature": journal.ErrSignature,
+	"untrusted": journal.ErrUntrusted,
+	"uncovered": journal.ErrUncovered,
+}
+
+// vector is one test vector: a journal's stored records and what a verifier
+// trusting the listed keys must conclude.
+type vector struct {
+	name string
+	// expect is "valid" or a key of classes.
+	expect   string
+	badEntry uint64
+	trust    []ed25519.PublicKey
+	comment  []string
+	records  [][]byte
+}
+
+func (v *vector) marshal() []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "expect: %s\n", v.expect)
+	if v.expect != "valid" {
+		fmt.Fprintf(&b, "bad-entry: %d\n", v.badEntry)
+	}
+	for _, k := range v.trust {
+		fmt.Fprintf(&b, "trust: %x\n", []byte(k))
+	}
+	for _, c := range v.comment {
+		fmt.Fprintf(&b, "comment: %s\n", c)
+	}
+	for _, r := range v.records {
+		fmt.Fprintf(&b, "record: %x\n", r)
+	}
+	return b.Bytes()
+}
+
+func parseVector(name string, data []byte) (*vector, error) {
+	v := &vector{name: name}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, 1<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		key, val, ok := strings.Cut(sc.Text(), ": ")
+		if !ok {
+			return nil, fmt.Errorf("%s:%d: want 'name: value'", name, line)
+		}
+		if key != "record" && len(v.records) > 0 {
+			return nil, fmt.Errorf("%s:%d: %s after the first record", name, line, key)
+		}
+		switch key {
+		case "expect":
+			if _, known := classes[val]; !known && val != "valid" {
+				return nil, fmt.Errorf("%s:%d: unknown expectation %q", name, line, val)
+			}
+			v.expect = val
+		case "bad-entry":
+			n, err := strconv.ParseUint(val, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("%s:%d: %v", name, line, err)
+			}
+			v.badEntry = n
+		case "trust":
+			k, err := hex.DecodeString(val)
+			if err != nil || len(k) != ed25519.PublicKeySize {
+				return nil, fmt.Errorf("%s:%d: trust wants %d hex-encoded bytes", name, line, ed25519.PublicKeySize)
+			}
+			v.trust = append(v.trust, k)
+		case "comment":
+			v.comment = append(v.comment, val)
+		case "record":
+			r, err := hex.DecodeString(val)
+			if err != nil {
+				return nil, fmt.Errorf("%s:%d: %v", name, line, err)
+			}
+			v.records = append(v.records, r)
+		default:
+			return nil, fmt.Errorf("%s:%d: unknown header %q", name, line, key)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if v.expect == "" {
+		return nil, fmt.Errorf("%s: no expect line", name)
+	}
+	return v, nil
+}
+
+// loadVectors reads every vector file, in name order.
+func loadVectors(tb testing.TB) []*vector {
+	tb.Helper()
+	files, err := filepath.Glob(filepath.Join(vectorDir, "*.txt"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if len(files) == 0 {
+		tb.Fatalf("no vectors in %s", vectorDir)
+	}
+	var out []*vector
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		v, err := parseVector(filepath.Base(f), b)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// TestVectors runs every vector through a Verifier trusting the vector's
+// keys, stopping at the first error as a caller does.
+func TestVectors(t *testing.T) {
+	for _, v := range loadVectors(t) {
+		t.Run(strings.TrimSuffix(v.name, ".txt"), func(t *testing.T) {
+			sum, err := verifyRecords(v.records, journal.TrustKeys(v.trust...))
+			if v.expect == "valid" {
+				if err != nil {
+					t.Fatalf("want a valid journal, got %v", err)
+				}
+				if sum.Entries != uint64(len(v.records)) {
+					t.Errorf("summary counts %d entries, the vector holds %d", sum.Entries, len(v.records))
+				}
+				last, err := journal.DecodeRecord(v.records[len(v.records)-1])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(sum.Head, journal.Sum(last.Entry)) {
+					t.Errorf("summary head %x, want the hash of the last entry %x", sum.Head, journal.Sum(last.Entry))
+				}
+				return
+			}
+			t.Log(err)
+			var verr *journal.VerifyError
+			if !errors.As(err, &verr) {
+				t.Fatalf("want a *VerifyError of class %s at entry %d, got %v", v.expect, v.badEntry, err)
+			}
+			if !errors.Is(err, classes[v.expect]) {
+				t.Errorf("want class %s, got %v", v.expect, err)
+			}
+			if verr.Seq != v.badEntry {
+				t.Errorf("want bad entry %d, got %v", v.badEntry, err)
+			}
+		})
+	}
+}
+
+func verifyRecords(records [][]byte, trust journal.TrustFunc) (*journal.Summary, error) {
+	ver := journal.NewVerifier(trust)
+	for _, r := range records {
+		if err := ver.Add(r); err != nil {
+			return nil, err
+		}
+	}
+	return ver.Finish()
+}
+
+// TestGenerateVectors checks that testdata/vectors holds exactly what the
+// generator writes, or rewrites it with -rewrite.
+func TestGenerateVectors(t *testing.T) {
+	vs := generateVectors(t)
+	want := map[string][]byte{}
+	for _, v := range vs {
+		want[v.name] = v.marshal()
+	}
+	if *rewrite {
+		if err := os.MkdirAll(vectorDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		old, _ := filepath.Glob(filepath.Join(vectorDir, "*.txt"))
+		for _, f := range old {
+			if _, keep := want[filepath.Base(f)]; !keep {
+				if err := os.Remove(f); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for name, b := range want {
+			if err := os.WriteFile(filepath.Join(vectorDir, name), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return
+	}
+	have, err := filepath.Glob(filepath.Join(vectorDir, "*.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range have {
+		if _, ok := want[filepath.Base(f)]; !ok {
+			t.Errorf("%s is not written by the generator (rerun with -rewrite to remove it)", f)
+		}
+	}
+	for name, b := range want {
+		got, err := os.ReadFile(filepath.Join(vectorDir, name))
+		if err != nil {
+			t.Errorf("%v (rerun with -rewrite)", err)
+			continue
+		}
+		if !bytes.Equal(got, b) {
+			t.Errorf("%s differs from what the generator writes (rerun with -rewrite after a deliberate change)", name)
+		}
+	}
+}
+
+// item is one entry of a journal plan, and whether its commit ends there.
+type item struct {
+	e    *journal.Entry
+	seal bool
+}
+
+// writeJournal links and seals a plan's entries as a Writer would. A tamper
+// function replaces the canonical bytes of entry seq; the chain then goes on
+// from the tampered bytes and later seals sign them, so that the vector has
+// exactly one defect.
+func writeJournal(tb testing.TB, run journal.RunID, key ed25519.PrivateKey, plan []item, tamper map[uint64]func([]byte) []byte) []journal.Record {
+	tb.Helper()
+	c := journal.NewChain(run, key)
+	var recs []journal.Record
+	for _, it := range plan {
+		seq := c.Next()
+		if it.e.Time == 0 {
+			it.e.Time = t0.Add(time.Duration(seq) * time.Millisecond).UnixNano()
+		}
+		r, err := c.Link(it.e)
+		if err != nil {
+			tb.Fatalf("entry %d: %v", seq, err)
+		}
+		if f := tamper[seq]; f != nil {
+			r.Entry = f(r.Entry)
+			c = journal.ResumeChain(run, key, seq, journal.Sum(r.Entry))
+		}
+		if it.seal {
+			r.Seal = c.Seal()
+		}
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+func encodeRecords(tb testing.TB, recs []journal.Record) [][]byte {
+	tb.Helper()
+	out := make([][]byte, len(recs))
+	for i := range recs {
+		b, err := journal.EncodeRecord(&recs[i])
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out[i] = b
+	}
+	return out
+}
+
+func mustCBOR(tb testing.TB, v any) []byte {
+	tb.Helper()
+	b, err := abi.Marshal(v)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+// Entries of the plans, as the host writes them.
+
+func startEntry(tb testing.TB) *journal.Entry {
+	return &journal.Entry{Phase: journal.PhaseStart, Header: &journal.Header{
+		ModuleSHA256: journal.Sum([]byte("vector module")),
+		ABI:          abi.Version,
+		Input:        []byte("hello"),
+		Seed:         bytes.Repeat([]byte{0x5e}, 32),
+		WallBase:     t0.UnixNano(),
+		Grant:        mustCBOR(tb, map[string]any{"run": map[string]any{}, "kv": map[string]any{"namespace": "vectors"}}),
+		ModuleName:   "vector",
+	}}
+}
+
+func endEntry(steps uint64, output []byte) *journal.Entry {
+	return &journal.Entry{Phase: journal.PhaseEnd, End: &journal.End{Status: journal.StatusCompleted, Output: output, Steps: steps}}
+}
+
+// pureEntry is a pure call: one completed (or failed) entry with request and
+// response.
+func pureEntry(step uint64, op string, req, resp []byte, status abi.Status) *journal.Entry {
+	phase := journal.PhaseCompleted
+	if status != abi.StatusOK {
+		phase = journal.PhaseFailed
+	}
+	return &journal.Entry{Phase: phase, Step: step, Op: op, InputHash: journal.Sum(req), Request: req,
+		OutputHash: journal.Sum(resp), Response: resp, Status: uint32(status)}
+}
+
+func intentEntry(step uint64, op string, req []byte) *journal.Entry {
+	return &journal.Entry{Phase: journal.PhaseIntent, Step: step, Op: op, InputHash: journal.Sum(req), Request: req}
+}
+
+func executingEntry(run journal.RunID, step uint64, op string, req []byte) *journal.Entry {
+	return &journal.Entry{Phase: journal.PhaseExecuting, Step: step, Op: op, InputHash: journal.Sum(req),
+		Key: fmt.Sprintf("%s-%d", run, step)}
+}
+
+// outcomeEntry closes an effect: it repeats step, op and input hash, and
+// carries no request.
+func outcomeEntry(step uint64, op string, req, resp []byte, status abi.Status) *journal.Entry {
+	e := pureEntry(step, op, req, resp, status)
+	e.Request = nil
+	return e
+}
+
+func inputResponse(tb testing.TB) []byte {
+	return mustCBOR(tb, abi.InputResponse{Input: []byte("hello")})
+}
+
+func logRequest(tb testing.TB, msg string) []byte {
+	return mustCBOR(tb, abi.LogRequest{Level: abi.LevelInfo, Message: msg})
+}
+
+func putRequest(tb testing.TB) []byte {
+	return mustCBOR(tb, abi.KVPutRequest{Key: "greeting", Value: []byte("hi")})
+}
+
+func outputRequest(tb testing.TB) []byte {
+	return mustCBOR(tb, abi.SetOutputRequest{Output: []byte("done")})
+}
+
+// effectPlan is the base journal of most vectors, committed as the host
+// commits: the start alone; then pure calls and an effect's intent and
+// executing entries, sealed before the effect is dispatched; then the rest.
+//
+//	0 start             sealed
+//	1 run.input         (step 1, pure)
+//	2 run.log           (step 2, pure)
+//	3 kv.put intent     (step 3)
+//	4 kv.put executing  sealed
+//	5 kv.put completed
+//	6 run.set_output    (step 4, pure)
+//	7 end               sealed
+func effectPlan(tb testing.TB, run journal.RunID) []item {
+	put := putRequest(tb)
+	return []item{
+		{startEntry(tb), true},
+		{pureEntry(1, "run.input", nil, inputResponse(tb), abi.StatusOK), false},
+		{pureEntry(2, "run.log", logRequest(tb, "hello"), nil, abi.StatusOK), false},
+		{intentEntry(3, "kv.put", put), false},
+		{executingEntry(run, 3, "kv.put", put), true},
+		{outcomeEntry(3, "kv.put", put, nil, abi.StatusOK), false},
+		{pureEntry(4, "run.set_output", outputRequest(tb), nil, abi.StatusOK), false},
+		{endEntry(4, []byte("done")), true},
+	}
+}
+
+// Tampering helpers on an entry's CBOR map, field by field.
+
+type field struct {
+	key uint64
+	raw []byte
+}
+
+func entryFields(tb testing.TB, b []byte) []field {
+	tb.Helper()
+	var m map[uint64]cbor.RawMessage
+	if err := cbor.Unmarshal(b, &m); err != nil {
+		tb.Fatal(err)
+	}
+	var fs []field
+	for k, v := range m {
+		fs = append(fs, field{k, v})
+	}
+	slices.SortFunc(fs, func(a, b field) int { return int(a.key) - int(b.key) })
+	return fs
+}
+
+// appendHead appends a CBOR head of the given major type with the shortest
+// argument.
+func appendHead(b []byte, major byte, n uint64) []byte {
+	m := major << 5
+	switch {
+	case n < 24:
+		return append(b, m|byte(n))
+	case n <= 0xff:
+		return append(b, m|24, byte(n))
+	case n <= 0xffff:
+		return binary.BigEndian.AppendUint16(append(b, m|25), uint16(n))
+	case n <= 0xffffffff:
+		return binary.BigEndian.AppendUint32(append(b, m|26), uint32(n))
+	}
+	return binary.BigEndian.AppendUint64(append(b, m|27), n)
+}
+
+func encodeFields(fs []field) []byte {
+	b := appendHead(nil, 5, uint64(len(fs)))
+	for _, f := range fs {
+		b = appendHead(b, 0, f.key)
+		b = append(b, f.raw...)
+	}
+	return b
+}
+
+func setField(fs []field, key uint64, raw []byte) []field {
+	for i := range fs {
+		if fs[i].key == key {
+			fs[i].raw = raw
+			return fs
+		}
+	}
+	panic(fmt.Sprintf("no field %d", key))
+}
+
+func indexOf(fs []field, key uint64) int {
+	return slices.IndexFunc(fs, func(f field) bool { return f.key == key })
+}
+
+// reencode decodes an entry, lets f change it, and encodes it canonically.
+func reencode(tb testing.TB, f func(*journal.Entry)) func([]byte) []byte {
+	return func(b []byte) []byte {
+		e, err := journal.DecodeEntry(b)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		f(e)
+		out, err := journal.EncodeEntry(e)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return out
+	}
+}
+
+func withFields(tb testing.TB, f func([]field) []byte) func([]byte) []byte {
+	return func(b []byte) []byte { return f(entryFields(tb, b)) }
+}
+
+func trustA() []ed25519.PublicKey { return []ed25519.PublicKey{pub(cellA)} }
+
+func trustAB() []ed25519.PublicKey { return []ed25519.PublicKey{pub(cellA), pub(cellB)} }
+
+// generateVectors builds every vector from the fixed inputs.
+func generateVectors(tb testing.TB) []*vector {
+	var vs []*vector
+	add := func(name, expect string, bad uint64, trust []ed25519.PublicKey, records [][]byte, comment ...string) {
+		vs = append(vs, &vector{name: name + ".txt", expect: expect, badEntry: bad, trust: trust, comment: comment, records: records})
+	}
+	base := func(tamper map[uint64]func([]byte) []byte) []journal.Record {
+		return writeJournal(tb, runX, cellA, effectPlan(tb, runX), tamper)
+	}
+	enc := func(recs []journal.Record) [][]byte { return encodeRecords(tb, recs) }
+
+	// Valid journals.
+	add("valid-effect", "valid", 0, trustA(), enc(base(nil)),
+		"pure calls and one effect (intent, executing, completed), committed as the host commits:",
+		"seals on entries 0, 4 (before the effect is dispatched) and 7")
+
+	add("valid-single-commit", "valid", 0, trustA(), enc(writeJournal(tb, runX, cellA, []item{
+		{startEntry(tb), false},
+		{pureEntry(1, "run.input", nil, inputResponse(tb), abi.StatusOK), false},
+		{endEntry(1, nil), true},
+	}, nil)), "a whole run in one commit: one seal, on the last entry, covers all three")
+
+	var group []item
+	group = append(group, item{startEntry(tb), true})
+	for step := uint64(1); step <= 8; step++ {
+		group = append(group, item{pureEntry(step, "run.log", logRequest(tb, fmt.Sprintf("line %d", step)), nil, abi.StatusOK), false})
+	}
+	group = append(group, item{endEntry(8, nil), true})
+	add("valid-group-commit", "valid", 0, trustA(), enc(writeJournal(tb, runX, cellA, group, nil)),
+		"eight pure calls and the end entry group-committed under one seal on entry 9")
+
+	every := effectPlan(tb, runX)
+	for i := range every {
+		every[i].seal = true
+	}
+	add("valid-seal-every-entry", "valid", 0, trustA(), enc(writeJournal(tb, runX, cellA, every, nil)),
+		"every entry is a commit of its own and carries a seal")
+
+	tooLarge := mustCBOR(tb, abi.Error{Code: abi.StatusTooLarge, Message: "request exceeds the limit of 1048576 bytes"})
+	big := bytes.Repeat([]byte{0xee}, 64)
+	refused := pureEntry(1, "run.log", big, tooLarge, abi.StatusTooLarge)
+	refused.Request = nil
+	add("valid-too-large", "valid", 0, trustA(), enc(writeJournal(tb, runX, cellA, []item{
+		{startEntry(tb), true},
+		{refused, false},
+		{endEntry(1, nil), true},
+	}, nil)), "a failed too_large call keeps the input hash of the refused request but not the request")
+
+	put := putRequest(tb)
+	denied := mustCBOR(tb, abi.Error{Code: abi.StatusDenied, Message: "approval refused"})
+	add("valid-intent-failed", "valid", 0, trustA(), enc(writeJournal(tb, runX, cellA, []item{
+		{startEntry(tb), true},
+		{intentEntry(1, "kv.put", put), true},
+		{outcomeEntry(1, "kv.put", put, denied, abi.StatusDenied), false},
+		{endEntry(1, nil), true},
+	}, nil)), "an intent closed by a failed entry without executing: the effect was never dispatched")
+
+	unfinished := base(nil)[:5]
+	add("valid-unfinished", "valid", 0, trustA(), enc(unfinished),
+		"a run still in progress (or cut at a commit boundary): entries 0..4, no end entry;",
+		"format version 1 cannot tell the two apart")
+
+	handoff := effectPlan(tb, runX)
+	ca := journal.NewChain(runX, cellA)
+	var hrecs []journal.Record
+	for i, it := range handoff[:5] {
+		it.e.Time = t0.Add(time.Duration(i) * time.Millisecond).UnixNano()
+		r, err := ca.Link(it.e)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if it.seal {
+			r.Seal = ca.Seal()
+		}
+		hrecs = append(hrecs, r)
+	}
+	handoffTail := func(key ed25519.PrivateKey) []journal.Record {
+		cb := journal.ResumeChain(runX, key, ca.Next()-1, ca.Head())
+		out := slices.Clone(hrecs)
+		for i, it := range effectPlan(tb, runX)[5:] {
+			it.e.Time = t0.Add(time.Duration(5+i) * time.Millisecond).UnixNano()
+			r, err := cb.Link(it.e)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			if it.seal {
+				r.Seal = cb.Seal()
+			}
+			out = append(out, r)
+		}
+		return out
+	}
+	add("valid-handoff", "valid", 0, trustAB(), enc(handoffTail(cellB)),
+		"cell A writes and seals entries 0..4, then trusted cell B continues the chain and seals 5..7")
+
+	// Decode failures.
+	add("empty-journal", "decode", 0, trustA(), nil, "no records at all")
+
+	truncated := enc(base(nil))
+	truncated[7] = truncated[7][:len(truncated[7])-10]
+	add("truncated-record", "decode", 7, trustA(), truncated, "the last record lost its final 10 bytes (a torn write)")
+
+	trailing := enc(base(nil))
+	trailing[2] = append(trailing[2], 0x00)
+	add("trailing-bytes", "decode", 2, trustA(), trailing, "record 2 is followed by one extra byte")
+
+	add("noncanonical-integer", "decode", 2, trustA(), enc(base(map[uint64]func([]byte) []byte{
+		2: withFields(tb, func(fs []field) []byte { return encodeFields(setField(fs, 3, []byte{0x18, 0x02})) }),
+	})), "entry 2 encodes its seq as 0x18 0x02 instead of 0x02; the chain and seals are",
+		"recomputed over those bytes, so only the canonical check catches it")
+
+	add("map-keys-out-of-order", "decode", 2, trustA(), enc(base(map[uint64]func([]byte) []byte{
+		2: withFields(tb, func(fs []field) []byte {
+			i, j := indexOf(fs, 13), indexOf(fs, 14)
+			fs[i], fs[j] = fs[j], fs[i]
+			return encodeFields(fs)
+		}),
+	})), "entry 2 writes key 14 before key 13; chain and seals recomputed over those bytes")
+
+	add("duplicate-map-key", "decode", 2, trustA(), enc(base(map[uint64]func([]byte) []byte{
+		2: withFields(tb, func(fs []field) []byte {
+			i := indexOf(fs, 14)
+			fs = slices.Insert(fs, i+1, fs[i])
+			return encodeFields(fs)
+		}),
+	})), "entry 2 holds key 14 (time) twice with the same value; chain and seals recomputed")
+
+	add("unknown-field", "decode", 2, trustA(), enc(base(map[uint64]func([]byte) []byte{
+		2: withFields(tb, func(fs []field) []byte { return encodeFields(append(fs, field{19, []byte{0x00}})) }),
+	})), "entry 2 carries key 19, which format version 1 does not define; chain and seals recomputed")
+
+	add("wrong-version", "decode", 2, trustA(), enc(base(map[uint64]func([]byte) []byte{
+		2: withFields(tb, func(fs []field) []byte { return encodeFields(setField(fs, 1, []byte{0x02})) }),
+	})), "entry 2 claims format version 2; chain and seals recomputed")
+
+	add("indefinite-length", "decode", 2, trustA(), enc(base(map[uint64]func([]byte) []byte{
+		2: withFields(tb, func(fs []field) []byte {
+			b := encodeFields(fs)
+			b[0] = 0xbf
+			return append(b, 0xff)
+		}),
+	})), "entry 2 is an indefinite-length map; chain and seals recomputed")
+
+	add("tagged-value", "decode", 2, trustA(), enc(base(map[uint64]func([]byte) []byte{
+		2: withFields(tb, func(fs []field) []byte {
+			i := indexOf(fs, 9)
+			fs[i].raw = append([]byte{0xd8, 0x18}, fs[i].raw...)
+			return encodeFields(fs)
+		}),
+	})), "entry 2 wraps its request in tag 24; chain and seals recomputed")
+
+	add("header-on-call-entry", "decode", 2, trustA(), enc(base(map[uint64]func([]byte) []byte{
+		2: reencode(tb, func(e *journal.Entry) { e.Header = startEntry(tb).Header }),
+	})), "entry 2, a call, carries a run header; chain and seals recomputed")
+
+	short := base(nil)
+	short[4].Seal.Sig = short[4].Seal.Sig[:63]
+	add("short-signature", "decode", 4, trustA(), enc(short), "the seal of entry 4 holds a 63-byte signature")
+
+	repeats := writeJournal(tb, runX, cellA, []item{
+		{startEntry(tb), true},
+		{intentEntry(1, "kv.put", put), false},
+		{executingEntry(runX, 1, "kv.put", put), true},
+		{pureEntry(1, "kv.put", put, nil, abi.StatusOK), false},
+		{endEntry(1, nil), true},
+	}, nil)
+	add("outcome-repeats-request", "decode", 3, trustA(), enc(repeats),
+		"the completed entry of an effect carries the request again (only its intent may)")
+
+	// Sequence failures.
+	del := enc(base(nil))
+	add("deleted-entry", "sequence", 2, trustA(), slices.Delete(del, 2, 3), "entry 2 was removed")
+
+	missingStart := enc(base(nil))
+	add("deleted-start", "sequence", 0, trustA(), missingStart[1:], "entry 0 (the start) was removed")
+
+	dup := enc(base(nil))
+	add("duplicated-entry", "sequence", 3, trustA(), slices.Insert(dup, 3, dup[2]), "entry 2 appears twice")
+
+	reord := enc(base(nil))
+	reord[5], reord[6] = reord[6], reord[5]
+	add("reordered-entries", "sequence", 5, trustA(), reord, "entries 5 and 6 swapped places")
+
+	splice := enc(base(nil))
+	other := enc(writeJournal(tb, runY, cellA, effectPlan(tb, runY), nil))
+	splice[2] = other[2]
+	add("spliced-other-run", "sequence", 2, trustA(), splice,
+		"entry 2 is taken from another run written by the same trusted cell")
+
+	add("executing-without-intent", "sequence", 1, trustA(), enc(writeJournal(tb, runX, cellA, []item{
+		{startEntry(tb), true},
+		{executingEntry(runX, 1, "kv.put", put), true},
+		{outcomeEntry(1, "kv.put", put, nil, abi.StatusOK), false},
+		{endEntry(1, nil), true},
+	}, nil)), "step 1 starts with an executing entry")
+
+	add("step-gap", "sequence", 2, trustA(), enc(writeJournal(tb, runX, cellA, []item{
+		{startEntry(tb), true},
+		{pureEntry(1, "run.input", nil, inputResponse(tb), abi.StatusOK), false},
+		{pureEntry(3, "run.log", logRequest(tb, "hello"), nil, abi.StatusOK), false},
+		{endEntry(3, nil), true},
+	}, nil)), "step 3 follows step 1")
+
+	add("executing-twice", "sequence", 3, trustA(), enc(writeJournal(tb, runX, cellA, []item{
+		{startEntry(tb), true},
+		{intentEntry(1, "kv.put", put), false},
+		{executingEntry(runX, 1, "kv.put", put), false},
+		{executingEntry(runX, 1, "kv.put", put), true},
+		{outcomeEntry(1, "kv.put", put, nil, abi.StatusOK), false},
+		{endEntry(1, nil), true},
+	}, nil)), "step 1 has two executing entries")
+
+	add("call-while-effect-open", "sequence", 3, trustA(), enc(writeJournal(tb, runX, cellA, []item{
+		{startEntry(tb), true},
+		{intentEntry(1, "kv.put", put), false},
+		{executingEntry(runX, 1, "kv.put", put), true},
+		{pureEntry(2, "run.log", logRequest(tb, "hello"), nil, abi.StatusOK), false},
+		{endEntry(2, nil), true},
+	}, nil)), "step 2 is recorded while step 1 is still executing")
+
+	add("end-with-open-effect", "sequence", 3, trustA(), enc(writeJournal(tb, runX, cellA, []item{
+		{startEntry(tb), true},
+		{intentEntry(1, "kv.put", put), false},
+		{executingEntry(runX, 1, "kv.put", put), true},
+		{endEntry(1, nil), true},
+	}, nil)), "the run ends while step 1 is executing")
+
+	add("entry-after-end", "sequence", 2, trustA(), enc(writeJournal(tb, runX, cellA, []item{
+		{startEntry(tb), true},
+		{endEntry(0, nil), false},
+		{pureEntry(1, "run.input", nil, inputResponse(tb), abi.StatusOK), true},
+	}, nil)), "a call is recorded after the end entry")
+
+	// Chain failures.
+	add("broken-chain", "chain", 2, trustA(), enc(base(map[uint64]func([]byte) []byte{
+		2: reencode(tb, func(e *journal.Entry) { e.Prev = journal.Sum([]byte("not the previous entry")) }),
+	})), "entry 2's prev is altered, re-encoded canonically, and the rest of the chain and its",
+		"seals are recomputed by the right key: only the chain check can catch it")
+
+	midGroup := base(nil)
+	midGroup[2].Entry = reencode(tb, func(e *journal.Entry) { e.Time++ })(midGroup[2].Entry)
+	add("altered-unsealed-entry", "chain", 3, trustA(), enc(midGroup),
+		"the time of entry 2, inside the group sealed at entry 4, is changed by one nanosecond:",
+		"entry 3's prev no longer matches, so the verifier names entry 3")
+
+	// Hash failures.
+	add("altered-response", "hash", 1, trustA(), enc(base(map[uint64]func([]byte) []byte{
+		1: reencode(tb, func(e *journal.Entry) {
+			e.Response = mustCBOR(tb, abi.InputResponse{Input: []byte("goodbye")})
+		}),
+	})), "entry 1's response is swapped for another valid response, its output hash kept;",
+		"chain and seals recomputed")
+
+	add("altered-request", "hash", 2, trustA(), enc(base(map[uint64]func([]byte) []byte{
+		2: reencode(tb, func(e *journal.Entry) { e.Request = logRequest(tb, "goodbye") }),
+	})), "entry 2's request is swapped for another valid request, its input hash kept;",
+		"chain and seals recomputed")
+
+	// Signature failures.
+	flipped := base(nil)
+	flipped[4].Seal.Sig[10] ^= 0x01
+	add("bad-signature", "signature", 4, trustA(), enc(flipped), "one bit of the seal on entry 4 is flipped")
+
+	sealedAltered := base(nil)
+	sealedAltered[4].Entry = reencode(tb, func(e *journal.Entry) { e.Time++ })(sealedAltered[4].Entry)
+	add("altered-sealed-entry", "signature", 4, trustA(), enc(sealedAltered),
+		"the time of entry 4, which carries a seal, is changed by one nanosecond")
+
+	wrongCell := base(nil)
+	head := journal.Sum(wrongCell[4].Entry)
+	wrongCell[4].Seal = &journal.Seal{Cell: pub(cellB), Sig: ed25519.Sign(cellB, journal.SealMessage(runX, 4, head))}
+	add("seal-key-not-entry-cell", "signature", 4, trustAB(), enc(wrongCell),
+		"entry 4 was written by cell A but is sealed by cell B; both are trusted and B's signature verifies")
+
+	swapped := base(nil)
+	swapped[4].Seal.Cell = pub(cellB)
+	add("seal-key-substituted", "signature", 4, trustAB(), enc(swapped),
+		"the seal on entry 4 names trusted cell B, but the signature is cell A's")
+
+	replayed := base(nil)
+	replayed[7].Seal = replayed[4].Seal
+	add("seal-replayed", "signature", 7, trustA(), enc(replayed), "the seal of entry 4 is copied onto entry 7")
+
+	foreign := base(nil)
+	foreign[7].Seal = writeJournal(tb, runY, cellA, effectPlan(tb, runY), nil)[7].Seal
+	add("seal-from-other-run", "signature", 7, trustA(), enc(foreign),
+		"the seal on entry 7 is taken from the same entry of another run by the same cell")
+
+	// Untrusted keys.
+	add("untrusted-cell", "untrusted", 0, trustAB(), enc(writeJournal(tb, runX, cellC, effectPlan(tb, runX), nil)),
+		"a well-formed journal written and sealed by a cell that is not trusted")
+
+	add("untrusted-handoff", "untrusted", 7, trustA(), enc(handoffTail(cellC)),
+		"cell A seals entries 0..4; an untrusted cell continues the chain and seals 5..7")
+
+	// Coverage failures.
+	open := base(nil)
+	open[7].Seal = nil
+	add("uncovered-tail", "uncovered", 5, trustA(), enc(open),
+		"the last seal is on entry 4; entries 5..7 are not covered by any seal")
+
+	none := base(nil)
+	for i := range none {
+		none[i].Seal = nil
+	}
+	add("no-seals", "uncovered", 0, trustA(), enc(none), "no record carries a seal")
+
+	return vs
+}
