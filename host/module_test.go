@@ -78,3 +78,14 @@ func TestGroupCommitSealsOncePerGroup(t *testing.T) {
 		t.Fatalf("%d entries under %d seals; want 303 under %d", sum.Entries, sum.Seals, 1+301/64+1)
 	}
 }
+
+func TestTakeReturnsOnlyTheLatestCallsResponse(t *testing.T) {
+	env := testutil.NewEnv(t, host.Deps{}, host.Config{})
+	res, err := env.Host.Run(context.Background(), host.RunSpec{Code: testutil.BuildWAT(t, "host/testdata/wat/pending.wat"), Input: []byte("some input")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != journal.StatusCompleted || res.Steps != 2 {
+		t.Fatalf("run %s after %d steps: %v (the guest traps where the host breaks the pending rules)", res.Status, res.Steps, res.Err)
+	}
+}
