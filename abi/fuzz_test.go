@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/agentrt/agentrt/abi"
@@ -11,11 +12,13 @@ import (
 
 // bodies lists every request and response type of the ABI, with sample
 // values whose canonical encodings seed the fuzzer.
-var bodies = []struct {
+type fuzzBody struct {
 	name    string
 	new     func() any
 	samples []any
-}{
+}
+
+var bodies = []fuzzBody{
 	{"Empty", func() any { return new(abi.Empty) }, []any{abi.Empty{}}},
 	{"InputResponse", func() any { return new(abi.InputResponse) }, []any{
 		abi.InputResponse{}, abi.InputResponse{Input: []byte("hello")}}},
@@ -64,6 +67,18 @@ func FuzzUnmarshal(f *testing.F) {
 			}
 			f.Add(uint8(i), enc)
 		}
+	}
+	// Every vector, valid or not, seeds the type it is a body of.
+	for _, v := range readVectors(f) {
+		body, err := newBody(v.op, v.kind)
+		if err != nil {
+			f.Fatalf("%s: %v", v.file, err)
+		}
+		i := slices.IndexFunc(bodies, func(b fuzzBody) bool { return reflect.TypeOf(b.new()) == reflect.TypeOf(body) })
+		if i < 0 {
+			f.Fatalf("%s: no fuzz body for %T", v.file, body)
+		}
+		f.Add(uint8(i), v.data)
 	}
 	f.Fuzz(func(t *testing.T, which uint8, data []byte) {
 		b := bodies[int(which)%len(bodies)]

@@ -188,7 +188,7 @@ func parseVector(file string, b []byte) (*vector, error) {
 }
 
 // readVectors parses every file in testdata/vectors.
-func readVectors(t *testing.T) []*vector {
+func readVectors(t testing.TB) []*vector {
 	t.Helper()
 	entries, err := os.ReadDir(vectorDir)
 	if err != nil {
