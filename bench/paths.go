@@ -432,3 +432,12 @@ func percentile(d []time.Duration, p float64) time.Duration {
 	rank = max(0, min(rank, len(d)-1))
 	return d[rank]
 }
+
+// loadOnly verifies run (replay.Load) and returns its number of entries.
+func loadOnly(ctx context.Context, st journal.Store, run journal.RunID, trust journal.TrustFunc) (uint64, error) {
+	j, err := replay.Load(ctx, st, run, trust)
+	if err != nil {
+		return 0, err
+	}
+	return j.Summary.Entries, nil
+}
