@@ -462,7 +462,7 @@ func BenchmarkParts(b *testing.B) {
 		if err := w.Add(&journal.Entry{Phase: journal.PhaseStart, Header: execHeader([]byte("x"), nil), Time: 1}); err != nil {
 			b.Fatal(err)
 		}
-		if err := w.Commit(ctx, nil); err != nil {
+		if err := w.Commit(ctx, nil, false); err != nil {
 			b.Fatal(err)
 		}
 		for b.Loop() {
@@ -470,19 +470,23 @@ func BenchmarkParts(b *testing.B) {
 				b.Fatal(err)
 			}
 			if w.Pending() == 256 {
-				if err := w.Commit(ctx, nil); err != nil {
+				if err := w.Commit(ctx, nil, false); err != nil {
 					b.Fatal(err)
 				}
 			}
 		}
 	})
-	// One op is one transaction of one Set on badgerstore's database:
-	// badger's write path with SyncWrites off (as Append and KVPut use
-	// it); then the same followed by DB.Sync (what badgerstore's group
-	// sync runs each round); then the floor's SyncWrites commit.
+	// One op is one transaction of one Set on a badger database with
+	// badgerstore's options: badger's write path with SyncWrites off (as
+	// badgerstore's committer uses it); then the same followed by DB.Sync
+	// (what the committer runs after a round with a durable batch); then
+	// the floor's SyncWrites commit.
 	b.Run("badger-commit-nosync", func(b *testing.B) {
-		c := newCell(b)
-		db := c.store.DB()
+		db, err := openBadger(b.TempDir(), false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer db.Close()
 		var i uint64
 		for b.Loop() {
 			i++
@@ -496,8 +500,11 @@ func BenchmarkParts(b *testing.B) {
 		}
 	})
 	b.Run("badger-db-sync", func(b *testing.B) {
-		c := newCell(b)
-		db := c.store.DB()
+		db, err := openBadger(b.TempDir(), false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer db.Close()
 		var i uint64
 		for b.Loop() {
 			i++

@@ -260,16 +260,20 @@ func effectLatencies(ctx context.Context, st journal.Store, run journal.RunID) (
 // openBareBadger opens the floor of the durable path: a plain badger
 // database with SyncWrites on (every commit fsynced by badger itself) and
 // otherwise the options badgerstore uses.
-func openBareBadger(dir string) (*badger.DB, error) {
+func openBareBadger(dir string) (*badger.DB, error) { return openBadger(dir, true) }
+
+// openBadger opens a badger database with badgerstore's options and the
+// given SyncWrites.
+func openBadger(dir string, syncWrites bool) (*badger.DB, error) {
 	opts := badger.DefaultOptions(dir).
-		WithSyncWrites(true).
+		WithSyncWrites(syncWrites).
 		WithLogger(nil).
 		WithMemTableSize(32 << 20).
 		WithBlockCacheSize(32 << 20).
 		WithIndexCacheSize(16 << 20).
-		WithValueLogFileSize(256 << 20).
+		WithValueLogFileSize(64 << 20).
 		WithNumVersionsToKeep(1).
-		WithDetectConflicts(true)
+		WithDetectConflicts(false)
 	return badger.Open(opts)
 }
 

@@ -4,13 +4,14 @@ import (
 	"context"
 
 	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/journal"
 )
 
-// KVStore keeps the agents' durable key/value state, per namespace.
+// KVStore reads the agents' durable key/value state, per namespace. Writes
+// reach it through the journal (journal.KVWrite), committed atomically with
+// the entries that record them.
 type KVStore interface {
 	KVGet(ns, key string) ([]byte, bool, error)
-	KVPut(ns, key string, value []byte) error
-	KVDelete(ns, key string) (bool, error)
 	KVList(ns, prefix, after string, limit int) ([]string, bool, error)
 }
 
@@ -29,7 +30,9 @@ const (
 //	kv.list   (KVListRequest) -> KVListResponse      pure
 //
 // Reads are journaled with their results, so replay sees the state the run
-// saw even if another run changed it since. Errors: StatusBadRequest for a
+// saw even if another run changed it since. Writes are staged and committed
+// in one atomic batch with their intent, executing and completed entries:
+// exactly once, never in doubt. Errors: StatusBadRequest for a
 // malformed request or an empty or oversized key, StatusFailed when the
 // store fails.
 func init() {
@@ -51,23 +54,25 @@ func init() {
 		return okResponse(&abi.KVGetResponse{Value: v})
 	}})
 	register("kv.put", handler{check: checkKVRequest[abi.KVPutRequest](func(r *abi.KVPutRequest) string { return r.Key }),
-		serve: func(_ context.Context, s *session, c *Call) (abi.Status, []byte) {
+		stage: func(s *session, c *Call) (abi.Status, []byte, journal.KVWrite) {
 			var r abi.KVPutRequest
 			_ = abi.Unmarshal(c.Request, &r) // checked by the gate
-			if err := s.deps.KV.KVPut(s.grant.KV.Namespace, r.Key, r.Value); err != nil {
-				return errorResponse(abi.StatusFailed, "kv.put: %v", err)
+			if r.Value == nil {
+				r.Value = []byte{}
 			}
-			return abi.StatusOK, nil
+			return abi.StatusOK, nil, journal.KVWrite{Namespace: s.grant.KV.Namespace, Key: r.Key, Value: r.Value}
 		}})
 	register("kv.delete", handler{check: checkKVRequest[abi.KVDeleteRequest](func(r *abi.KVDeleteRequest) string { return r.Key }),
-		serve: func(_ context.Context, s *session, c *Call) (abi.Status, []byte) {
+		stage: func(s *session, c *Call) (abi.Status, []byte, journal.KVWrite) {
 			var r abi.KVDeleteRequest
-			_ = abi.Unmarshal(c.Request, &r)
-			existed, err := s.deps.KV.KVDelete(s.grant.KV.Namespace, r.Key)
+			_ = abi.Unmarshal(c.Request, &r) // checked by the gate
+			_, existed, err := s.deps.KV.KVGet(s.grant.KV.Namespace, r.Key)
 			if err != nil {
-				return errorResponse(abi.StatusFailed, "kv.delete: %v", err)
+				st, b := errorResponse(abi.StatusFailed, "kv.delete: %v", err)
+				return st, b, journal.KVWrite{}
 			}
-			return okResponse(&abi.KVDeleteResponse{Existed: existed})
+			st, b := okResponse(&abi.KVDeleteResponse{Existed: existed})
+			return st, b, journal.KVWrite{Namespace: s.grant.KV.Namespace, Key: r.Key, Delete: true}
 		}})
 	register("kv.list", handler{serve: func(_ context.Context, s *session, c *Call) (abi.Status, []byte) {
 		var r abi.KVListRequest

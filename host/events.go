@@ -33,10 +33,10 @@ type Event struct {
 	Data  []byte        `cbor:"5,keyasint"`
 }
 
-// EventLog stores the events of runs as opaque records (the canonical CBOR
-// of Event), in order.
+// EventLog reads the events of runs, stored as opaque records (the
+// canonical CBOR of Event) in order. They are written with the run's
+// journal batches.
 type EventLog interface {
-	AppendEvents(ctx context.Context, run journal.RunID, events [][]byte) error
 	Events(ctx context.Context, run journal.RunID, fn func([]byte) error) error
 }
 
@@ -51,17 +51,29 @@ func ReadEvents(ctx context.Context, log EventLog, run journal.RunID, fn func(Ev
 	})
 }
 
+// Limits of the event buffer between two journal commits.
+const (
+	// maxEventChunk is the most bytes of consecutive output of one kind
+	// merged into one event.
+	maxEventChunk = 64 << 10
+	// maxEventBuffer is the most bytes kept between two commits; output
+	// beyond it is counted and dropped, and the drop is logged.
+	maxEventBuffer = 1 << 20
+)
+
 // eventBuffer collects a run's events, passes each to the live sink at once
-// and hands them to the event log at the next journal commit.
+// and hands them to the journal writer at the next commit.
 type eventBuffer struct {
 	run  journal.RunID
 	now  func() time.Time
 	sink func(Event)
-	// keep says whether events are buffered for an event log.
+	// keep says whether events are buffered for the event log.
 	keep bool
 
-	mu  sync.Mutex
-	buf []Event
+	mu      sync.Mutex
+	buf     []Event
+	size    int
+	dropped int
 }
 
 func (b *eventBuffer) add(e Event) {
@@ -74,33 +86,44 @@ func (b *eventBuffer) add(e Event) {
 		return
 	}
 	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.size+len(e.Data) > maxEventBuffer {
+		b.dropped += len(e.Data)
+		return
+	}
+	b.size += len(e.Data)
+	if n := len(b.buf); n > 0 && e.Kind != EventRunLog && b.buf[n-1].Kind == e.Kind && len(b.buf[n-1].Data)+len(e.Data) <= maxEventChunk {
+		b.buf[n-1].Data = append(b.buf[n-1].Data, e.Data...)
+		return
+	}
 	b.buf = append(b.buf, e)
-	b.mu.Unlock()
 }
 
 func (b *eventBuffer) writer(kind EventKind) io.Writer {
 	return eventWriter{b, kind}
 }
 
-// flush moves the buffered events to log; with no log they are dropped
-// once the sink has seen them (replay keeps no events).
-func (b *eventBuffer) flush(ctx context.Context, log EventLog) error {
-	b.mu.Lock()
-	evs := b.buf
-	b.buf = nil
-	b.mu.Unlock()
-	if log == nil || len(evs) == 0 {
+// flushTo moves the buffered events into w's next commit.
+func (b *eventBuffer) flushTo(w *journal.Writer) error {
+	if !b.keep {
 		return nil
 	}
-	raw := make([][]byte, len(evs))
+	b.mu.Lock()
+	evs, dropped := b.buf, b.dropped
+	b.buf, b.size, b.dropped = nil, 0, 0
+	b.mu.Unlock()
+	if dropped > 0 {
+		evs = append(evs, Event{Run: b.run, Time: b.now().UnixNano(), Kind: EventStderr,
+			Data: fmt.Appendf(nil, "agentrt: %d bytes of guest output dropped (more than %d between two journal commits)\n", dropped, maxEventBuffer)})
+	}
 	for i := range evs {
-		b, err := abi.Marshal(&evs[i])
+		raw, err := abi.Marshal(&evs[i])
 		if err != nil {
 			return err
 		}
-		raw[i] = b
+		w.AddEvents(raw)
 	}
-	return log.AppendEvents(ctx, b.run, raw)
+	return nil
 }
 
 type eventWriter struct {

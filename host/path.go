@@ -13,19 +13,25 @@ import (
 // effect takes, and the order of its steps is the write-ahead rule:
 //
 //  1. A pure call is dispatched, then recorded as one completed or failed
-//     entry. It is buffered and committed with the next group.
-//  2. An effect is recorded as intent and executing entries; those and
-//     every entry before them are committed (fsync, one seal) before the
-//     effect is dispatched. Its completed or failed entry is buffered.
-//  3. A group is committed when it reaches groupMax entries, before every
-//     effect, and at the end of the run.
+//     entry, buffered and committed with the next group.
+//  2. An effect on the outside world is recorded as intent and executing
+//     entries; those and every entry before them are committed durably
+//     (fsync, one seal) before the effect is dispatched. Its completed or
+//     failed entry is buffered.
+//  3. An effect on the agent's own durable state (kv writes) is staged, not
+//     performed: its intent, executing and completed entries and the state
+//     change are committed durably in one atomic batch. It happens exactly
+//     once, with its record, or not at all.
+//  4. A group is committed when it reaches groupMax entries (without
+//     waiting for the disk: a crash that loses it loses only pure calls,
+//     which re-execute), before every effect, and durably at the end of the
+//     run.
 type livePath struct {
 	w        *journal.Writer
 	groupMax int
 	epoch    uint64
 	now      func() time.Time
-	// flushed is called after every successful commit.
-	flushed func(ctx context.Context) error
+	events   *eventBuffer
 }
 
 func (p *livePath) entry(phase journal.Phase, c *Call) *journal.Entry {
@@ -36,30 +42,40 @@ func (p *livePath) serve(ctx context.Context, s *session, c *Call, h handler) (a
 	if d := s.gate(c, h); d != nil {
 		return p.record(ctx, c, true, d.status, d.body)
 	}
-	if c.Op.Class == abi.Effect {
-		intent := p.entry(journal.PhaseIntent, c)
-		intent.Request = c.Request
-		executing := p.entry(journal.PhaseExecuting, c)
-		executing.Key = c.Key
-		if err := p.w.Add(intent); err != nil {
-			return 0, nil, err
-		}
-		if err := p.w.Add(executing); err != nil {
-			return 0, nil, err
-		}
-		if err := p.commit(ctx); err != nil {
-			return 0, nil, err
-		}
+	if c.Op.Class != abi.Effect {
 		status, resp := h.serve(ctx, s, c)
-		return p.record(ctx, c, false, status, resp)
+		return p.record(ctx, c, true, status, resp)
+	}
+	intent := p.entry(journal.PhaseIntent, c)
+	intent.Request = c.Request
+	executing := p.entry(journal.PhaseExecuting, c)
+	executing.Key = c.Key
+	if err := p.w.Add(intent); err != nil {
+		return 0, nil, err
+	}
+	if err := p.w.Add(executing); err != nil {
+		return 0, nil, err
+	}
+	if h.stage != nil {
+		status, resp, write := h.stage(s, c)
+		if status == abi.StatusOK {
+			p.w.AddKV(write)
+		}
+		if err := p.add(c, false, status, resp); err != nil {
+			return 0, nil, err
+		}
+		return status, resp, p.commit(ctx, true)
+	}
+	if err := p.commit(ctx, true); err != nil {
+		return 0, nil, err
 	}
 	status, resp := h.serve(ctx, s, c)
-	return p.record(ctx, c, true, status, resp)
+	return p.record(ctx, c, false, status, resp)
 }
 
-// record appends the completed or failed entry of c. withRequest says
-// whether the entry carries the request (calls with no intent entry).
-func (p *livePath) record(ctx context.Context, c *Call, withRequest bool, status abi.Status, resp []byte) (abi.Status, []byte, error) {
+// add appends the completed or failed entry of c. withRequest says whether
+// the entry carries the request (calls with no intent entry).
+func (p *livePath) add(c *Call, withRequest bool, status abi.Status, resp []byte) error {
 	phase := journal.PhaseCompleted
 	if status != abi.StatusOK {
 		phase = journal.PhaseFailed
@@ -69,23 +85,30 @@ func (p *livePath) record(ctx context.Context, c *Call, withRequest bool, status
 		e.Request = c.Request
 	}
 	e.Response, e.OutputHash, e.Status = resp, journal.Sum(resp), uint32(status)
-	if err := p.w.Add(e); err != nil {
+	return p.w.Add(e)
+}
+
+// record adds the outcome of c and commits the group when it is full.
+func (p *livePath) record(ctx context.Context, c *Call, withRequest bool, status abi.Status, resp []byte) (abi.Status, []byte, error) {
+	if err := p.add(c, withRequest, status, resp); err != nil {
 		return 0, nil, err
 	}
 	if p.w.Pending() >= p.groupMax {
-		if err := p.commit(ctx); err != nil {
+		if err := p.commit(ctx, false); err != nil {
 			return 0, nil, err
 		}
 	}
 	return status, resp, nil
 }
 
-func (p *livePath) commit(ctx context.Context) error {
-	if err := p.w.Commit(ctx, nil); err != nil {
-		return fmt.Errorf("host: journal: %w", err)
+// commit writes the buffered entries, with the events the guest produced
+// since the last commit.
+func (p *livePath) commit(ctx context.Context, durable bool) error {
+	if err := p.events.flushTo(p.w); err != nil {
+		return err
 	}
-	if p.flushed != nil {
-		return p.flushed(ctx)
+	if err := p.w.Commit(ctx, nil, durable); err != nil {
+		return fmt.Errorf("host: journal: %w", err)
 	}
 	return nil
 }

@@ -158,13 +158,14 @@ func (h *Host) Run(ctx context.Context, spec RunSpec) (*Result, error) {
 	if err := w.Add(&journal.Entry{Phase: journal.PhaseStart, Header: hdr, Time: now.UnixNano()}); err != nil {
 		return nil, err
 	}
-	if err := w.Commit(ctx, &meta); err != nil {
+	// The start need not be durable on its own: the first effect's commit,
+	// or the end's, makes it so.
+	if err := w.Commit(ctx, &meta, false); err != nil {
 		return nil, fmt.Errorf("host: start run: %w", err)
 	}
 
 	events := &eventBuffer{run: run, now: h.deps.Now, sink: h.deps.Sink, keep: h.deps.Events != nil}
-	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now,
-		flushed: func(ctx context.Context) error { return events.flush(ctx, h.deps.Events) }}
+	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events}
 	s := &session{run: run, header: hdr, grant: grant, path: live, deps: &h.deps,
 		maxRequest: h.cfg.MaxRequest, pending: map[abi.Capability]pendingResponse{}, events: events}
 	guestErr := h.engine.execute(ctx, m, s)
@@ -183,10 +184,10 @@ func (h *Host) Run(ctx context.Context, spec RunSpec) (*Result, error) {
 	if err := w.Add(&journal.Entry{Phase: journal.PhaseEnd, End: end, Time: done.UnixNano()}); err != nil {
 		return res, err
 	}
-	if err := live.commit(ctx); err != nil {
+	if err := events.flushTo(w); err != nil {
 		return res, err
 	}
-	if err := w.Commit(ctx, &meta); err != nil {
+	if err := w.Commit(ctx, &meta, true); err != nil {
 		return res, fmt.Errorf("host: finish run: %w", err)
 	}
 	return res, nil

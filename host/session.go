@@ -41,10 +41,13 @@ type path interface {
 
 // handler serves one op. check, when set, is the op's stage of the
 // capability gate: it inspects the request before anything is journaled
-// as intent, and a denial it returns is the call's outcome.
+// as intent, and a denial it returns is the call's outcome. An effect on the
+// agent's own state has stage instead of serve: it computes the response
+// and the state change, which the journal commits together.
 type handler struct {
 	check func(s *session, c *Call) *denial
 	serve func(ctx context.Context, s *session, c *Call) (abi.Status, []byte)
+	stage func(s *session, c *Call) (abi.Status, []byte, journal.KVWrite)
 }
 
 // session is the host-side state of one running instance.

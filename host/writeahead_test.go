@@ -17,26 +17,31 @@ import (
 	"github.com/agentrt/agentrt/journal/badgerstore"
 )
 
-// appendLog is a journal.Store that remembers every entry whose Append has
-// returned, i.e. is durable.
+// appendLog is a journal.Store that remembers every entry made durable: the
+// entries of every durable batch, and of the batches before it.
 type appendLog struct {
 	journal.Store
-	mu      sync.Mutex
-	durable []*journal.Entry
+	mu sync.Mutex
+	// written holds every committed entry; durable the prefix of it that
+	// a durable commit covered.
+	written, durable []*journal.Entry
 }
 
-func (a *appendLog) Append(ctx context.Context, run journal.RunID, next uint64, recs []journal.Record, meta *journal.RunMeta) error {
-	if err := a.Store.Append(ctx, run, next, recs, meta); err != nil {
+func (a *appendLog) Commit(ctx context.Context, b *journal.Batch) error {
+	if err := a.Store.Commit(ctx, b); err != nil {
 		return err
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for _, r := range recs {
+	for _, r := range b.Records {
 		e, err := journal.DecodeEntry(r.Entry)
 		if err != nil {
 			return err
 		}
-		a.durable = append(a.durable, e)
+		a.written = append(a.written, e)
+	}
+	if b.Durable {
+		a.durable = a.written
 	}
 	return nil
 }

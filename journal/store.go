@@ -27,31 +27,60 @@ type RunMeta struct {
 var (
 	// ErrNotFound is returned when a run or module is not in the store.
 	ErrNotFound = errors.New("journal: not found")
-	// ErrConflict is returned by Append when the journal does not have
+	// ErrConflict is returned by Commit when the journal does not have
 	// exactly the expected number of entries: another writer appended
 	// first, or the caller's view is stale. It is the fencing check.
 	ErrConflict = errors.New("journal: append conflict (the journal moved on; another writer holds this run)")
-	// ErrNotDurable is returned by Append when the records were written
+	// ErrNotDurable is returned by Commit when the batch was written
 	// and are visible, but could not be made durable (the sync failed).
 	// They may not survive a crash; the caller must not act on them as if
 	// they had.
 	ErrNotDurable = errors.New("journal: written but not durable (sync failed)")
 )
 
-// Store keeps journals, their run index and the modules they ran.
+// KVWrite is a change to an agent's durable key/value state that a Batch
+// applies atomically with its records: the state change and the journal
+// entries that record it become visible together or not at all.
+type KVWrite struct {
+	Namespace string
+	Key       string
+	Value     []byte
+	Delete    bool
+}
+
+// Batch is one atomic write to a run's journal.
+type Batch struct {
+	Run RunID
+	// Next is the seq of the first record. The store refuses the batch
+	// with ErrConflict unless the journal holds exactly Next entries: the
+	// fencing check, compare-and-swap on the journal's length.
+	Next    uint64
+	Records []Record
+	// Meta, when not nil, replaces the run's index record.
+	Meta *RunMeta
+	// KV are state changes that commit with the records.
+	KV []KVWrite
+	// Events are opaque event-log records appended to the run's log.
+	Events [][]byte
+	// Durable asks for the batch, and every batch committed before it, to
+	// be on disk when Commit returns. A batch that is not durable is
+	// visible when Commit returns but may be lost in a crash, together
+	// with every later batch (a store loses only a suffix).
+	Durable bool
+}
+
+// Store keeps journals, their run index, the modules they ran, the agents'
+// durable state and the runs' event logs.
 //
-// Implementations must make Append atomic and durable: when it returns nil,
-// every record (and meta, if given) survives a crash; when it fails with any
-// error but ErrNotDurable, none of them is visible.
+// Implementations must make Commit atomic: when it fails with any error but
+// ErrNotDurable, nothing of the batch is visible.
 type Store interface {
 	// PutModule stores a module under its SHA-256 and returns the digest.
 	PutModule(ctx context.Context, code []byte) ([]byte, error)
 	// Module returns the module with the given SHA-256.
 	Module(ctx context.Context, sha256 []byte) ([]byte, error)
-	// Append adds recs as entries next, next+1, ... of run's journal, and
-	// writes meta when it is not nil, all in one atomic, durable write. It
-	// returns ErrConflict unless the journal holds exactly next entries.
-	Append(ctx context.Context, run RunID, next uint64, recs []Record, meta *RunMeta) error
+	// Commit writes b atomically (see Batch).
+	Commit(ctx context.Context, b *Batch) error
 	// Records calls fn with the raw bytes of every stored record of run from
 	// seq from on, in seq order, until fn returns an error. The bytes are
 	// valid only during the call.

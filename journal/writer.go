@@ -15,7 +15,7 @@ type Writer struct {
 	chain *Chain
 	// stored is the number of entries already in the store.
 	stored uint64
-	buf    []Record
+	batch  Batch
 }
 
 // NewWriter returns a writer that appends chain's entries to store. The
@@ -33,37 +33,44 @@ func (w *Writer) Add(e *Entry) error {
 	if err != nil {
 		return err
 	}
-	w.buf = append(w.buf, r)
+	w.batch.Records = append(w.batch.Records, r)
 	return nil
 }
 
-// Pending returns the number of entries added but not committed.
-func (w *Writer) Pending() int { return len(w.buf) }
+// AddKV buffers a state change to commit atomically with the entries.
+func (w *Writer) AddKV(kv KVWrite) { w.batch.KV = append(w.batch.KV, kv) }
 
-// Commit seals the head and durably appends the buffered entries, with meta
-// if it is not nil. A commit with no buffered entries and no meta does
-// nothing. On error the buffered entries are kept, so a caller may retry
-// once the store recovers; after ErrNotDurable they are in the store and
-// are not kept.
-func (w *Writer) Commit(ctx context.Context, meta *RunMeta) error {
-	if len(w.buf) == 0 && meta == nil {
+// AddEvents buffers event-log records to commit with the entries.
+func (w *Writer) AddEvents(events ...[]byte) { w.batch.Events = append(w.batch.Events, events...) }
+
+// Pending returns the number of entries added but not committed.
+func (w *Writer) Pending() int { return len(w.batch.Records) }
+
+// Commit seals the head and appends what is buffered, with meta if it is
+// not nil; durable says whether to wait until it is on disk (see
+// Batch.Durable). A commit with nothing buffered and no meta does nothing.
+// On error the buffer is kept, so a caller may retry once the store
+// recovers; after ErrNotDurable it is in the store and is not kept.
+func (w *Writer) Commit(ctx context.Context, meta *RunMeta, durable bool) error {
+	b := &w.batch
+	if len(b.Records) == 0 && len(b.KV) == 0 && len(b.Events) == 0 && meta == nil {
 		return nil
 	}
-	if len(w.buf) > 0 {
-		w.buf[len(w.buf)-1].Seal = w.chain.Seal()
+	if n := len(b.Records); n > 0 && b.Records[n-1].Seal == nil {
+		b.Records[n-1].Seal = w.chain.Seal()
 	}
-	if err := w.store.Append(ctx, w.chain.run, w.stored, w.buf, meta); err != nil {
-		err = fmt.Errorf("journal: commit of entries %d..%d: %w", w.stored, w.stored+uint64(len(w.buf)), err)
-		if errors.Is(err, ErrNotDurable) {
-			// The entries are in the store, so the chain has moved on;
-			// what failed is the promise that they survive a crash.
-			w.stored += uint64(len(w.buf))
-			w.buf = w.buf[:0]
+	b.Run, b.Next, b.Meta, b.Durable = w.chain.run, w.stored, meta, durable
+	err := w.store.Commit(ctx, b)
+	if err != nil {
+		err = fmt.Errorf("journal: commit of entries %d..%d: %w", w.stored, w.stored+uint64(len(b.Records)), err)
+		if !errors.Is(err, ErrNotDurable) {
+			return err
 		}
-		return err
+		// The batch is in the store, so the chain has moved on; what
+		// failed is the promise that it survives a crash.
 	}
-	w.stored += uint64(len(w.buf))
-	clear(w.buf)
-	w.buf = w.buf[:0]
-	return nil
+	w.stored += uint64(len(b.Records))
+	clear(b.Records)
+	w.batch = Batch{Records: b.Records[:0], KV: b.KV[:0], Events: b.Events[:0]}
+	return err
 }

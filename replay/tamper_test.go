@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,7 +17,6 @@ import (
 	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/journal/badgerstore"
 	"github.com/agentrt/agentrt/replay"
-	badger "github.com/dgraph-io/badger/v4"
 )
 
 // crawl records one run of the crawler example on a fresh store.
@@ -47,32 +47,23 @@ func replayRun(env *testutil.Env, run journal.RunID, code, newCode []byte) error
 	return err
 }
 
-// record reads, changes and writes back the stored record seq of run.
+// editRecord decodes, changes and writes back the stored record seq of run.
 func editRecord(t *testing.T, st *badgerstore.Store, run journal.RunID, seq uint64, edit func(*journal.Record, *journal.Entry)) {
 	t.Helper()
-	err := st.DB().Update(func(txn *badger.Txn) error {
-		item, err := txn.Get(badgerstore.RecordKey(run, seq))
+	err := st.RewriteJournal(run, func(recs [][]byte) [][]byte {
+		rec, err := journal.DecodeRecord(recs[seq])
 		if err != nil {
-			return err
-		}
-		raw, err := item.ValueCopy(nil)
-		if err != nil {
-			return err
-		}
-		rec, err := journal.DecodeRecord(raw)
-		if err != nil {
-			return err
+			t.Fatal(err)
 		}
 		e, err := journal.DecodeEntry(rec.Entry)
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
 		edit(rec, e)
-		b, err := journal.EncodeRecord(rec)
-		if err != nil {
-			return err
+		if recs[seq], err = journal.EncodeRecord(rec); err != nil {
+			t.Fatal(err)
 		}
-		return txn.Set(badgerstore.RecordKey(run, seq), b)
+		return recs
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +144,8 @@ func TestTamperAlteredResponseWithItsHash(t *testing.T) {
 func TestTamperDeletedEntry(t *testing.T) {
 	env, run, code := crawl(t)
 	seq, _ := find(t, env, run, isFetch)
-	if err := env.Store.DB().Update(func(txn *badger.Txn) error { return txn.Delete(badgerstore.RecordKey(run, seq)) }); err != nil {
+	err := env.Store.RewriteJournal(run, func(recs [][]byte) [][]byte { return slices.Delete(recs, int(seq), int(seq)+1) })
+	if err != nil {
 		t.Fatal(err)
 	}
 	_, next := find(t, env, run, func(_ *journal.Record, e *journal.Entry) bool { return e.Seq == seq+1 })

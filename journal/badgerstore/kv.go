@@ -9,7 +9,8 @@ import (
 
 // The agents' durable key/value state. Keys are namespaced by the grant's kv
 // namespace, so two agents sharing a namespace share state and no agent can
-// name another's keys.
+// name another's keys. Writes arrive in journal batches (journal.KVWrite),
+// so a state change commits atomically with the entries that record it.
 
 func kvKey(ns, key string) []byte {
 	k := make([]byte, 0, len(prefixKV)+len(ns)+1+len(key))
@@ -34,26 +35,6 @@ func (s *Store) KVGet(ns, key string) ([]byte, bool, error) {
 		return nil, false, nil
 	}
 	return v, err == nil, err
-}
-
-// KVPut durably sets key in namespace ns.
-func (s *Store) KVPut(ns, key string, value []byte) error {
-	return s.db.Update(func(txn *badger.Txn) error { return txn.Set(kvKey(ns, key), value) })
-}
-
-// KVDelete durably removes key from namespace ns and reports whether it
-// existed.
-func (s *Store) KVDelete(ns, key string) (bool, error) {
-	existed := false
-	err := s.db.Update(func(txn *badger.Txn) error {
-		if _, err := txn.Get(kvKey(ns, key)); err == nil {
-			existed = true
-		} else if !errors.Is(err, badger.ErrKeyNotFound) {
-			return err
-		}
-		return txn.Delete(kvKey(ns, key))
-	})
-	return existed, err
 }
 
 // KVList returns up to limit keys of namespace ns that start with prefix and

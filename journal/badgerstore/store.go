@@ -1,12 +1,16 @@
 // Package badgerstore is the embedded default journal.Store: one badger
-// database under a cell's data directory. Every Append is on disk when it
-// returns; concurrent Appends from many runs share one fsync (see
-// groupSync), which is the group commit of the durable path.
+// database under a cell's data directory.
 //
-// It also keeps the agents' durable key/value state and event logs. Those
-// writes are not synced on their own: a kv write is an effect whose intent
-// is already durable, so a crash that loses it leaves the effect in doubt,
-// and kv writes are idempotent; the next Append syncs them anyway.
+// One goroutine, the committer, writes every batch. It takes whatever
+// batches are waiting, checks each against its run's journal length (the
+// fencing check), writes them all in one badger transaction and, if any of
+// them asked to be durable, syncs once. Concurrent runs thus share one
+// write and one fsync: that is the group commit of the durable path. Being
+// the only writer, the committer never meets a transaction conflict.
+//
+// Layout (see journal/SPEC.md): each commit's records are stored as one
+// value under the seq of its first record; the run's journal length is a
+// key of its own, read and written in the same transaction as the records.
 package badgerstore
 
 import (
@@ -27,10 +31,12 @@ import (
 
 // Key prefixes. The layout is documented in journal/SPEC.md.
 const (
-	prefixMeta    = "m/"
-	prefixJournal = "j/"
-	prefixModule  = "c/"
-	prefixKV      = "k/"
+	prefixMeta    = "m/" // m/<run>: RunMeta
+	prefixLength  = "n/" // n/<run>: the journal's length, 8 bytes big-endian
+	prefixJournal = "j/" // j/<run><first seq>: the records of one commit
+	prefixModule  = "c/" // c/<sha256>: module bytes
+	prefixKV      = "k/" // k/<namespace>\x00<key>: agent state
+	prefixEvents  = "e/" // e/<run><seq>: one event-log record
 )
 
 // ErrLocked is returned by Open when another process holds the directory.
@@ -38,8 +44,8 @@ var ErrLocked = errors.New("badgerstore: the data directory is in use by another
 
 // Store is a journal.Store on badger.
 type Store struct {
-	db   *badger.DB
-	sync *groupSync
+	db *badger.DB
+	c  *committer
 }
 
 var _ journal.Store = (*Store)(nil)
@@ -50,14 +56,14 @@ func Open(dir string) (*Store, error) {
 		return nil, err
 	}
 	opts := badger.DefaultOptions(dir).
-		WithSyncWrites(false).
+		WithSyncWrites(false). // the committer syncs, once per round
+		WithDetectConflicts(false).
 		WithLogger(quietLogger{}).
 		WithMemTableSize(32 << 20).
 		WithBlockCacheSize(32 << 20).
 		WithIndexCacheSize(16 << 20).
-		WithValueLogFileSize(256 << 20).
-		WithNumVersionsToKeep(1).
-		WithDetectConflicts(true)
+		WithValueLogFileSize(64 << 20).
+		WithNumVersionsToKeep(1)
 	db, err := badger.Open(opts)
 	if err != nil {
 		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
@@ -65,40 +71,41 @@ func Open(dir string) (*Store, error) {
 		}
 		return nil, fmt.Errorf("badgerstore: open %s: %w", dir, err)
 	}
-	return &Store{db: db, sync: newGroupSync(db.Sync)}, nil
+	return &Store{db: db, c: newCommitter(db)}, nil
 }
 
-// Close closes the database.
+// Close stops the committer and closes the database.
 func (s *Store) Close() error {
-	s.sync.close()
+	s.c.close()
 	return s.db.Close()
 }
 
-// DB returns the underlying database, for tools and tests that inspect or
-// damage stored bytes on purpose.
-func (s *Store) DB() *badger.DB { return s.db }
-
-// RecordKey returns the database key of entry seq of run.
-func RecordKey(run journal.RunID, seq uint64) []byte {
-	k := make([]byte, 0, len(prefixJournal)+len(run)+8)
-	k = append(k, prefixJournal...)
-	k = append(k, run[:]...)
-	return binary.BigEndian.AppendUint64(k, seq)
+func runKey(prefix string, run journal.RunID) []byte {
+	return append([]byte(prefix), run[:]...)
 }
 
-func metaKey(run journal.RunID) []byte { return append([]byte(prefixMeta), run[:]...) }
+func seqKey(prefix string, run journal.RunID, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(runKey(prefix, run), seq)
+}
 
 func moduleKey(sum []byte) []byte { return append([]byte(prefixModule), sum...) }
 
-// PutModule stores code under its SHA-256.
+// Commit implements journal.Store.
+func (s *Store) Commit(ctx context.Context, b *journal.Batch) error {
+	return s.c.submit(ctx, b)
+}
+
+// PutModule stores code under its SHA-256. The key is content-addressed, so
+// writing it twice is harmless and needs no read first.
 func (s *Store) PutModule(_ context.Context, code []byte) ([]byte, error) {
 	sum := sha256.Sum256(code)
-	err := s.db.Update(func(txn *badger.Txn) error {
-		if _, err := txn.Get(moduleKey(sum[:])); err == nil {
-			return nil
-		}
-		return txn.Set(moduleKey(sum[:]), code)
+	err := s.db.View(func(txn *badger.Txn) error {
+		_, err := txn.Get(moduleKey(sum[:]))
+		return err
 	})
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		err = s.db.Update(func(txn *badger.Txn) error { return txn.Set(moduleKey(sum[:]), code) })
+	}
 	return sum[:], err
 }
 
@@ -122,64 +129,20 @@ func (s *Store) Module(_ context.Context, sum []byte) ([]byte, error) {
 	return code, err
 }
 
-// Append implements journal.Store.
-func (s *Store) Append(_ context.Context, run journal.RunID, next uint64, recs []journal.Record, meta *journal.RunMeta) error {
-	txn := s.db.NewTransaction(true)
-	defer txn.Discard()
-	if next > 0 {
-		if _, err := txn.Get(RecordKey(run, next-1)); err != nil {
-			if errors.Is(err, badger.ErrKeyNotFound) {
-				return fmt.Errorf("%w: journal of %s has fewer than %d entries", journal.ErrConflict, run, next)
-			}
-			return err
-		}
-	}
-	if _, err := txn.Get(RecordKey(run, next)); err == nil {
-		return fmt.Errorf("%w: entry %d of %s already exists", journal.ErrConflict, next, run)
-	} else if !errors.Is(err, badger.ErrKeyNotFound) {
-		return err
-	}
-	for i := range recs {
-		b, err := journal.EncodeRecord(&recs[i])
-		if err != nil {
-			return err
-		}
-		if err := txn.Set(RecordKey(run, next+uint64(i)), b); err != nil {
-			return err
-		}
-	}
-	if meta != nil {
-		b, err := abi.Marshal(meta)
-		if err != nil {
-			return err
-		}
-		if err := txn.Set(metaKey(run), b); err != nil {
-			return err
-		}
-	}
-	err := txn.Commit()
-	if errors.Is(err, badger.ErrConflict) {
-		return fmt.Errorf("%w: concurrent append to %s", journal.ErrConflict, run)
-	}
-	if err != nil {
-		return err
-	}
-	if err := s.sync.wait(); err != nil {
-		return fmt.Errorf("badgerstore: %w: %v", journal.ErrNotDurable, err)
-	}
-	return nil
-}
-
 // Records implements journal.Store.
 func (s *Store) Records(ctx context.Context, run journal.RunID, from uint64, fn func(uint64, []byte) error) error {
 	return s.db.View(func(txn *badger.Txn) error {
-		prefix := append([]byte(prefixJournal), run[:]...)
+		start, err := firstBatch(txn, run, from)
+		if err != nil {
+			return err
+		}
+		prefix := runKey(prefixJournal, run)
 		opts := badger.DefaultIteratorOptions
 		opts.Prefix = prefix
-		opts.PrefetchSize = 256
+		opts.PrefetchSize = 16
 		it := txn.NewIterator(opts)
 		defer it.Close()
-		for it.Seek(RecordKey(run, from)); it.Valid(); it.Next() {
+		for it.Seek(seqKey(prefixJournal, run, start)); it.Valid(); it.Next() {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
@@ -189,7 +152,16 @@ func (s *Store) Records(ctx context.Context, run journal.RunID, from uint64, fn 
 				return fmt.Errorf("badgerstore: malformed journal key %x", k)
 			}
 			seq := binary.BigEndian.Uint64(k[len(prefix):])
-			if err := item.Value(func(v []byte) error { return fn(seq, v) }); err != nil {
+			err := item.Value(func(v []byte) error {
+				return splitRecords(v, func(raw []byte) error {
+					defer func() { seq++ }()
+					if seq < from {
+						return nil
+					}
+					return fn(seq, raw)
+				})
+			})
+			if err != nil {
 				return err
 			}
 		}
@@ -197,11 +169,63 @@ func (s *Store) Records(ctx context.Context, run journal.RunID, from uint64, fn 
 	})
 }
 
+// firstBatch returns the first seq of the stored batch that holds entry
+// from: the greatest batch key not after it.
+func firstBatch(txn *badger.Txn, run journal.RunID, from uint64) (uint64, error) {
+	if from == 0 {
+		return 0, nil
+	}
+	prefix := runKey(prefixJournal, run)
+	opts := badger.DefaultIteratorOptions
+	opts.Prefix, opts.Reverse, opts.PrefetchValues = prefix, true, false
+	it := txn.NewIterator(opts)
+	defer it.Close()
+	it.Seek(seqKey(prefixJournal, run, from))
+	if !it.Valid() {
+		return 0, nil
+	}
+	k := it.Item().Key()
+	return binary.BigEndian.Uint64(k[len(prefix):]), nil
+}
+
+// Records of one commit are stored back to back, each preceded by its
+// length as a uvarint.
+
+func appendRecords(dst []byte, recs []journal.Record) ([]byte, error) {
+	for i := range recs {
+		b, err := journal.EncodeRecord(&recs[i])
+		if err != nil {
+			return nil, err
+		}
+		dst = appendRaw(dst, b)
+	}
+	return dst, nil
+}
+
+func appendRaw(dst, rec []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(rec)))
+	return append(dst, rec...)
+}
+
+func splitRecords(v []byte, fn func([]byte) error) error {
+	for len(v) > 0 {
+		n, w := binary.Uvarint(v)
+		if w <= 0 || n > uint64(len(v)-w) {
+			return fmt.Errorf("badgerstore: a stored batch is truncated or corrupt")
+		}
+		if err := fn(v[w : w+int(n)]); err != nil {
+			return err
+		}
+		v = v[w+int(n):]
+	}
+	return nil
+}
+
 // Meta implements journal.Store.
 func (s *Store) Meta(_ context.Context, run journal.RunID) (journal.RunMeta, error) {
 	var m journal.RunMeta
 	err := s.db.View(func(txn *badger.Txn) error {
-		it, err := txn.Get(metaKey(run))
+		it, err := txn.Get(runKey(prefixMeta, run))
 		if err != nil {
 			return err
 		}

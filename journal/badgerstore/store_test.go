@@ -52,17 +52,17 @@ func TestAppendIsFencedOnTheJournalLength(t *testing.T) {
 	ctx := context.Background()
 	run := journal.NewRunID(time.Now())
 	recs := chainOf(t, run, 6)
-	if err := st.Append(ctx, run, 0, recs[:3], nil); err != nil {
+	if err := st.Commit(ctx, &journal.Batch{Run: run, Records: recs[:3], Durable: true}); err != nil {
 		t.Fatal(err)
 	}
 	// A writer with a stale view (it thinks the journal holds 2 entries,
 	// or 4) is refused, and nothing it sent is stored.
 	for _, next := range []uint64{0, 2, 4} {
-		if err := st.Append(ctx, run, next, recs[3:], nil); !errors.Is(err, journal.ErrConflict) {
+		if err := st.Commit(ctx, &journal.Batch{Run: run, Next: next, Records: recs[3:]}); !errors.Is(err, journal.ErrConflict) {
 			t.Fatalf("append at %d to a journal of 3: %v, want ErrConflict", next, err)
 		}
 	}
-	if err := st.Append(ctx, run, 3, recs[3:], nil); err != nil {
+	if err := st.Commit(ctx, &journal.Batch{Run: run, Next: 3, Records: recs[3:], Durable: true}); err != nil {
 		t.Fatal(err)
 	}
 	var seqs []uint64
@@ -84,7 +84,7 @@ func TestConcurrentAppendsOneWins(t *testing.T) {
 	recs := chainOf(t, run, 2)
 	errs := make(chan error, 8)
 	for range 8 {
-		go func() { errs <- st.Append(ctx, run, 0, recs, nil) }()
+		go func() { errs <- st.Commit(ctx, &journal.Batch{Run: run, Records: recs, Durable: true}) }()
 	}
 	won := 0
 	for range 8 {
@@ -110,7 +110,7 @@ func TestRunsNewestFirstAndMeta(t *testing.T) {
 		id := journal.NewRunID(base.Add(time.Duration(i) * time.Second))
 		ids = append(ids, id)
 		m := &journal.RunMeta{ID: id, Status: journal.StatusRunning, ModuleSHA256: make([]byte, 32), Cell: make([]byte, 32), ModuleName: fmt.Sprint(i)}
-		if err := st.Append(ctx, id, 0, chainOf(t, id, 1), m); err != nil {
+		if err := st.Commit(ctx, &journal.Batch{Run: id, Records: chainOf(t, id, 1), Meta: m}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -144,12 +144,13 @@ func TestModulesAreContentAddressed(t *testing.T) {
 
 func TestKVListPagesWithinNamespace(t *testing.T) {
 	st := open(t)
+	ctx := context.Background()
+	var writes []journal.KVWrite
 	for _, k := range []string{"a/1", "a/2", "a/3", "b/1"} {
-		if err := st.KVPut("ns", k, []byte(k)); err != nil {
-			t.Fatal(err)
-		}
+		writes = append(writes, journal.KVWrite{Namespace: "ns", Key: k, Value: []byte(k)})
 	}
-	if err := st.KVPut("other", "a/9", nil); err != nil {
+	writes = append(writes, journal.KVWrite{Namespace: "other", Key: "a/9", Value: []byte{}})
+	if err := st.Commit(ctx, &journal.Batch{KV: writes}); err != nil {
 		t.Fatal(err)
 	}
 	keys, more, err := st.KVList("ns", "a/", "", 2)
@@ -160,9 +161,8 @@ func TestKVListPagesWithinNamespace(t *testing.T) {
 	if err != nil || !slices.Equal(keys, []string{"a/3"}) || more {
 		t.Fatalf("page 2: %v %v %v", keys, more, err)
 	}
-	existed, err := st.KVDelete("ns", "a/1")
-	if err != nil || !existed {
-		t.Fatalf("delete: %v %v", existed, err)
+	if err := st.Commit(ctx, &journal.Batch{KV: []journal.KVWrite{{Namespace: "ns", Key: "a/1", Delete: true}}}); err != nil {
+		t.Fatal(err)
 	}
 	if _, ok, _ := st.KVGet("ns", "a/1"); ok {
 		t.Fatal("deleted key still there")
@@ -181,5 +181,119 @@ func TestSecondOpenOfADirectoryIsRefused(t *testing.T) {
 	defer st.Close()
 	if _, err := badgerstore.Open(dir); !errors.Is(err, badgerstore.ErrLocked) {
 		t.Fatalf("second open: %v, want ErrLocked", err)
+	}
+}
+
+func TestRecordsFromTheMiddleOfABatch(t *testing.T) {
+	st := open(t)
+	ctx := context.Background()
+	run := journal.NewRunID(time.Now())
+	recs := chainOf(t, run, 10)
+	for _, cut := range [][2]int{{0, 4}, {4, 5}, {5, 10}} {
+		if err := st.Commit(ctx, &journal.Batch{Run: run, Next: uint64(cut[0]), Records: recs[cut[0]:cut[1]]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for from := range uint64(11) {
+		var seqs []uint64
+		err := st.Records(ctx, run, from, func(seq uint64, raw []byte) error {
+			r, err := journal.DecodeRecord(raw)
+			if err != nil {
+				return err
+			}
+			e, err := journal.DecodeEntry(r.Entry)
+			if err != nil || e.Seq != seq {
+				return fmt.Errorf("record at %d holds entry %d (%v)", seq, e.Seq, err)
+			}
+			seqs = append(seqs, seq)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if uint64(len(seqs)) != 10-min(from, 10) || (len(seqs) > 0 && seqs[0] != from) {
+			t.Fatalf("from %d: %v", from, seqs)
+		}
+	}
+}
+
+func TestFencedBatchChangesNothing(t *testing.T) {
+	st := open(t)
+	ctx := context.Background()
+	run := journal.NewRunID(time.Now())
+	recs := chainOf(t, run, 3)
+	if err := st.Commit(ctx, &journal.Batch{Run: run, Records: recs[:2]}); err != nil {
+		t.Fatal(err)
+	}
+	stale := &journal.Batch{Run: run, Next: 1, Records: recs[2:],
+		KV:     []journal.KVWrite{{Namespace: "n", Key: "k", Value: []byte("v")}},
+		Events: [][]byte{[]byte("e")}, Meta: &journal.RunMeta{ID: run, Status: journal.StatusFailed}}
+	if err := st.Commit(ctx, stale); !errors.Is(err, journal.ErrConflict) {
+		t.Fatalf("stale batch: %v, want ErrConflict", err)
+	}
+	if _, ok, _ := st.KVGet("n", "k"); ok {
+		t.Fatal("a fenced batch's state change was applied")
+	}
+	if _, err := st.Meta(ctx, run); !errors.Is(err, journal.ErrNotFound) {
+		t.Fatalf("a fenced batch's meta was written: %v", err)
+	}
+	n := 0
+	st.Events(ctx, run, func([]byte) error { n++; return nil })
+	if n != 0 {
+		t.Fatalf("a fenced batch's events were written")
+	}
+}
+
+func TestEventsKeepTheirOrderAcrossCommitsAndReopen(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	st, err := badgerstore.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	run := journal.NewRunID(time.Now())
+	commit := func(st *badgerstore.Store, evs ...string) {
+		var raw [][]byte
+		for _, e := range evs {
+			raw = append(raw, []byte(e))
+		}
+		if err := st.Commit(ctx, &journal.Batch{Run: run, Events: raw}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit(st, "a", "b")
+	commit(st, "c")
+	st.Close()
+	if st, err = badgerstore.Open(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	commit(st, "d")
+	var got []string
+	st.Events(ctx, run, func(b []byte) error { got = append(got, string(b)); return nil })
+	if !slices.Equal(got, []string{"a", "b", "c", "d"}) {
+		t.Fatalf("events %v", got)
+	}
+}
+
+func TestBigBatchesCommitAlone(t *testing.T) {
+	st := open(t)
+	ctx := context.Background()
+	big := make([]byte, 3<<20)
+	errs := make(chan error, 4)
+	for i := range 4 {
+		go func() {
+			errs <- st.Commit(ctx, &journal.Batch{KV: []journal.KVWrite{{Namespace: "n", Key: fmt.Sprint(i), Value: big}}, Durable: true})
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 4 {
+		if v, ok, err := st.KVGet("n", fmt.Sprint(i)); !ok || len(v) != len(big) || err != nil {
+			t.Fatalf("key %d: %d bytes, %v %v", i, len(v), ok, err)
+		}
 	}
 }

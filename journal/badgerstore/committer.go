@@ -1,0 +1,318 @@
+package badgerstore
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/journal"
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// ErrClosed is returned by Commit after Close.
+var ErrClosed = errors.New("badgerstore: store is closed")
+
+// maxRound bounds the batches written in one transaction.
+const maxRound = 512
+
+type request struct {
+	b    *journal.Batch
+	done chan error
+}
+
+// committer is the store's only writer of journals, state and events (see
+// the package comment).
+type committer struct {
+	db    *badger.DB
+	queue chan *request
+	quit  chan struct{}
+	done  chan struct{}
+	// events caches each run's next event seq; being the only writer of
+	// events, the committer can trust it once read.
+	events map[journal.RunID]uint64
+}
+
+func newCommitter(db *badger.DB) *committer {
+	c := &committer{db: db, queue: make(chan *request, maxRound), quit: make(chan struct{}), done: make(chan struct{}),
+		events: map[journal.RunID]uint64{}}
+	go c.loop()
+	return c
+}
+
+// submit queues b and waits for its round. It does not give up when ctx
+// ends: once queued, the batch may be written, and returning early would
+// leave the caller unsure of what the store holds.
+func (c *committer) submit(_ context.Context, b *journal.Batch) error {
+	r := &request{b: b, done: make(chan error, 1)}
+	select {
+	case c.queue <- r:
+	case <-c.quit:
+		return ErrClosed
+	}
+	return <-r.done
+}
+
+func (c *committer) close() {
+	close(c.quit)
+	<-c.done
+}
+
+func (c *committer) loop() {
+	defer close(c.done)
+	for {
+		var first *request
+		select {
+		case first = <-c.queue:
+		case <-c.quit:
+			// Answer what is still queued rather than leave it hanging.
+			for {
+				select {
+				case r := <-c.queue:
+					r.done <- ErrClosed
+				default:
+					return
+				}
+			}
+		}
+		round := []*request{first}
+	drain:
+		for len(round) < maxRound {
+			select {
+			case r := <-c.queue:
+				round = append(round, r)
+			default:
+				break drain
+			}
+		}
+		c.write(round)
+	}
+}
+
+// txnBudget is the most bytes staged in one transaction, well under
+// badger's batch limit (15% of the memtable), so that a transaction that
+// is too big can only be one batch alone.
+const (
+	txnBudget = 2 << 20
+	txnCount  = 10000
+)
+
+// writeError is a failure of badger to take a write into a transaction
+// (one too big): the transaction may hold part of the batch.
+type writeError struct{ err error }
+
+func (e *writeError) Error() string { return "badgerstore: " + e.err.Error() }
+func (e *writeError) Unwrap() error { return e.err }
+
+// write commits one round: every batch that passes its fencing check, in
+// as few transactions as the size budget allows, then one sync if any batch
+// asked to be durable.
+func (c *committer) write(round []*request) {
+	t := &roundTxn{c: c, lengths: map[journal.RunID]uint64{}, events: map[journal.RunID]uint64{}}
+	t.begin()
+	durable := false
+	for _, r := range round {
+		size, count := batchSize(r.b)
+		if len(t.staged) > 0 && (t.size+size > txnBudget || t.count+count > txnCount) {
+			t.flush()
+		}
+		if err := t.stage(r.b); err != nil {
+			r.done <- err
+			var we *writeError
+			if errors.As(err, &we) {
+				// The transaction holds part of this batch: drop it, and
+				// with it the batches staged beside it (the budget makes
+				// this all but impossible: a big batch is staged alone).
+				for _, s := range t.staged {
+					s.done <- fmt.Errorf("badgerstore: commit: a batch in the same transaction failed: %w", err)
+				}
+				t.begin()
+			}
+			continue
+		}
+		t.size += size
+		t.count += count
+		t.staged = append(t.staged, r)
+		durable = durable || r.b.Durable
+	}
+	t.flush()
+	t.txn.Discard()
+	var syncErr error
+	if durable && len(t.written) > 0 {
+		if err := c.db.Sync(); err != nil {
+			syncErr = fmt.Errorf("%w: %v", journal.ErrNotDurable, err)
+		}
+	}
+	for _, r := range t.written {
+		r.done <- syncErr
+	}
+}
+
+// roundTxn is the transaction in progress within a round.
+type roundTxn struct {
+	c       *committer
+	txn     *badger.Txn
+	size    int
+	count   int
+	staged  []*request
+	written []*request
+	// lengths and events hold the runs' journal lengths and next event
+	// seqs as of the batches staged so far.
+	lengths, events map[journal.RunID]uint64
+}
+
+func (t *roundTxn) begin() {
+	if t.txn != nil {
+		t.txn.Discard()
+	}
+	t.txn, t.size, t.count, t.staged = t.c.db.NewTransaction(true), 0, 0, t.staged[:0]
+	clear(t.lengths)
+	clear(t.events)
+}
+
+// flush commits the staged batches; on success their runs' lengths and
+// event seqs become the committer's own.
+func (t *roundTxn) flush() {
+	if len(t.staged) == 0 {
+		return
+	}
+	if err := t.txn.Commit(); err != nil {
+		for _, r := range t.staged {
+			r.done <- fmt.Errorf("badgerstore: commit: %w", err)
+		}
+	} else {
+		t.written = append(t.written, t.staged...)
+		for run, n := range t.events {
+			t.c.events[run] = n
+		}
+	}
+	t.txn = nil
+	t.begin()
+}
+
+// stage adds b's writes to the transaction after checking that b's run
+// holds exactly b.Next entries. Every check and encoding comes before the
+// first write, so a batch refused for them leaves the transaction as it was.
+func (t *roundTxn) stage(b *journal.Batch) error {
+	have, ok := t.lengths[b.Run]
+	if !ok {
+		var err error
+		if have, err = journalLength(t.txn, b.Run); err != nil {
+			return err
+		}
+	}
+	if have != b.Next {
+		return fmt.Errorf("%w: the journal of %s holds %d entries, the writer expected %d", journal.ErrConflict, b.Run, have, b.Next)
+	}
+	n := uint64(len(b.Records))
+	recs, err := appendRecords(nil, b.Records)
+	if err != nil {
+		return err
+	}
+	var meta []byte
+	if b.Meta != nil {
+		if meta, err = abi.Marshal(b.Meta); err != nil {
+			return err
+		}
+	}
+	event, ok := t.events[b.Run]
+	if !ok && len(b.Events) > 0 {
+		if event, err = t.c.nextEvent(t.txn, b.Run); err != nil {
+			return err
+		}
+	}
+
+	if err := t.write(b, n, recs, meta, event); err != nil {
+		return &writeError{err}
+	}
+	t.lengths[b.Run] = b.Next + n
+	if len(b.Events) > 0 {
+		t.events[b.Run] = event + uint64(len(b.Events))
+	}
+	return nil
+}
+
+// write sets the keys of a checked and encoded batch.
+func (t *roundTxn) write(b *journal.Batch, n uint64, recs, meta []byte, event uint64) error {
+	if n > 0 {
+		if err := t.txn.Set(seqKey(prefixJournal, b.Run, b.Next), recs); err != nil {
+			return err
+		}
+		if err := t.txn.Set(runKey(prefixLength, b.Run), binary.BigEndian.AppendUint64(nil, b.Next+n)); err != nil {
+			return err
+		}
+	}
+	if meta != nil {
+		if err := t.txn.Set(runKey(prefixMeta, b.Run), meta); err != nil {
+			return err
+		}
+	}
+	for _, w := range b.KV {
+		var err error
+		if w.Delete {
+			err = t.txn.Delete(kvKey(w.Namespace, w.Key))
+		} else {
+			err = t.txn.Set(kvKey(w.Namespace, w.Key), w.Value)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for i, e := range b.Events {
+		if err := t.txn.Set(seqKey(prefixEvents, b.Run, event+uint64(i)), e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// batchSize estimates the bytes and keys b adds to a transaction.
+func batchSize(b *journal.Batch) (size, count int) {
+	size, count = 64, 3+len(b.KV)+len(b.Events)
+	for _, r := range b.Records {
+		size += len(r.Entry) + 112
+	}
+	for _, w := range b.KV {
+		size += len(w.Namespace) + len(w.Key) + len(w.Value) + 16
+	}
+	for _, e := range b.Events {
+		size += len(e) + 32
+	}
+	return size, count
+}
+
+func journalLength(txn *badger.Txn, run journal.RunID) (uint64, error) {
+	item, err := txn.Get(runKey(prefixLength, run))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	err = item.Value(func(v []byte) error {
+		if len(v) != 8 {
+			return fmt.Errorf("badgerstore: corrupt journal length of %s", run)
+		}
+		n = binary.BigEndian.Uint64(v)
+		return nil
+	})
+	return n, err
+}
+
+func (c *committer) nextEvent(txn *badger.Txn, run journal.RunID) (uint64, error) {
+	if n, ok := c.events[run]; ok {
+		return n, nil
+	}
+	opts := badger.DefaultIteratorOptions
+	opts.Prefix, opts.Reverse, opts.PrefetchValues = runKey(prefixEvents, run), true, false
+	it := txn.NewIterator(opts)
+	defer it.Close()
+	it.Seek(seqKey(prefixEvents, run, ^uint64(0)))
+	if !it.Valid() {
+		return 0, nil
+	}
+	k := it.Item().Key()
+	return binary.BigEndian.Uint64(k[len(k)-8:]) + 1, nil
+}

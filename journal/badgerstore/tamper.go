@@ -1,0 +1,49 @@
+package badgerstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+
+	"github.com/agentrt/agentrt/journal"
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// RewriteJournal replaces the stored records of run with what edit returns
+// for the current ones, stored as one batch, bypassing the chain, the seals
+// and the fencing check. It exists for tamper tests and tools that damage
+// journals on purpose; a host never calls it.
+func (s *Store) RewriteJournal(run journal.RunID, edit func(records [][]byte) [][]byte) error {
+	var recs [][]byte
+	err := s.Records(context.Background(), run, 0, func(_ uint64, raw []byte) error {
+		recs = append(recs, bytes.Clone(raw))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	recs = edit(recs)
+	return s.db.Update(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.Prefix, opts.PrefetchValues = runKey(prefixJournal, run), false
+		it := txn.NewIterator(opts)
+		var old [][]byte
+		for it.Rewind(); it.Valid(); it.Next() {
+			old = append(old, it.Item().KeyCopy(nil))
+		}
+		it.Close()
+		for _, k := range old {
+			if err := txn.Delete(k); err != nil {
+				return err
+			}
+		}
+		var v []byte
+		for _, r := range recs {
+			v = appendRaw(v, r)
+		}
+		if err := txn.Set(runKey(prefixLength, run), binary.BigEndian.AppendUint64(nil, uint64(len(recs)))); err != nil {
+			return err
+		}
+		return txn.Set(seqKey(prefixJournal, run, 0), v)
+	})
+}
