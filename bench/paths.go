@@ -226,12 +226,16 @@ func kvGrant(ns string) *host.Grant {
 }
 
 // effectLatencies returns, for every effect of run, the host time from its
-// intent entry to its completed entry (journal.Entry.Time): journaling the
-// intent and executing entries, the commit with its fsync, the dispatch,
-// and building the completed entry.
+// intent entry to the next entry the guest caused after the effect returned
+// (the next call's first entry, or the run's end entry): journaling the
+// intent and executing entries, the durable commit with its fsync, the
+// dispatch, and the guest's turn to its next call (negligible for the
+// WAT guests). The completed entry's own time cannot serve: a kv write's
+// completed entry is built before the commit that makes it durable.
 func effectLatencies(ctx context.Context, st journal.Store, run journal.RunID) ([]time.Duration, error) {
-	intents := map[uint64]int64{}
 	var lat []time.Duration
+	var open int64 // time of the current effect's intent; 0 when none
+	var openStep uint64
 	err := st.Records(ctx, run, 0, func(_ uint64, raw []byte) error {
 		rec, err := journal.DecodeRecord(raw)
 		if err != nil {
@@ -241,16 +245,15 @@ func effectLatencies(ctx context.Context, st journal.Store, run journal.RunID) (
 		if err != nil {
 			return err
 		}
-		switch e.Phase {
-		case journal.PhaseIntent:
-			intents[e.Step] = e.Time
-		case journal.PhaseFailed:
+		if e.Phase == journal.PhaseFailed {
 			return fmt.Errorf("bench: step %d (%s) failed with status %d", e.Step, e.Op, e.Status)
-		case journal.PhaseCompleted:
-			if t, ok := intents[e.Step]; ok {
-				lat = append(lat, time.Duration(e.Time-t))
-				delete(intents, e.Step)
-			}
+		}
+		if open != 0 && e.Step != openStep {
+			lat = append(lat, time.Duration(e.Time-open))
+			open = 0
+		}
+		if e.Phase == journal.PhaseIntent {
+			open, openStep = e.Time, e.Step
 		}
 		return nil
 	})

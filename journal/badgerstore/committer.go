@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/journal"
@@ -14,80 +15,116 @@ import (
 // ErrClosed is returned by Commit after Close.
 var ErrClosed = errors.New("badgerstore: store is closed")
 
-// maxRound bounds the batches written in one transaction.
+// maxRound bounds the batches written in one round.
 const maxRound = 512
 
 type request struct {
 	b    *journal.Batch
-	done chan error
+	done chan result
 }
 
-// committer is the store's only writer of journals, state and events (see
-// the package comment).
+// result answers a request: its outcome, or (lead) that its goroutine is
+// to write the next round.
+type result struct {
+	err  error
+	lead bool
+}
+
+// committer makes sure one goroutine at a time writes journals, state and
+// events, and that batches arriving while it writes are written together
+// in its next round. There is no committer goroutine: the first caller to
+// find nobody writing writes the round itself (no hand-off on an idle
+// store), and when it is done it passes the lead to the oldest waiting
+// caller, so no caller writes rounds for others for long.
 type committer struct {
-	db    *badger.DB
-	queue chan *request
-	quit  chan struct{}
-	done  chan struct{}
-	// events caches each run's next event seq; being the only writer of
-	// events, the committer can trust it once read.
-	events map[journal.RunID]uint64
+	db *badger.DB
+
+	mu      sync.Mutex
+	queue   []*request
+	leading bool
+	closed  bool
+	idle    *sync.Cond
+	// lengths and events cache each run's journal length and next event
+	// seq: as the only writer, the committer can trust them once read.
+	lengths map[journal.RunID]uint64
+	events  map[journal.RunID]uint64
 }
 
 func newCommitter(db *badger.DB) *committer {
-	c := &committer{db: db, queue: make(chan *request, maxRound), quit: make(chan struct{}), done: make(chan struct{}),
-		events: map[journal.RunID]uint64{}}
-	go c.loop()
+	c := &committer{db: db, lengths: map[journal.RunID]uint64{}, events: map[journal.RunID]uint64{}}
+	c.idle = sync.NewCond(&c.mu)
 	return c
 }
 
-// submit queues b and waits for its round. It does not give up when ctx
-// ends: once queued, the batch may be written, and returning early would
-// leave the caller unsure of what the store holds.
+// submit writes b in the next round and returns its outcome. It does not
+// give up when ctx ends: once queued, the batch may be written, and
+// returning early would leave the caller unsure of what the store holds.
 func (c *committer) submit(_ context.Context, b *journal.Batch) error {
-	r := &request{b: b, done: make(chan error, 1)}
-	select {
-	case c.queue <- r:
-	case <-c.quit:
+	r := &request{b: b, done: make(chan result, 1)}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
 		return ErrClosed
 	}
-	return <-r.done
-}
-
-func (c *committer) close() {
-	close(c.quit)
-	<-c.done
-}
-
-func (c *committer) loop() {
-	defer close(c.done)
-	for {
-		var first *request
-		select {
-		case first = <-c.queue:
-		case <-c.quit:
-			// Answer what is still queued rather than leave it hanging.
-			for {
-				select {
-				case r := <-c.queue:
-					r.done <- ErrClosed
-				default:
-					return
-				}
-			}
+	c.queue = append(c.queue, r)
+	if c.leading {
+		c.mu.Unlock()
+		res := <-r.done
+		if !res.lead {
+			return res.err
 		}
-		round := []*request{first}
-	drain:
-		for len(round) < maxRound {
-			select {
-			case r := <-c.queue:
-				round = append(round, r)
-			default:
-				break drain
-			}
-		}
-		c.write(round)
+		c.mu.Lock()
 	}
+	c.leading = true
+	n := min(len(c.queue), maxRound)
+	round := c.queue[:n:n]
+	c.queue = c.queue[n:]
+	c.mu.Unlock()
+
+	c.write(round)
+
+	c.mu.Lock()
+	if len(c.queue) > 0 {
+		c.queue[0].done <- result{lead: true}
+	} else {
+		c.leading = false
+		c.idle.Broadcast()
+	}
+	c.mu.Unlock()
+	return (<-r.done).err
+}
+
+// exclusive runs fn while no round is written, then forgets what it cached
+// about run (fn rewrote it behind the committer's back).
+func (c *committer) exclusive(run journal.RunID, fn func() error) error {
+	c.mu.Lock()
+	for c.leading {
+		c.idle.Wait()
+	}
+	c.leading = true
+	c.mu.Unlock()
+	err := fn()
+	c.mu.Lock()
+	delete(c.lengths, run)
+	delete(c.events, run)
+	if len(c.queue) > 0 {
+		c.queue[0].done <- result{lead: true}
+	} else {
+		c.leading = false
+		c.idle.Broadcast()
+	}
+	c.mu.Unlock()
+	return err
+}
+
+// close refuses new batches and waits for the round in progress.
+func (c *committer) close() {
+	c.mu.Lock()
+	c.closed = true
+	for c.leading {
+		c.idle.Wait()
+	}
+	c.mu.Unlock()
 }
 
 // txnBudget is the most bytes staged in one transaction, well under
@@ -118,14 +155,14 @@ func (c *committer) write(round []*request) {
 			t.flush()
 		}
 		if err := t.stage(r.b); err != nil {
-			r.done <- err
+			r.done <- result{err: err}
 			var we *writeError
 			if errors.As(err, &we) {
 				// The transaction holds part of this batch: drop it, and
 				// with it the batches staged beside it (the budget makes
 				// this all but impossible: a big batch is staged alone).
 				for _, s := range t.staged {
-					s.done <- fmt.Errorf("badgerstore: commit: a batch in the same transaction failed: %w", err)
+					s.done <- result{err: fmt.Errorf("badgerstore: commit: a batch in the same transaction failed: %w", err)}
 				}
 				t.begin()
 			}
@@ -145,7 +182,7 @@ func (c *committer) write(round []*request) {
 		}
 	}
 	for _, r := range t.written {
-		r.done <- syncErr
+		r.done <- result{err: syncErr}
 	}
 }
 
@@ -179,12 +216,23 @@ func (t *roundTxn) flush() {
 	}
 	if err := t.txn.Commit(); err != nil {
 		for _, r := range t.staged {
-			r.done <- fmt.Errorf("badgerstore: commit: %w", err)
+			r.done <- result{err: fmt.Errorf("badgerstore: commit: %w", err)}
 		}
 	} else {
 		t.written = append(t.written, t.staged...)
 		for run, n := range t.events {
 			t.c.events[run] = n
+		}
+		for run, n := range t.lengths {
+			t.c.lengths[run] = n
+		}
+		for _, r := range t.staged {
+			if m := r.b.Meta; m != nil && m.Status != journal.StatusRunning {
+				// A finished run is not written again; a resume
+				// reads its length afresh.
+				delete(t.c.lengths, r.b.Run)
+				delete(t.c.events, r.b.Run)
+			}
 		}
 	}
 	t.txn = nil
@@ -196,6 +244,9 @@ func (t *roundTxn) flush() {
 // first write, so a batch refused for them leaves the transaction as it was.
 func (t *roundTxn) stage(b *journal.Batch) error {
 	have, ok := t.lengths[b.Run]
+	if !ok {
+		have, ok = t.c.lengths[b.Run]
+	}
 	if !ok {
 		var err error
 		if have, err = journalLength(t.txn, b.Run); err != nil {
@@ -217,6 +268,9 @@ func (t *roundTxn) stage(b *journal.Batch) error {
 		}
 	}
 	event, ok := t.events[b.Run]
+	if !ok {
+		event, ok = t.c.events[b.Run]
+	}
 	if !ok && len(b.Events) > 0 {
 		if event, err = t.c.nextEvent(t.txn, b.Run); err != nil {
 			return err
@@ -302,9 +356,6 @@ func journalLength(txn *badger.Txn, run journal.RunID) (uint64, error) {
 }
 
 func (c *committer) nextEvent(txn *badger.Txn, run journal.RunID) (uint64, error) {
-	if n, ok := c.events[run]; ok {
-		return n, nil
-	}
 	opts := badger.DefaultIteratorOptions
 	opts.Prefix, opts.Reverse, opts.PrefetchValues = runKey(prefixEvents, run), true, false
 	it := txn.NewIterator(opts)

@@ -23,6 +23,10 @@ func (s *Store) RewriteJournal(run journal.RunID, edit func(records [][]byte) []
 		return err
 	}
 	recs = edit(recs)
+	return s.c.exclusive(run, func() error { return s.rewrite(run, recs) })
+}
+
+func (s *Store) rewrite(run journal.RunID, recs [][]byte) error {
 	return s.db.Update(func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions
 		opts.Prefix, opts.PrefetchValues = runKey(prefixJournal, run), false
