@@ -123,11 +123,12 @@ func (e *Engine) Compile(ctx context.Context, code []byte) (*Module, error) {
 // the guest was started with.
 func instantiateCapability(ctx context.Context, rt wazero.Runtime, c abi.Capability) error {
 	i32, i64 := api.ValueTypeI32, api.ValueTypeI64
+	ci := capIndex(c)
 	_, err := rt.NewHostModuleBuilder(c.Module()).
 		NewFunctionBuilder().
 		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
 			s := sessionFrom(ctx)
-			stack[0] = uint64(s.call(ctx, mod.Memory(), c,
+			stack[0] = uint64(s.call(ctx, mod.Memory(), ci,
 				api.DecodeU32(stack[0]), api.DecodeU32(stack[1]), api.DecodeU32(stack[2]),
 				api.DecodeU32(stack[3]), api.DecodeU32(stack[4])))
 		}), []api.ValueType{i32, i32, i32, i32, i32}, []api.ValueType{i64}).
@@ -136,7 +137,7 @@ func instantiateCapability(ctx context.Context, rt wazero.Runtime, c abi.Capabil
 		NewFunctionBuilder().
 		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
 			s := sessionFrom(ctx)
-			stack[0] = uint64(s.take(mod.Memory(), c, api.DecodeU32(stack[0]), api.DecodeU32(stack[1])))
+			stack[0] = uint64(s.take(mod.Memory(), ci, api.DecodeU32(stack[0]), api.DecodeU32(stack[1])))
 		}), []api.ValueType{i32, i32}, []api.ValueType{i64}).
 		WithParameterNames("resp_ptr", "resp_cap").
 		Export(abi.FuncTake).

@@ -27,7 +27,7 @@ func (s *session) gate(c *Call, h handler) *denial {
 		st, b := errorResponse(abi.StatusTooLarge, "request exceeds the limit of %d bytes", s.maxRequest)
 		return &denial{st, b}
 	}
-	if _, known := abi.LookupOp(c.Op.Cap, c.Op.Code); !known {
+	if !c.known {
 		st, b := errorResponse(abi.StatusBadRequest, "unknown op %d in capability %s", c.Op.Code, c.Op.Cap)
 		return &denial{st, b}
 	}

@@ -35,7 +35,7 @@ type livePath struct {
 }
 
 func (p *livePath) entry(phase journal.Phase, c *Call) *journal.Entry {
-	return &journal.Entry{Phase: phase, Step: c.Step, Op: c.Op.Name, InputHash: c.InputHash, Time: p.now().UnixNano(), Epoch: p.epoch}
+	return &journal.Entry{Phase: phase, Step: c.Step, Op: c.Op.Name, InputHash: c.InputHash(), Time: p.now().UnixNano(), Epoch: p.epoch}
 }
 
 func (p *livePath) serve(ctx context.Context, s *session, c *Call, h handler) (abi.Status, []byte, error) {

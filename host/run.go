@@ -167,7 +167,7 @@ func (h *Host) Run(ctx context.Context, spec RunSpec) (*Result, error) {
 	events := &eventBuffer{run: run, now: h.deps.Now, sink: h.deps.Sink, keep: h.deps.Events != nil}
 	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events}
 	s := &session{run: run, header: hdr, grant: grant, path: live, deps: &h.deps,
-		maxRequest: h.cfg.MaxRequest, pending: map[abi.Capability]pendingResponse{}, events: events}
+		maxRequest: h.cfg.MaxRequest, events: events}
 	guestErr := h.engine.execute(ctx, m, s)
 	if s.fatal != nil && !errors.Is(guestErr, errGuest) {
 		return &Result{Run: run, Status: journal.StatusRunning, Steps: s.steps}, guestErr
@@ -286,7 +286,7 @@ func (e *Engine) Execute(ctx context.Context, spec ExecSpec) (*Outcome, error) {
 	}
 	events := &eventBuffer{run: spec.Run, now: time.Now, sink: spec.Sink}
 	s := &session{run: spec.Run, header: spec.Header, grant: grant, path: sourcePath{spec.Source},
-		maxRequest: maxReq, pending: map[abi.Capability]pendingResponse{}, events: events}
+		maxRequest: maxReq, events: events}
 	gerr := e.execute(ctx, m, s)
 	if s.fatal != nil {
 		return &Outcome{Output: s.output, Steps: s.steps}, gerr

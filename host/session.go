@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/journal"
@@ -10,26 +11,40 @@ import (
 )
 
 // Call is one import call on its way through the host: what the gate checks,
-// what the journal records and what a Source replays.
+// what the journal records and what a Source replays. A Call and its
+// Request are valid only while the call is being served.
 type Call struct {
 	// Step is the call's ordinal in the run, from 1.
 	Step uint64
 	Op   abi.Op
-	// Request is the CBOR request as the guest sent it; nil when it was
-	// refused as too large.
-	Request   []byte
-	InputHash []byte
+	// Request is the CBOR request as the guest sent it, read in place from
+	// guest memory; nil when it was refused as too large.
+	Request []byte
 	// Key is the idempotency key of an effect, derived from (run, step).
 	Key string
 	// TooLarge marks a request refused for its size; Request is nil and
-	// InputHash covers the whole request.
+	// the input hash covers the whole request.
 	TooLarge bool
+
+	inputHash []byte
+	// known says whether Op is an op of the ABI (not a placeholder for an
+	// unknown code).
+	known bool
+}
+
+// InputHash returns the SHA-256 of the request, computed on first use: a
+// call that nothing journals or compares by hash never pays for it.
+func (c *Call) InputHash() []byte {
+	if c.inputHash == nil {
+		c.inputHash = journal.Sum(c.Request)
+	}
+	return c.inputHash
 }
 
 // A Source serves import calls from a recorded journal instead of
 // dispatching them; it is how replay feeds recorded results back. Serve
 // returns the recorded status and response, or an error (a divergence) that
-// stops the run.
+// stops the run. It must not keep c or c.Request after it returns.
 type Source interface {
 	Serve(ctx context.Context, c *Call) (abi.Status, []byte, error)
 }
@@ -59,26 +74,33 @@ type session struct {
 	deps       *Deps
 	maxRequest int
 	steps      uint64
-	pending    map[abi.Capability]pendingResponse
-	output     []byte
+	// granted and pending are indexed by capability (capIndex).
+	granted [numCaps]bool
+	pending [numCaps]pendingResponse
+	// cur is reused by every call of the session.
+	cur    Call
+	output []byte
 	events     *eventBuffer
 	// fatal is the first error that stopped the run from inside a call.
 	fatal error
 }
 
 type pendingResponse struct {
+	ok     bool
 	status abi.Status
 	body   []byte
 }
 
-type sessionKey struct{}
+// sessionKey is a pointer so that finding it in a context compares
+// pointers, on every call.
+var sessionKey = new(int)
 
 func withSession(ctx context.Context, s *session) context.Context {
-	return context.WithValue(ctx, sessionKey{}, s)
+	return context.WithValue(ctx, sessionKey, s)
 }
 
 func sessionFrom(ctx context.Context) *session {
-	s, _ := ctx.Value(sessionKey{}).(*session)
+	s, _ := ctx.Value(sessionKey).(*session)
 	if s == nil {
 		panic("agentrt host function called outside a run")
 	}
@@ -101,58 +123,47 @@ func (s *session) stop(err error) {
 func (s *session) fault(err error) { panic(err) }
 
 // call implements the call import of every capability module.
-func (s *session) call(ctx context.Context, mem api.Memory, c abi.Capability, opcode, reqPtr, reqLen, respPtr, respCap uint32) abi.Result {
+func (s *session) call(ctx context.Context, mem api.Memory, ci int, opcode, reqPtr, reqLen, respPtr, respCap uint32) abi.Result {
 	// A response left pending is dropped by the next call: take only ever
 	// returns the response of the latest call.
-	delete(s.pending, c)
-	if reqLen > uint32(s.maxRequest) {
-		return s.deliver(mem, c, respPtr, respCap, s.refuse(ctx, c, opcode, reqPtr, reqLen, mem))
-	}
+	s.pending[ci] = pendingResponse{}
+	slot := lookup(ci, opcode)
+	s.steps++
+	c := &s.cur
+	*c = Call{Step: s.steps, Op: slot.op, known: slot.known}
 	req, ok := mem.Read(reqPtr, reqLen)
 	if !ok {
 		s.fault(fmt.Errorf("request buffer [%d, +%d) is outside guest memory", reqPtr, reqLen))
 	}
-	req = append(make([]byte, 0, len(req)), req...)
-	s.steps++
-	call := &Call{Step: s.steps, Op: opOf(c, opcode), Request: req, InputHash: journal.Sum(req)}
-	if call.Op.Class == abi.Effect {
-		call.Key = fmt.Sprintf("%s-%d", s.run, call.Step)
+	h := slot.h
+	if reqLen > uint32(s.maxRequest) {
+		// Refused without a copy; the gate answers StatusTooLarge.
+		c.TooLarge, c.inputHash, h = true, journal.Sum(req), handler{}
+	} else {
+		c.Request = req
 	}
-	status, resp, err := s.path.serve(ctx, s, call, handlerOf(call.Op))
+	if c.Op.Class == abi.Effect {
+		c.Key = s.run.String() + "-" + strconv.FormatUint(c.Step, 10)
+	}
+	status, resp, err := s.path.serve(ctx, s, c, h)
 	if err != nil {
 		s.stop(err)
 	}
-	if call.Op == opSetOutput && status == abi.StatusOK {
+	if ci == runIndex && opcode == abi.OpRunSetOutput && status == abi.StatusOK {
 		var r abi.SetOutputRequest
-		if abi.Unmarshal(req, &r) == nil {
+		if abi.Unmarshal(c.Request, &r) == nil {
 			s.output = r.Output
 		}
 	}
-	return s.deliver(mem, c, respPtr, respCap, pendingResponse{status, resp})
-}
-
-// refuse journals a request over the size limit without copying it.
-// The gate answers it with StatusTooLarge.
-func (s *session) refuse(ctx context.Context, c abi.Capability, opcode, reqPtr, reqLen uint32, mem api.Memory) pendingResponse {
-	req, ok := mem.Read(reqPtr, reqLen)
-	if !ok {
-		s.fault(fmt.Errorf("request buffer [%d, +%d) is outside guest memory", reqPtr, reqLen))
-	}
-	s.steps++
-	call := &Call{Step: s.steps, Op: opOf(c, opcode), InputHash: journal.Sum(req), TooLarge: true}
-	status, resp, err := s.path.serve(ctx, s, call, handler{})
-	if err != nil {
-		s.stop(err)
-	}
-	return pendingResponse{status, resp}
+	return s.deliver(mem, ci, respPtr, respCap, pendingResponse{true, status, resp})
 }
 
 // deliver copies a response into the guest's buffer, or keeps it pending
 // for take when it does not fit.
-func (s *session) deliver(mem api.Memory, c abi.Capability, ptr, capacity uint32, r pendingResponse) abi.Result {
+func (s *session) deliver(mem api.Memory, ci int, ptr, capacity uint32, r pendingResponse) abi.Result {
 	n := uint32(len(r.body))
 	if n > capacity {
-		s.pending[c] = r
+		s.pending[ci] = r
 		return abi.Pack(abi.StatusPending, n)
 	}
 	if n > 0 && !mem.Write(ptr, r.body) {
@@ -162,16 +173,16 @@ func (s *session) deliver(mem api.Memory, c abi.Capability, ptr, capacity uint32
 }
 
 // take implements the take import: it hands over a pending response.
-func (s *session) take(mem api.Memory, c abi.Capability, ptr, capacity uint32) abi.Result {
-	r, ok := s.pending[c]
-	if !ok {
+func (s *session) take(mem api.Memory, ci int, ptr, capacity uint32) abi.Result {
+	r := s.pending[ci]
+	if !r.ok {
 		return abi.Pack(abi.StatusNoPending, 0)
 	}
 	if uint32(len(r.body)) > capacity {
 		return abi.Pack(abi.StatusBufferTooSmall, uint32(len(r.body)))
 	}
-	delete(s.pending, c)
-	return s.deliver(mem, c, ptr, capacity, r)
+	s.pending[ci] = pendingResponse{}
+	return s.deliver(mem, ci, ptr, capacity, r)
 }
 
 // opOf returns the op for a code, or a placeholder op that the call path
