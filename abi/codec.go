@@ -50,6 +50,19 @@ var ErrNotCanonical = errors.New("cbor: not in canonical (core deterministic) fo
 // core deterministic encoding).
 func Marshal(v any) ([]byte, error) { return encMode.Marshal(v) }
 
+// DecodeStrict decodes data into v with every check of Unmarshal but the
+// canonical one: it rejects duplicate keys, unknown fields, indefinite
+// lengths, tags, invalid UTF-8, trailing bytes, values of the wrong type and
+// empty input. It exists for packages whose hand-written encoders re-encode
+// faster than Marshal does.
+//
+// Callers MUST check canonicity themselves, by re-encoding v with an encoder
+// that writes exactly what Marshal writes and requiring the bytes to equal
+// data (returning ErrNotCanonical otherwise); without that check a decoder
+// accepts long-form heads, unsorted keys and zero values that the canonical
+// form omits.
+func DecodeStrict(data []byte, v any) error { return decMode.Unmarshal(data, v) }
+
 // Unmarshal decodes canonical CBOR into v, which must point to a zero value
 // (an empty buffer leaves it so, and the canonical check re-encodes it). It rejects duplicate keys, unknown fields, indefinite lengths,
 // tags, trailing bytes and any encoding that is not canonical.

@@ -80,7 +80,7 @@ type session struct {
 	// cur is reused by every call of the session.
 	cur    Call
 	output []byte
-	events     *eventBuffer
+	events *eventBuffer
 	// fatal is the first error that stopped the run from inside a call.
 	fatal error
 }

@@ -6,8 +6,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"unicode/utf8"
-
-	"github.com/agentrt/agentrt/abi"
 )
 
 // Seal is a cell's signature over a chain head: the hash of the newest entry
@@ -39,22 +37,34 @@ func SealMessage(run RunID, seq uint64, head []byte) []byte {
 	return append(m, head...)
 }
 
-// EncodeEntry returns the canonical CBOR of e.
-func EncodeEntry(e *Entry) ([]byte, error) { return abi.Marshal(e) }
+// EncodeEntry returns the canonical CBOR of e, the bytes abi.Marshal(e)
+// returns. The error is always nil; it stays for callers written against
+// abi.Marshal.
+func EncodeEntry(e *Entry) ([]byte, error) {
+	return appendEntry(make([]byte, 0, entrySize(e)), e), nil
+}
 
 // DecodeEntry decodes canonical CBOR into an entry and checks its shape.
+//
+// It accepts and rejects exactly what abi.Unmarshal does, with the same
+// errors. The canonical encoding is read by a parser that knows the format
+// (codec.go); anything else goes to the strict decoder, so that it is
+// refused with the error abi.Unmarshal gives it.
 func DecodeEntry(b []byte) (*Entry, error) {
-	var e Entry
-	if err := abi.Unmarshal(b, &e); err != nil {
-		return nil, err
-	}
 	if len(b) == 0 {
 		return nil, fmt.Errorf("empty entry")
+	}
+	e := new(Entry)
+	if !parseEntry(b, e) {
+		*e = Entry{} // the strict decoder fills what it finds, over what the parser left
+		if err := decodeStrict(b, e); err != nil {
+			return nil, err
+		}
 	}
 	if err := e.check(); err != nil {
 		return nil, err
 	}
-	return &e, nil
+	return e, nil
 }
 
 func (e *Entry) check() error {
@@ -96,23 +106,29 @@ func (e *Entry) check() error {
 	return nil
 }
 
-// EncodeRecord returns the canonical CBOR of r.
-func EncodeRecord(r *Record) ([]byte, error) { return abi.Marshal(r) }
+// EncodeRecord returns the canonical CBOR of r, the bytes abi.Marshal(r)
+// returns. The error is always nil, as for EncodeEntry.
+func EncodeRecord(r *Record) ([]byte, error) {
+	return appendRecord(make([]byte, 0, recordSize(r)), r), nil
+}
 
 // DecodeRecord decodes a stored record. It checks the record's shape, not the
 // entry inside it; see DecodeEntry and Verify.
 func DecodeRecord(b []byte) (*Record, error) {
-	var r Record
 	if len(b) == 0 {
 		return nil, fmt.Errorf("empty record")
 	}
-	if err := abi.Unmarshal(b, &r); err != nil {
-		return nil, err
+	r := new(Record)
+	if !parseRecord(b, r) {
+		*r = Record{} // as in DecodeEntry
+		if err := decodeStrict(b, r); err != nil {
+			return nil, err
+		}
 	}
 	if r.Seal != nil && (len(r.Seal.Cell) != ed25519.PublicKeySize || len(r.Seal.Sig) != ed25519.SignatureSize) {
 		return nil, fmt.Errorf("seal has a %d-byte key and a %d-byte signature", len(r.Seal.Cell), len(r.Seal.Sig))
 	}
-	return &r, nil
+	return r, nil
 }
 
 // hashOK reports whether sum is the SHA-256 of data.
