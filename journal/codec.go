@@ -290,16 +290,43 @@ func appendSeal(dst []byte, s *Seal) []byte {
 	if s == nil {
 		return append(dst, cborNull)
 	}
-	dst = append(dst, majorMap|2, 1)
+	n := 2 + b2u(s.Index != 0) + b2u(s.Size != 0) + b2u(len(s.Path) > 0)
+	dst = append(dst, majorMap|byte(n), 1)
 	dst = appendBytes(dst, s.Cell)
-	return appendBytes(append(dst, 2), s.Sig)
+	dst = appendBytes(append(dst, 2), s.Sig)
+	if s.Index != 0 {
+		dst = appendHead(append(dst, 3), majorUint, s.Index)
+	}
+	if s.Size != 0 {
+		dst = appendHead(append(dst, 4), majorUint, s.Size)
+	}
+	if len(s.Path) > 0 {
+		dst = appendHead(append(dst, 5), majorArray, uint64(len(s.Path)))
+		for _, h := range s.Path {
+			dst = appendBytes(dst, h)
+		}
+	}
+	return dst
 }
 
 func sealSize(s *Seal) int {
 	if s == nil {
 		return 1
 	}
-	return 3 + bytesSize(s.Cell) + bytesSize(s.Sig)
+	n := 3 + bytesSize(s.Cell) + bytesSize(s.Sig)
+	if s.Index != 0 {
+		n += 1 + headSize(s.Index)
+	}
+	if s.Size != 0 {
+		n += 1 + headSize(s.Size)
+	}
+	if len(s.Path) > 0 {
+		n += 1 + headSize(uint64(len(s.Path)))
+		for _, h := range s.Path {
+			n += bytesSize(h)
+		}
+	}
+	return n
 }
 
 // appendRecord appends the canonical CBOR of r, as abi.Marshal(r) writes
@@ -653,6 +680,7 @@ func parseRecord(b []byte, r *Record) bool {
 		p.off++
 	} else {
 		s := new(Seal)
+		// Round seals (more than two fields) take the strict path.
 		if p.head(majorMap) != 2 || p.key(0, 1) != 1 {
 			return false
 		}

@@ -3,7 +3,6 @@ package journal
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 )
 
 // Inspected is one record as a person inspecting a journal sees it: decoded
@@ -45,7 +44,7 @@ func Inspect(ctx context.Context, store Store, run RunID, trust TrustFunc) ([]In
 		if rec.Seal != nil {
 			in.Sealed = true
 			in.SealOK = bytes.Equal(rec.Seal.Cell, in.Entry.Cell) && trust(rec.Seal.Cell) &&
-				ed25519.Verify(rec.Seal.Cell, SealMessage(in.Entry.Run, in.Entry.Seq, head), rec.Seal.Sig)
+				verifySeal(rec.Seal, in.Entry.Run, in.Entry.Seq, head) == nil
 		}
 		prev = head
 		out = append(out, in)

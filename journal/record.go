@@ -10,9 +10,17 @@ import (
 
 // Seal is a cell's signature over a chain head: the hash of the newest entry
 // of a commit, which commits to every entry before it.
+//
+// A round seal (Size >= 2) is one signature over the root of an RFC 6962
+// Merkle tree whose leaves are the heads of the commits a store wrote in one
+// round; Index and Path prove this head's leaf (see round.go).
 type Seal struct {
 	Cell []byte `cbor:"1,keyasint"`
 	Sig  []byte `cbor:"2,keyasint"`
+	// Index, Size and Path are set in round seals only.
+	Index uint64   `cbor:"3,keyasint,omitempty"`
+	Size  uint64   `cbor:"4,keyasint,omitempty"`
+	Path  [][]byte `cbor:"5,keyasint,omitempty"`
 }
 
 // Record is what a Store keeps for one entry: the entry's canonical bytes
@@ -125,8 +133,18 @@ func DecodeRecord(b []byte) (*Record, error) {
 			return nil, err
 		}
 	}
-	if r.Seal != nil && (len(r.Seal.Cell) != ed25519.PublicKeySize || len(r.Seal.Sig) != ed25519.SignatureSize) {
-		return nil, fmt.Errorf("seal has a %d-byte key and a %d-byte signature", len(r.Seal.Cell), len(r.Seal.Sig))
+	if s := r.Seal; s != nil {
+		if len(s.Cell) != ed25519.PublicKeySize || len(s.Sig) != ed25519.SignatureSize {
+			return nil, fmt.Errorf("seal has a %d-byte key and a %d-byte signature", len(s.Cell), len(s.Sig))
+		}
+		if s.Size == 1 || s.Index >= max(s.Size, 1) || len(s.Path) > 64 || (s.Size == 0 && len(s.Path) > 0) {
+			return nil, fmt.Errorf("seal has round index %d of %d with %d proof hashes", s.Index, s.Size, len(s.Path))
+		}
+		for _, h := range s.Path {
+			if len(h) != HashSize {
+				return nil, fmt.Errorf("seal's round proof holds a %d-byte hash", len(h))
+			}
+		}
 	}
 	return r, nil
 }

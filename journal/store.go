@@ -2,6 +2,7 @@ package journal
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 )
 
@@ -62,6 +63,11 @@ type Batch struct {
 	KV []KVWrite
 	// Events are opaque event-log records appended to the run's log.
 	Events [][]byte
+	// SealWith, when set, asks the store to seal the last record with this
+	// key before writing it (SealBatches), and Head is that record's entry
+	// hash. A store may seal many batches of one round with one signature.
+	SealWith ed25519.PrivateKey
+	Head     []byte
 	// Durable asks for the batch, and every batch committed before it, to
 	// be on disk when Commit returns. A batch that is not durable is
 	// visible when Commit returns but may be lost in a crash, together
@@ -73,7 +79,8 @@ type Batch struct {
 // durable state and the runs' event logs.
 //
 // Implementations must make Commit atomic: when it fails with any error but
-// ErrNotDurable, nothing of the batch is visible.
+// ErrNotDurable, nothing of the batch is visible. They must seal the
+// batches that ask for it (SealBatches) before writing them.
 type Store interface {
 	// PutModule stores a module under its SHA-256 and returns the digest.
 	PutModule(ctx context.Context, code []byte) ([]byte, error)

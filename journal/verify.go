@@ -153,8 +153,8 @@ func (v *Verifier) Add(raw []byte) error {
 		if !bytes.Equal(rec.Seal.Cell, e.Cell) {
 			return v.fail(ErrSignature, "sealed by %x, but the entry was written by cell %x", rec.Seal.Cell, e.Cell)
 		}
-		if !ed25519.Verify(rec.Seal.Cell, SealMessage(e.Run, e.Seq, head), rec.Seal.Sig) {
-			return v.fail(ErrSignature, "seal by cell %x does not verify", rec.Seal.Cell)
+		if err := verifySeal(rec.Seal, e.Run, e.Seq, head); err != nil {
+			return v.fail(ErrSignature, "seal by cell %x: %v", rec.Seal.Cell, err)
 		}
 		if !v.trust(rec.Seal.Cell) {
 			return v.fail(ErrUntrusted, "sealed by cell %x, which is not trusted", rec.Seal.Cell)

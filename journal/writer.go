@@ -7,9 +7,10 @@ import (
 )
 
 // Writer appends the entries of one run to a Store. Entries are linked as
-// they are added and written at Commit, which seals the head: one signature
-// per commit, whether it holds one entry or many. A Writer is used by one
-// goroutine at a time.
+// they are added and written at Commit, whose head the store seals: one
+// signature per commit, whether it holds one entry or many (or, in a round
+// seal, one signature for the commits of many runs). A Writer is used by
+// one goroutine at a time.
 type Writer struct {
 	store Store
 	chain *Chain
@@ -56,10 +57,11 @@ func (w *Writer) Commit(ctx context.Context, meta *RunMeta, durable bool) error 
 	if len(b.Records) == 0 && len(b.KV) == 0 && len(b.Events) == 0 && meta == nil {
 		return nil
 	}
-	if n := len(b.Records); n > 0 && b.Records[n-1].Seal == nil {
-		b.Records[n-1].Seal = w.chain.Seal()
-	}
 	b.Run, b.Next, b.Meta, b.Durable = w.chain.run, w.stored, meta, durable
+	b.SealWith, b.Head = nil, nil
+	if len(b.Records) > 0 {
+		b.SealWith, b.Head = w.chain.key, w.chain.Head()
+	}
 	err := w.store.Commit(ctx, b)
 	if err != nil {
 		err = fmt.Errorf("journal: commit of entries %d..%d: %w", w.stored, w.stored+uint64(len(b.Records)), err)

@@ -146,6 +146,11 @@ func (e *writeError) Unwrap() error { return e.err }
 // as few transactions as the size budget allows, then one sync if any batch
 // asked to be durable.
 func (c *committer) write(round []*request) {
+	batches := make([]*journal.Batch, len(round))
+	for i, r := range round {
+		batches[i] = r.b
+	}
+	journal.SealBatches(batches)
 	t := &roundTxn{c: c, lengths: map[journal.RunID]uint64{}, events: map[journal.RunID]uint64{}}
 	t.begin()
 	durable := false
