@@ -680,8 +680,8 @@ func parseRecord(b []byte, r *Record) bool {
 		p.off++
 	} else {
 		s := new(Seal)
-		// Round seals (more than two fields) take the strict path.
-		if p.head(majorMap) != 2 || p.key(0, 1) != 1 {
+		n := p.head(majorMap)
+		if n < 2 || n > 5 || p.key(0, 1) != 1 {
 			return false
 		}
 		s.Cell = p.nullable()
@@ -689,6 +689,27 @@ func parseRecord(b []byte, r *Record) bool {
 			return false
 		}
 		s.Sig = p.nullable()
+		k := uint64(2)
+		for range n - 2 {
+			switch k = p.key(k, 5); k {
+			case 3:
+				s.Index = p.nonzero(math.MaxUint64)
+			case 4:
+				s.Size = p.nonzero(math.MaxUint64)
+			case 5:
+				m := p.head(majorArray)
+				if m == 0 || m > uint64(len(p.b)-p.off) {
+					return false
+				}
+				s.Path = make([][]byte, m)
+				for i := range s.Path {
+					s.Path[i] = p.nullable()
+				}
+			}
+			if p.bad {
+				return false
+			}
+		}
 		r.Seal = s
 	}
 	return !p.bad && p.off == len(p.b)

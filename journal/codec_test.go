@@ -56,8 +56,8 @@ func decodeRecordRef(b []byte) (*Record, error) {
 	if err := abi.Unmarshal(b, &r); err != nil {
 		return nil, err
 	}
-	if r.Seal != nil && (len(r.Seal.Cell) != ed25519.PublicKeySize || len(r.Seal.Sig) != ed25519.SignatureSize) {
-		return nil, fmt.Errorf("seal has a %d-byte key and a %d-byte signature", len(r.Seal.Cell), len(r.Seal.Sig))
+	if err := r.Seal.check(); err != nil {
+		return nil, err
 	}
 	return &r, nil
 }
@@ -240,6 +240,16 @@ func drawRecord(t *rapid.T) *Record {
 	case 2:
 		r.Seal = &Seal{Cell: drawFilled(t, "seal cell", ed25519.PublicKeySize), Sig: drawFilled(t, "seal sig", ed25519.SignatureSize)}
 	}
+	if r.Seal != nil && rapid.Bool().Draw(t, "round seal") {
+		r.Seal.Index = drawUint(t, "round index")
+		r.Seal.Size = drawUint(t, "round size")
+		if n := rapid.IntRange(0, 12).Draw(t, "proof length"); n > 0 {
+			r.Seal.Path = make([][]byte, n)
+			for i := range r.Seal.Path {
+				r.Seal.Path[i] = drawBytes(t, "proof hash")
+			}
+		}
+	}
 	return r
 }
 
@@ -328,9 +338,9 @@ func TestEncodeRecordMatchesMarshal(t *testing.T) {
 			t.Fatalf("parseRecord refuses the encoding %x", got)
 		}
 		d, err := DecodeRecord(got)
-		if r.Seal != nil && (len(r.Seal.Cell) != ed25519.PublicKeySize || len(r.Seal.Sig) != ed25519.SignatureSize) {
+		if r.Seal.check() != nil {
 			if err == nil {
-				t.Fatalf("DecodeRecord accepts a seal with a %d-byte key and a %d-byte signature", len(r.Seal.Cell), len(r.Seal.Sig))
+				t.Fatalf("DecodeRecord accepts a seal that breaks the shape rules: %+v", r.Seal)
 			}
 			return
 		}

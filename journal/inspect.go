@@ -44,7 +44,7 @@ func Inspect(ctx context.Context, store Store, run RunID, trust TrustFunc) ([]In
 		if rec.Seal != nil {
 			in.Sealed = true
 			in.SealOK = bytes.Equal(rec.Seal.Cell, in.Entry.Cell) && trust(rec.Seal.Cell) &&
-				verifySeal(rec.Seal, in.Entry.Run, in.Entry.Seq, head) == nil
+				VerifySeal(rec.Seal, in.Entry.Run, in.Entry.Seq, head) == nil
 		}
 		prev = head
 		out = append(out, in)

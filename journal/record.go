@@ -133,20 +133,29 @@ func DecodeRecord(b []byte) (*Record, error) {
 			return nil, err
 		}
 	}
-	if s := r.Seal; s != nil {
-		if len(s.Cell) != ed25519.PublicKeySize || len(s.Sig) != ed25519.SignatureSize {
-			return nil, fmt.Errorf("seal has a %d-byte key and a %d-byte signature", len(s.Cell), len(s.Sig))
-		}
-		if s.Size == 1 || s.Index >= max(s.Size, 1) || len(s.Path) > 64 || (s.Size == 0 && len(s.Path) > 0) {
-			return nil, fmt.Errorf("seal has round index %d of %d with %d proof hashes", s.Index, s.Size, len(s.Path))
-		}
-		for _, h := range s.Path {
-			if len(h) != HashSize {
-				return nil, fmt.Errorf("seal's round proof holds a %d-byte hash", len(h))
-			}
-		}
+	if err := r.Seal.check(); err != nil {
+		return nil, err
 	}
 	return r, nil
+}
+
+// check applies the shape rules of a seal (nil is no seal, and fine).
+func (s *Seal) check() error {
+	if s == nil {
+		return nil
+	}
+	if len(s.Cell) != ed25519.PublicKeySize || len(s.Sig) != ed25519.SignatureSize {
+		return fmt.Errorf("seal has a %d-byte key and a %d-byte signature", len(s.Cell), len(s.Sig))
+	}
+	if s.Size == 1 || s.Index >= max(s.Size, 1) || len(s.Path) > 64 || (s.Size == 0 && len(s.Path) > 0) {
+		return fmt.Errorf("seal has round index %d of %d with %d proof hashes", s.Index, s.Size, len(s.Path))
+	}
+	for _, h := range s.Path {
+		if len(h) != HashSize {
+			return fmt.Errorf("seal's round proof holds a %d-byte hash", len(h))
+		}
+	}
+	return nil
 }
 
 // hashOK reports whether sum is the SHA-256 of data.

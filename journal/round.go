@@ -97,10 +97,11 @@ func merkleTree(leaves [][]byte, paths [][][]byte) []byte {
 	return rfc6962.DefaultHasher.HashChildren(left, right)
 }
 
-// verifySeal checks that s is a valid seal of entry seq of run with hash
-// head: a signature over the head itself, or over the root of a round that
-// the seal's inclusion proof ties the head to.
-func verifySeal(s *Seal, run RunID, seq uint64, head []byte) error {
+// VerifySeal checks that s is a valid signature of s.Cell on entry seq of
+// run, whose entry hash is head: a signature over the head itself, or over
+// the root of a round that the seal's inclusion proof ties the head to. It
+// does not decide whether s.Cell is trusted.
+func VerifySeal(s *Seal, run RunID, seq uint64, head []byte) error {
 	msg := SealMessage(run, seq, head)
 	if s.Size == 0 {
 		if len(s.Path) != 0 || s.Index != 0 {

@@ -789,6 +789,35 @@ func generateVectors(tb testing.TB) []*vector {
 	add("seal-from-other-run", "signature", 7, trustA(), enc(foreign),
 		"the seal on entry 7 is taken from the same entry of another run by the same cell")
 
+	// Round seals: entry 7's commit sealed in one store round with two
+	// commits of run Y, by one signature over the round's Merkle root.
+	roundSealed := func() []journal.Record {
+		recs := base(nil)
+		other := writeJournal(tb, runY, cellA, effectPlan(tb, runY), nil)
+		mk := func(run journal.RunID, seq uint64, r journal.Record) *journal.Batch {
+			r.Seal = nil
+			return &journal.Batch{Run: run, Next: seq, Records: []journal.Record{r}, SealWith: cellA, Head: journal.Sum(r.Entry)}
+		}
+		round := []*journal.Batch{mk(runY, 4, other[4]), mk(runX, 7, recs[7]), mk(runY, 7, other[7])}
+		journal.SealBatches(round)
+		recs[7].Seal = round[1].Records[0].Seal
+		return recs
+	}
+	add("valid-round-seal", "valid", 0, trustA(), enc(roundSealed()),
+		"entry 7 is sealed by a round seal: one signature over the Merkle root of three commit heads",
+		"(two of another run), with the inclusion proof of entry 7's head (index 1 of 3)")
+
+	badProof := roundSealed()
+	badProof[7].Seal.Path[0] = append([]byte(nil), badProof[7].Seal.Path[0]...)
+	badProof[7].Seal.Path[0][5] ^= 0x01
+	add("round-seal-bad-proof", "signature", 7, trustA(), enc(badProof),
+		"a round seal whose inclusion proof has one bit flipped")
+
+	otherLeaf := roundSealed()
+	otherLeaf[7].Seal.Index = 2
+	add("round-seal-other-leaf", "signature", 7, trustA(), enc(otherLeaf),
+		"a round seal that claims entry 7's head is leaf 2 of the round, not leaf 1")
+
 	// Untrusted keys.
 	add("untrusted-cell", "untrusted", 0, trustAB(), enc(writeJournal(tb, runX, cellC, effectPlan(tb, runX), nil)),
 		"a well-formed journal written and sealed by a cell that is not trusted")

@@ -153,7 +153,7 @@ func (v *Verifier) Add(raw []byte) error {
 		if !bytes.Equal(rec.Seal.Cell, e.Cell) {
 			return v.fail(ErrSignature, "sealed by %x, but the entry was written by cell %x", rec.Seal.Cell, e.Cell)
 		}
-		if err := verifySeal(rec.Seal, e.Run, e.Seq, head); err != nil {
+		if err := VerifySeal(rec.Seal, e.Run, e.Seq, head); err != nil {
 			return v.fail(ErrSignature, "seal by cell %x: %v", rec.Seal.Cell, err)
 		}
 		if !v.trust(rec.Seal.Cell) {
