@@ -556,8 +556,12 @@ const (
 
 // parseEntry decodes the canonical encoding of an entry into e and
 // reports whether b was one.
-func parseEntry(b []byte, e *Entry) bool {
-	p := parser{b: bytes.Clone(b)}
+func parseEntry(b []byte, e *Entry) bool { return parseEntryOwned(bytes.Clone(b), e) }
+
+// parseEntryOwned is parseEntry on bytes the caller gives up: the entry's
+// byte fields point into b.
+func parseEntryOwned(b []byte, e *Entry) bool {
+	p := parser{b: b}
 	n := p.head(majorMap)
 	var seen, k uint64
 	for range min(n, 18) {
@@ -670,8 +674,11 @@ func (p *parser) end() *End {
 
 // parseRecord decodes the canonical encoding of a record into r and
 // reports whether b was one.
-func parseRecord(b []byte, r *Record) bool {
-	p := parser{b: bytes.Clone(b)}
+func parseRecord(b []byte, r *Record) bool { return parseRecordOwned(bytes.Clone(b), r) }
+
+// parseRecordOwned is parseRecord on bytes the caller gives up.
+func parseRecordOwned(b []byte, r *Record) bool {
+	p := parser{b: b}
 	if p.head(majorArray) != 2 {
 		return false
 	}

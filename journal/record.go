@@ -58,12 +58,20 @@ func EncodeEntry(e *Entry) ([]byte, error) {
 // errors. The canonical encoding is read by a parser that knows the format
 // (codec.go); anything else goes to the strict decoder, so that it is
 // refused with the error abi.Unmarshal gives it.
-func DecodeEntry(b []byte) (*Entry, error) {
+func DecodeEntry(b []byte) (*Entry, error) { return decodeEntry(b, false) }
+
+// decodeEntry is DecodeEntry; owned says the caller gives b up, so the
+// entry's byte fields may point into it instead of into a copy.
+func decodeEntry(b []byte, owned bool) (*Entry, error) {
 	if len(b) == 0 {
 		return nil, fmt.Errorf("empty entry")
 	}
 	e := new(Entry)
-	if !parseEntry(b, e) {
+	parse := parseEntry
+	if owned {
+		parse = parseEntryOwned
+	}
+	if !parse(b, e) {
 		*e = Entry{} // the strict decoder fills what it finds, over what the parser left
 		if err := decodeStrict(b, e); err != nil {
 			return nil, err
@@ -122,12 +130,19 @@ func EncodeRecord(r *Record) ([]byte, error) {
 
 // DecodeRecord decodes a stored record. It checks the record's shape, not the
 // entry inside it; see DecodeEntry and Verify.
-func DecodeRecord(b []byte) (*Record, error) {
+func DecodeRecord(b []byte) (*Record, error) { return decodeRecord(b, false) }
+
+// decodeRecord is DecodeRecord; owned says the caller gives b up.
+func decodeRecord(b []byte, owned bool) (*Record, error) {
 	if len(b) == 0 {
 		return nil, fmt.Errorf("empty record")
 	}
 	r := new(Record)
-	if !parseRecord(b, r) {
+	parse := parseRecord
+	if owned {
+		parse = parseRecordOwned
+	}
+	if !parse(b, r) {
 		*r = Record{} // as in DecodeEntry
 		if err := decodeStrict(b, r); err != nil {
 			return nil, err

@@ -3,6 +3,7 @@ package journal_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"encoding/binary"
 	"encoding/hex"
@@ -210,6 +211,49 @@ func TestVectors(t *testing.T) {
 				t.Errorf("want bad entry %d, got %v", v.badEntry, err)
 			}
 		})
+	}
+}
+
+// TestVerifyStreamMatchesAdd runs every vector through VerifyStream, whose
+// preparing of records runs in parallel, and expects the outcome of Add one
+// record at a time: the same error, at the same entry, or the same summary.
+func TestVerifyStreamMatchesAdd(t *testing.T) {
+	for _, v := range loadVectors(t) {
+		trust := journal.TrustKeys(v.trust...)
+		want, wantErr := verifyRecords(v.records, trust)
+		// Many copies of a valid journal's records make the stream span
+		// several chunks; the verifier must stop at the first copy's end.
+		records := v.records
+		if v.expect == "valid" {
+			for range 300 / max(len(v.records), 1) {
+				records = append(records, v.records...)
+			}
+		}
+		ver := journal.NewVerifier(trust)
+		err := journal.VerifyStream(context.Background(), ver, func(fn func([]byte) error) error {
+			for _, r := range records {
+				if err := fn(r); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		var got *journal.Summary
+		if err == nil && len(records) == len(v.records) {
+			got, err = ver.Finish()
+		}
+		if len(records) > len(v.records) {
+			// The copies repeat seq 0: a sequence error right after the
+			// first copy (or after its end entry).
+			var verr *journal.VerifyError
+			if !errors.As(err, &verr) || verr.Seq != uint64(len(v.records)) {
+				t.Errorf("%s repeated: %v, want an error at entry %d", v.name, err, len(v.records))
+			}
+			continue
+		}
+		if fmt.Sprint(err) != fmt.Sprint(wantErr) || (err == nil && !bytes.Equal(got.Head, want.Head)) {
+			t.Errorf("%s: VerifyStream gives %v, Add gives %v", v.name, err, wantErr)
+		}
 	}
 }
 

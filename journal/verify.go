@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"encoding/hex"
 	"errors"
 	"fmt"
 
@@ -117,17 +118,56 @@ func (v *Verifier) fail(class error, format string, args ...any) error {
 	return e
 }
 
+// prepared is a record with the checks that depend on it alone done: the
+// decoding, its hashes and its seal's signature. Preparing records is the
+// costly part of verification and needs no order, so it can run on many
+// cores (VerifyStream); Add then checks them in order.
+type prepared struct {
+	rec *Record
+	e   *Entry
+	// decodeErr says what of rec (prefix "record") or e (prefix "entry")
+	// did not decode.
+	decodeErr error
+	head      []byte
+	// requestOK and responseOK say whether the request and response hash
+	// to the input and output hashes (when the entry carries them).
+	requestOK, responseOK bool
+	// sealErr is why the seal's signature does not verify.
+	sealErr error
+}
+
+// prepare prepares the record raw; owned says the caller gives raw up.
+func prepare(raw []byte, owned bool) *prepared {
+	p := &prepared{}
+	rec, err := decodeRecord(raw, owned)
+	if err != nil {
+		p.decodeErr = fmt.Errorf("record: %v", err)
+		return p
+	}
+	// rec.Entry is owned by rec: the entry may point into it.
+	e, err := decodeEntry(rec.Entry, true)
+	if err != nil {
+		p.decodeErr = fmt.Errorf("entry: %v", err)
+		return p
+	}
+	p.rec, p.e, p.head = rec, e, Sum(rec.Entry)
+	p.requestOK = e.Request == nil || hashOK(e.InputHash, e.Request)
+	p.responseOK = e.OutputHash == nil || hashOK(e.OutputHash, e.Response)
+	if rec.Seal != nil {
+		p.sealErr = VerifySeal(rec.Seal, e.Run, e.Seq, p.head)
+	}
+	return p
+}
+
 // Add checks the next record, whose raw bytes are raw.
-func (v *Verifier) Add(raw []byte) error {
+func (v *Verifier) Add(raw []byte) error { return v.add(prepare(raw, false)) }
+
+func (v *Verifier) add(p *prepared) error {
 	v.cur = nil
-	rec, err := DecodeRecord(raw)
-	if err != nil {
-		return v.fail(ErrDecode, "record: %v", err)
+	if p.decodeErr != nil {
+		return v.fail(ErrDecode, "%v", p.decodeErr)
 	}
-	e, err := DecodeEntry(rec.Entry)
-	if err != nil {
-		return v.fail(ErrDecode, "entry: %v", err)
-	}
+	rec, e := p.rec, p.e
 	v.cur = e
 	if v.sum.Entries == 0 {
 		v.sum.Run = e.Run
@@ -142,26 +182,25 @@ func (v *Verifier) Add(raw []byte) error {
 	case !bytes.Equal(e.Prev, v.prev):
 		return v.fail(ErrChain, "prev is %x, the previous entry hashes to %x", e.Prev, v.prev)
 	}
-	if err := v.checkCall(e); err != nil {
+	if err := v.checkCall(e, p.requestOK); err != nil {
 		return err
 	}
-	if e.OutputHash != nil && !hashOK(e.OutputHash, e.Response) {
+	if !p.responseOK {
 		return v.fail(ErrHash, "output hash %x does not match the response (%x)", e.OutputHash, Sum(e.Response))
 	}
-	head := Sum(rec.Entry)
 	if rec.Seal != nil {
 		if !bytes.Equal(rec.Seal.Cell, e.Cell) {
 			return v.fail(ErrSignature, "sealed by %x, but the entry was written by cell %x", rec.Seal.Cell, e.Cell)
 		}
-		if err := VerifySeal(rec.Seal, e.Run, e.Seq, head); err != nil {
-			return v.fail(ErrSignature, "seal by cell %x: %v", rec.Seal.Cell, err)
+		if p.sealErr != nil {
+			return v.fail(ErrSignature, "seal by cell %x: %v", rec.Seal.Cell, p.sealErr)
 		}
 		if !v.trust(rec.Seal.Cell) {
 			return v.fail(ErrUntrusted, "sealed by cell %x, which is not trusted", rec.Seal.Cell)
 		}
 		v.lastSealed = int64(e.Seq)
 		v.sum.Seals++
-		v.sum.Cells[fmt.Sprintf("%x", rec.Seal.Cell)]++
+		v.sum.Cells[hex.EncodeToString(rec.Seal.Cell)]++
 	}
 	if e.Header != nil {
 		v.sum.Header = e.Header
@@ -174,7 +213,7 @@ func (v *Verifier) Add(raw []byte) error {
 			return err
 		}
 	}
-	v.prev = head
+	v.prev = p.head
 	v.sum.Entries++
 	return nil
 }
@@ -184,7 +223,7 @@ func (v *Verifier) Add(raw []byte) error {
 // or an intent carrying the request followed by executing and then
 // completed or failed entries that repeat its step, op and input hash (an
 // effect). Steps count up by one.
-func (v *Verifier) checkCall(e *Entry) error {
+func (v *Verifier) checkCall(e *Entry, requestOK bool) error {
 	switch e.Phase {
 	case PhaseStart:
 		return nil
@@ -222,7 +261,7 @@ func (v *Verifier) checkCall(e *Entry) error {
 	if e.Request == nil && e.Phase == PhaseFailed && abiStatusTooLarge(e.Status) {
 		return nil // refused for its size; the request was not kept
 	}
-	if !hashOK(e.InputHash, e.Request) {
+	if !requestOK || e.Request == nil && !hashOK(e.InputHash, nil) {
 		return v.fail(ErrHash, "input hash %x does not match the request (%x)", e.InputHash, Sum(e.Request))
 	}
 	if e.Phase == PhaseIntent {
@@ -251,7 +290,10 @@ func abiStatusTooLarge(s uint32) bool { return abi.Status(s) == abi.StatusTooLar
 // VerifyStore verifies the whole journal of run in store.
 func VerifyStore(ctx context.Context, store Store, run RunID, trust TrustFunc) (*Summary, error) {
 	v := NewVerifier(trust)
-	if err := store.Records(ctx, run, 0, func(_ uint64, raw []byte) error { return v.Add(raw) }); err != nil {
+	err := VerifyStream(ctx, v, func(fn func([]byte) error) error {
+		return store.Records(ctx, run, 0, func(_ uint64, raw []byte) error { return fn(raw) })
+	})
+	if err != nil {
 		return nil, err
 	}
 	s, err := v.Finish()

@@ -78,7 +78,10 @@ type Journal struct {
 // Load verifies the journal of run in store and collects its calls.
 func Load(ctx context.Context, store journal.Store, run journal.RunID, trust journal.TrustFunc) (*Journal, error) {
 	v, j := newCollector(trust)
-	if err := store.Records(ctx, run, 0, func(_ uint64, raw []byte) error { return v.Add(raw) }); err != nil {
+	err := journal.VerifyStream(ctx, v, func(fn func([]byte) error) error {
+		return store.Records(ctx, run, 0, func(_ uint64, raw []byte) error { return fn(raw) })
+	})
+	if err != nil {
 		return nil, err
 	}
 	return j.finish(v, run)

@@ -1,0 +1,80 @@
+package journal
+
+import (
+	"bytes"
+	"context"
+	"runtime"
+)
+
+// streamChunk is the number of records prepared together.
+const streamChunk = 256
+
+type chunk struct {
+	raws  [][]byte
+	preps []*prepared
+	done  chan struct{}
+}
+
+// VerifyStream verifies the records that records yields, in order, into v:
+// the same checks and the same first error as calling v.Add on each, with
+// the decoding, hashing and signature checks of records spread over the
+// machine's cores while v checks their order. records must call fn with
+// each record's raw bytes (valid only during the call) and stop when fn
+// returns an error.
+func VerifyStream(ctx context.Context, v *Verifier, records func(fn func(raw []byte) error) error) error {
+	workers := max(runtime.GOMAXPROCS(0), 1)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	work := make(chan *chunk, workers)
+	order := make(chan *chunk, 2*workers)
+	for range workers {
+		go func() {
+			for c := range work {
+				c.preps = make([]*prepared, len(c.raws))
+				for i, raw := range c.raws {
+					c.preps[i] = prepare(raw, true)
+				}
+				close(c.done)
+			}
+		}()
+	}
+	readErr := make(chan error, 1)
+	go func() {
+		defer close(order)
+		defer close(work)
+		c := &chunk{done: make(chan struct{})}
+		send := func() bool {
+			select {
+			case order <- c:
+			case <-ctx.Done():
+				return false
+			}
+			work <- c
+			c = &chunk{done: make(chan struct{})}
+			return true
+		}
+		err := records(func(raw []byte) error {
+			c.raws = append(c.raws, bytes.Clone(raw))
+			if len(c.raws) == streamChunk && !send() {
+				return ctx.Err()
+			}
+			return nil
+		})
+		if err == nil && len(c.raws) > 0 {
+			send()
+		}
+		readErr <- err
+	}()
+	for c := range order {
+		<-c.done
+		for _, p := range c.preps {
+			if err := v.add(p); err != nil {
+				cancel()
+				for range order { // let the reader and workers finish
+				}
+				return err
+			}
+		}
+	}
+	return <-readErr
+}
