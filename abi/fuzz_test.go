@@ -70,15 +70,15 @@ func FuzzUnmarshal(f *testing.F) {
 	}
 	// Every vector, valid or not, seeds the type it is a body of.
 	for _, v := range readVectors(f) {
-		body, err := newBody(v.op, v.kind)
+		body, err := newBody(v.Op, v.Kind)
 		if err != nil {
-			f.Fatalf("%s: %v", v.file, err)
+			f.Fatalf("%s: %v", v.File, err)
 		}
 		i := slices.IndexFunc(bodies, func(b fuzzBody) bool { return reflect.TypeOf(b.new()) == reflect.TypeOf(body) })
 		if i < 0 {
-			f.Fatalf("%s: no fuzz body for %T", v.file, body)
+			f.Fatalf("%s: no fuzz body for %T", v.File, body)
 		}
-		f.Add(uint8(i), v.data)
+		f.Add(uint8(i), v.Data)
 	}
 	f.Fuzz(func(t *testing.T, which uint8, data []byte) {
 		b := bodies[int(which)%len(bodies)]

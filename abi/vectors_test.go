@@ -12,12 +12,12 @@ package abi_test
 // and review the diff: a changed byte in a valid vector is an ABI change.
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/agentrt/agentrt/internal/abivectors"
 	"io"
 	"os"
 	"path/filepath"
@@ -97,114 +97,20 @@ func errorAs[T error](err error) bool {
 }
 
 // vector is one test vector: a file in testdata/vectors.
-type vector struct {
-	file    string // base name
-	op      string
-	kind    string // request, response or error
-	expect  string // valid or invalid
-	reason  string // for invalid vectors: a key of invalidReasons
-	comment string
-	diag    string // CBOR diagnostic notation, informative
-	data    []byte
-}
-
-func (v *vector) format() []byte {
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "op: %s\nkind: %s\nexpect: %s\n", v.op, v.kind, v.expect)
-	if v.reason != "" {
-		fmt.Fprintf(&b, "reason: %s\n", v.reason)
-	}
-	if v.comment != "" {
-		fmt.Fprintf(&b, "comment: %s\n", v.comment)
-	}
-	if v.diag != "" {
-		fmt.Fprintf(&b, "diag: %s\n", v.diag)
-	}
-	fmt.Fprintf(&b, "hex: %s\n", hex.EncodeToString(v.data))
-	return b.Bytes()
-}
-
-// parseVector reads a vector file. Every header is known and appears at
-// most once (comment aside), and hex comes last: a runner that skipped an
-// unknown header could pass a vector it does not understand.
-func parseVector(file string, b []byte) (*vector, error) {
-	v := &vector{file: file}
-	seen := map[string]bool{}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sawHex := false
-	for sc.Scan() {
-		line := sc.Text()
-		if sawHex {
-			return nil, fmt.Errorf("line %q after hex", line)
-		}
-		key, val, ok := strings.Cut(line, ": ")
-		if !ok && strings.HasSuffix(line, ":") {
-			key, val, ok = strings.TrimSuffix(line, ":"), "", true
-		}
-		if !ok {
-			return nil, fmt.Errorf("line %q is not 'key: value'", line)
-		}
-		if seen[key] && key != "comment" {
-			return nil, fmt.Errorf("header %q repeated", key)
-		}
-		seen[key] = true
-		switch key {
-		case "op":
-			v.op = val
-		case "kind":
-			v.kind = val
-		case "expect":
-			v.expect = val
-		case "reason":
-			v.reason = val
-		case "comment":
-			v.comment = val
-		case "diag":
-			v.diag = val
-		case "hex":
-			d, err := hex.DecodeString(val)
-			if err != nil || val != strings.ToLower(val) {
-				return nil, fmt.Errorf("hex is not lowercase hex: %v", err)
-			}
-			v.data, sawHex = d, true
-		default:
-			return nil, fmt.Errorf("unknown header %q", key)
-		}
-	}
-	switch {
-	case !sawHex:
-		return nil, errors.New("no hex line")
-	case v.op == "" || v.kind == "":
-		return nil, errors.New("op and kind are required")
-	case v.expect != "valid" && v.expect != "invalid":
-		return nil, fmt.Errorf("expect is %q, not valid or invalid", v.expect)
-	case (v.expect == "invalid") != (v.reason != ""):
-		return nil, errors.New("a reason belongs to every invalid vector and only there")
-	}
-	if v.reason != "" && invalidReasons[v.reason] == nil {
-		return nil, fmt.Errorf("unknown reason %q", v.reason)
-	}
-	return v, nil
-}
+// vector is one vector file (internal/abivectors reads and writes them).
+type vector = abivectors.Vector
 
 // readVectors parses every file in testdata/vectors.
 func readVectors(t testing.TB) []*vector {
 	t.Helper()
-	entries, err := os.ReadDir(vectorDir)
+	vs, err := abivectors.Read(vectorDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var vs []*vector
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(vectorDir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
+	for _, v := range vs {
+		if v.Reason != "" && invalidReasons[v.Reason] == nil {
+			t.Fatalf("%s: unknown reason %q", v.File, v.Reason)
 		}
-		v, err := parseVector(e.Name(), b)
-		if err != nil {
-			t.Fatalf("%s: %v", e.Name(), err)
-		}
-		vs = append(vs, v)
 	}
 	return vs
 }
@@ -222,7 +128,7 @@ func TestVectorFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, v := range want {
-			if err := os.WriteFile(filepath.Join(vectorDir, v.file), v.format(), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(vectorDir, v.File), v.Format(), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -237,14 +143,14 @@ func TestVectorFiles(t *testing.T) {
 		onDisk[e.Name()] = true
 	}
 	for _, v := range want {
-		got, err := os.ReadFile(filepath.Join(vectorDir, v.file))
+		got, err := os.ReadFile(filepath.Join(vectorDir, v.File))
 		if err != nil {
-			t.Errorf("%s: %v (run go test ./abi/ -run TestVectorFiles -rewrite)", v.file, err)
+			t.Errorf("%s: %v (run go test ./abi/ -run TestVectorFiles -rewrite)", v.File, err)
 			continue
 		}
-		delete(onDisk, v.file)
-		if !bytes.Equal(got, v.format()) {
-			t.Errorf("%s differs from the generator:\n got: %s\nwant: %s(run go test ./abi/ -run TestVectorFiles -rewrite if the change is intended)", v.file, got, v.format())
+		delete(onDisk, v.File)
+		if !bytes.Equal(got, v.Format()) {
+			t.Errorf("%s differs from the generator:\n got: %s\nwant: %s(run go test ./abi/ -run TestVectorFiles -rewrite if the change is intended)", v.File, got, v.Format())
 		}
 	}
 	for name := range onDisk {
@@ -261,27 +167,27 @@ func TestVectors(t *testing.T) {
 	covered := map[cover]bool{}
 	reasonSeen := map[string]bool{}
 	for _, v := range vs {
-		t.Run(strings.TrimSuffix(v.file, ".txt"), func(t *testing.T) {
-			body, err := newBody(v.op, v.kind)
+		t.Run(strings.TrimSuffix(v.File, ".txt"), func(t *testing.T) {
+			body, err := newBody(v.Op, v.Kind)
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = abi.Unmarshal(v.data, body)
-			if v.expect == "invalid" {
-				reasonSeen[v.reason] = true
+			err = abi.Unmarshal(v.Data, body)
+			if v.Expect == "invalid" {
+				reasonSeen[v.Reason] = true
 				if err == nil {
-					t.Fatalf("decoded into %+v, want a %s error", body, v.reason)
+					t.Fatalf("decoded into %+v, want a %s error", body, v.Reason)
 				}
-				if !invalidReasons[v.reason](err) {
-					t.Fatalf("rejected with %v (%T), want a %s error", err, err, v.reason)
+				if !invalidReasons[v.Reason](err) {
+					t.Fatalf("rejected with %v (%T), want a %s error", err, err, v.Reason)
 				}
 				return
 			}
 			if err != nil {
 				t.Fatalf("decode %T: %v", body, err)
 			}
-			covered[cover{v.op, v.kind}] = true
-			if len(v.data) == 0 {
+			covered[cover{v.Op, v.Kind}] = true
+			if len(v.Data) == 0 {
 				zero := reflect.New(reflect.TypeOf(body).Elem()).Interface()
 				if !reflect.DeepEqual(body, zero) {
 					t.Fatalf("empty body decoded to %+v, want the zero value", body)
@@ -292,8 +198,8 @@ func TestVectors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !bytes.Equal(again, v.data) {
-				t.Fatalf("re-encoded %T to\n%x, want\n%x", body, again, v.data)
+			if !bytes.Equal(again, v.Data) {
+				t.Fatalf("re-encoded %T to\n%x, want\n%x", body, again, v.Data)
 			}
 		})
 	}
@@ -313,7 +219,7 @@ func TestVectors(t *testing.T) {
 		found := false
 		for _, v := range vs {
 			var e abi.Error
-			if v.kind == "error" && v.expect == "valid" && abi.Unmarshal(v.data, &e) == nil && e.Code == s {
+			if v.Kind == "error" && v.Expect == "valid" && abi.Unmarshal(v.Data, &e) == nil && e.Code == s {
 				found = true
 			}
 		}
@@ -375,9 +281,9 @@ func marshalVector(t *testing.T, v any) []byte {
 func generateVectors(t *testing.T) []*vector {
 	var out []*vector
 	add := func(v *vector, name string) {
-		v.file = fmt.Sprintf("%s.%s.%s.txt", v.op, v.kind, name)
-		if slices.ContainsFunc(out, func(o *vector) bool { return o.file == v.file }) {
-			t.Fatalf("duplicate vector %s", v.file)
+		v.File = fmt.Sprintf("%s.%s.%s.txt", v.Op, v.Kind, name)
+		if slices.ContainsFunc(out, func(o *vector) bool { return o.File == v.File }) {
+			t.Fatalf("duplicate vector %s", v.File)
 		}
 		out = append(out, v)
 	}
@@ -387,13 +293,13 @@ func generateVectors(t *testing.T) []*vector {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		add(&vector{op: op, kind: kind, expect: "valid", comment: comment, diag: d, data: data}, name)
+		add(&vector{Op: op, Kind: kind, Expect: "valid", Comment: comment, Diag: d, Data: data}, name)
 	}
 	emptyBody := func(op, kind, comment string) {
-		add(&vector{op: op, kind: kind, expect: "valid", comment: comment, data: []byte{}}, "empty-body")
+		add(&vector{Op: op, Kind: kind, Expect: "valid", Comment: comment, Data: []byte{}}, "empty-body")
 	}
 	invalid := func(op, kind, name, reason, comment string, data []byte) {
-		add(&vector{op: op, kind: kind, expect: "invalid", reason: reason, comment: comment, data: data}, name)
+		add(&vector{Op: op, Kind: kind, Expect: "invalid", Reason: reason, Comment: comment, Data: data}, name)
 	}
 	errorVector := func(op, name string, code abi.Status, msg string) {
 		valid(op, "error", name, fmt.Sprintf("the Error body of a %s call answered with status %d (%s)", op, code, code),

@@ -481,45 +481,32 @@ func BenchmarkParts(b *testing.B) {
 	// badgerstore's committer uses it); then the same followed by DB.Sync
 	// (what the committer runs after a round with a durable batch); then
 	// the floor's SyncWrites commit.
-	b.Run("badger-commit-nosync", func(b *testing.B) {
-		db, err := openBadger(b.TempDir(), false)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer db.Close()
-		var i uint64
-		for b.Loop() {
-			i++
-			txn := db.NewTransaction(true)
-			if err := txn.Set(binary.BigEndian.AppendUint64([]byte("x/"), i), floorValue); err != nil {
+	for _, sync := range []bool{false, true} {
+		name := map[bool]string{false: "badger-commit-nosync", true: "badger-db-sync"}[sync]
+		b.Run(name, func(b *testing.B) {
+			db, err := openBadger(b.TempDir(), false)
+			if err != nil {
 				b.Fatal(err)
 			}
-			if err := txn.Commit(); err != nil {
-				b.Fatal(err)
+			defer db.Close()
+			var i uint64
+			for b.Loop() {
+				i++
+				txn := db.NewTransaction(true)
+				if err := txn.Set(binary.BigEndian.AppendUint64([]byte("x/"), i), floorValue); err != nil {
+					b.Fatal(err)
+				}
+				if err := txn.Commit(); err != nil {
+					b.Fatal(err)
+				}
+				if sync {
+					if err := db.Sync(); err != nil {
+						b.Fatal(err)
+					}
+				}
 			}
-		}
-	})
-	b.Run("badger-db-sync", func(b *testing.B) {
-		db, err := openBadger(b.TempDir(), false)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer db.Close()
-		var i uint64
-		for b.Loop() {
-			i++
-			txn := db.NewTransaction(true)
-			if err := txn.Set(binary.BigEndian.AppendUint64([]byte("x/"), i), floorValue); err != nil {
-				b.Fatal(err)
-			}
-			if err := txn.Commit(); err != nil {
-				b.Fatal(err)
-			}
-			if err := db.Sync(); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+		})
+	}
 	b.Run("badger-commit-syncwrites", func(b *testing.B) {
 		db, err := openBareBadger(b.TempDir())
 		if err != nil {

@@ -130,6 +130,21 @@ func (c *cli) data() (string, error) {
 	return cell.DefaultDataDir()
 }
 
+// openRun opens the store alone (commands that read journals need no engine
+// and no key) and resolves a run argument in it.
+func (c *cli) openRun(ctx context.Context, arg string) (*badgerstore.Store, journal.RunID, error) {
+	st, err := c.openStore()
+	if err != nil {
+		return nil, journal.RunID{}, err
+	}
+	run, err := cell.FindRun(ctx, st, arg)
+	if err != nil {
+		st.Close()
+		return nil, journal.RunID{}, err
+	}
+	return st, run, nil
+}
+
 // open opens the cell.
 func (c *cli) open(ctx context.Context, opts cell.Options) (*cell.Cell, error) {
 	dir, err := c.data()

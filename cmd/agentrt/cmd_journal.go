@@ -7,7 +7,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/agentrt/agentrt/host/cell"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/spf13/cobra"
 )
@@ -33,15 +32,11 @@ on past a bad entry and marks it.`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			st, err := c.openStore()
+			st, run, err := c.openRun(ctx, args[0])
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			run, err := cell.FindRun(ctx, st, args[0])
-			if err != nil {
-				return err
-			}
 			trust, err := c.trust(trustFile)
 			if err != nil {
 				return err

@@ -2,7 +2,6 @@ package main
 
 import (
 	"github.com/agentrt/agentrt/host"
-	"github.com/agentrt/agentrt/host/cell"
 	"github.com/spf13/cobra"
 )
 
@@ -14,15 +13,11 @@ func (c *cli) logsCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			st, err := c.openStore()
+			st, run, err := c.openRun(ctx, args[0])
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			run, err := cell.FindRun(ctx, st, args[0])
-			if err != nil {
-				return err
-			}
 			if _, err := st.Meta(ctx, run); err != nil {
 				return err
 			}

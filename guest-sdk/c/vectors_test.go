@@ -20,12 +20,12 @@
 package ctest
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/agentrt/agentrt/internal/abivectors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -68,52 +68,14 @@ func build(t *testing.T, out string, files []string, flags ...string) []byte {
 // strict are the warnings the header must build clean under.
 var strict = []string{"-Wextra", "-Wpedantic", "-Werror"}
 
-// vector is one file of abi/testdata/vectors, as far as this test needs it.
-type vector struct {
-	file, op, kind, expect string
-	data                   []byte
-}
+// vector is one file of abi/testdata/vectors.
+type vector = abivectors.Vector
 
-func readVectors(t *testing.T) []vector {
+func readVectors(t *testing.T) []*vector {
 	t.Helper()
-	dir := filepath.Join("..", "..", "abi", "testdata", "vectors")
-	entries, err := os.ReadDir(dir)
+	vs, err := abivectors.Read(filepath.Join("..", "..", "abi", "testdata", "vectors"))
 	if err != nil {
 		t.Fatal(err)
-	}
-	var vs []vector
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		v := vector{file: e.Name()}
-		sawHex := false
-		sc := bufio.NewScanner(bytes.NewReader(b))
-		for sc.Scan() {
-			key, val, _ := strings.Cut(sc.Text(), ":")
-			val = strings.TrimSpace(val)
-			switch key {
-			case "op":
-				v.op = val
-			case "kind":
-				v.kind = val
-			case "expect":
-				v.expect = val
-			case "hex":
-				if v.data, err = hex.DecodeString(val); err != nil {
-					t.Fatalf("%s: %v", e.Name(), err)
-				}
-				sawHex = true
-			}
-		}
-		if !sawHex || v.op == "" || v.kind == "" || v.expect == "" {
-			t.Fatalf("%s: incomplete vector", e.Name())
-		}
-		vs = append(vs, v)
-	}
-	if len(vs) == 0 {
-		t.Fatal("no vectors")
 	}
 	return vs
 }
@@ -327,66 +289,66 @@ func emptyRequest(op string) bool {
 
 // stepsFor returns the steps that test the C SDK against v (none for the
 // vectors that do not apply to it).
-func stepsFor(v vector) ([]step, error) {
-	s := step{name: v.file, op: v.op}
+func stepsFor(v *vector) ([]step, error) {
+	s := step{name: v.File, op: v.Op}
 	switch {
-	case v.kind == "request" && v.expect == "valid":
+	case v.Kind == "request" && v.Expect == "valid":
 		// The SDK sends the empty body for ops without request fields and
 		// the canonical encoding for every other: vectors in the other
 		// form test decoders only.
-		if emptyRequest(v.op) != (len(v.data) == 0) {
+		if emptyRequest(v.Op) != (len(v.Data) == 0) {
 			return nil, nil
 		}
-		line, err := requestLine(v.op, v.data)
+		line, err := requestLine(v.Op, v.Data)
 		if err != nil {
 			return nil, err
 		}
-		s.line, s.wantReq = line, v.data
+		s.line, s.wantReq = line, v.Data
 		// The empty body is every response's zero value; random.bytes
 		// must get the bytes it asked for.
-		if v.op == "random.bytes" {
-			r, _ := decode[abi.RandomBytesRequest](v.data)
+		if v.Op == "random.bytes" {
+			r, _ := decode[abi.RandomBytesRequest](v.Data)
 			s.reply.body, err = abi.Marshal(&abi.RandomBytesResponse{Bytes: make([]byte, r.N)})
 			if err != nil {
 				return nil, err
 			}
 		}
-		if s.want, err = render(v.op, s.reply.body); err != nil {
+		if s.want, err = render(v.Op, s.reply.body); err != nil {
 			return nil, err
 		}
-	case v.kind == "request":
+	case v.Kind == "request":
 		return nil, nil
-	case v.kind == "response" && v.expect == "valid":
+	case v.Kind == "response" && v.Expect == "valid":
 		n := 0
-		if r, err := decode[abi.RandomBytesResponse](v.data); v.op == "random.bytes" && err == nil {
+		if r, err := decode[abi.RandomBytesResponse](v.Data); v.Op == "random.bytes" && err == nil {
 			n = len(r.Bytes)
 		}
-		s.line = probeLine(v.op, n)
-		s.reply.body = v.data
+		s.line = probeLine(v.Op, n)
+		s.reply.body = v.Data
 		var err error
-		if s.want, err = render(v.op, v.data); err != nil {
+		if s.want, err = render(v.Op, v.Data); err != nil {
 			return nil, err
 		}
-	case v.kind == "response":
-		s.line = probeLine(v.op, 0)
-		s.reply.body = v.data
+	case v.Kind == "response":
+		s.line = probeLine(v.Op, 0)
+		s.reply.body = v.Data
 		s.want, s.prefix = fmt.Sprintf("status %d ", sdkMalformed), true
-	case v.kind == "error" && v.expect == "valid":
-		e, err := decode[abi.Error](v.data)
+	case v.Kind == "error" && v.Expect == "valid":
+		e, err := decode[abi.Error](v.Data)
 		if err != nil {
 			return nil, err
 		}
-		s.line = probeLine(v.op, 0)
-		s.reply = reply{status: e.Code, body: v.data}
+		s.line = probeLine(v.Op, 0)
+		s.reply = reply{status: e.Code, body: v.Data}
 		s.want = statusLine(e.Code, e.Message)
-	case v.kind == "error":
+	case v.Kind == "error":
 		// A broken error body keeps the call's status and says so, as
 		// the Go SDK does.
-		s.line = probeLine(v.op, 0)
-		s.reply = reply{status: abi.StatusFailed, body: v.data}
+		s.line = probeLine(v.Op, 0)
+		s.reply = reply{status: abi.StatusFailed, body: v.Data}
 		s.want = statusLine(abi.StatusFailed, "malformed error body")
 	default:
-		return nil, fmt.Errorf("unknown kind %q", v.kind)
+		return nil, fmt.Errorf("unknown kind %q", v.Kind)
 	}
 	return []step{s}, nil
 }
@@ -547,10 +509,10 @@ func TestVectors(t *testing.T) {
 	for _, v := range readVectors(t) {
 		ss, err := stepsFor(v)
 		if err != nil {
-			t.Fatalf("%s: %v", v.file, err)
+			t.Fatalf("%s: %v", v.File, err)
 		}
 		for _, s := range ss {
-			applied[v.op+" "+v.kind+" "+v.expect] = true
+			applied[v.Op+" "+v.Kind+" "+v.Expect] = true
 			steps = append(steps, s)
 		}
 	}
