@@ -325,7 +325,7 @@ func (h *harness) durable(ctx context.Context) ([]Figure, error) {
 	return []Figure{{
 		ID: "3a", Name: "durable effectful call, one agent: rate", Unit: "calls/s", Better: "higher",
 		Value: median(rate), Samples: rate,
-		Measures: fmt.Sprintf("host.Host.Run of testdata/kvput.wat on a badgerstore in a temporary directory (same disk): %d kv.put calls (123-byte request, 100-byte value, distinct keys), each committing its intent and executing entries with an fsync before the write; calls / wall time of the whole Run.", n),
+		Measures: fmt.Sprintf("host.Host.Run of testdata/kvput.wat on a badgerstore in a temporary directory (same disk): %d kv.put calls (123-byte request, 100-byte value, distinct keys), each committing its intent, executing and completed entries and the kv write in one durable commit (one badger transaction, one fsync, one seal); calls / wall time of the whole Run.", n),
 		Floor: &Floor{Name: "bare badger SyncWrites", Unit: "commits/s", Value: median(frate), Samples: frate,
 			Measures: fmt.Sprintf("a plain badger database with SyncWrites=true (other options as badgerstore) on the same disk doing %d transactions of one Set (8-byte key, 100-byte value) + Commit, one goroutine.", n)},
 		Goal: &Goal{Text: "ratio >= 0.85", MinRatio: ptr(0.85)},
@@ -334,7 +334,7 @@ func (h *harness) durable(ctx context.Context) ([]Figure, error) {
 	}, {
 		ID: "3b", Name: "durable effectful call, one agent: p50 latency", Unit: "us", Better: "lower",
 		Value: median(p50), Samples: p50,
-		Measures: "the median over the calls of figure 3a of the host time from a call's intent entry to its completed entry (journal.Entry.Time, read back from the store): building and linking the intent and executing entries, the commit (badger write, fsync, one seal), the kv write and building the completed entry. It leaves out the guest's side of the crossing (well under 1 us, figure 1); the guest cannot time itself, since its clock is virtual.",
+		Measures: "the median over the calls of figure 3a of the host time from a call's intent entry to the first entry of the guest's next call (journal.Entry.Time, read back from the store): building and linking the call's entries, the durable commit (badger write, fsync, seal) and the guest's turn to its next call (well under 1 us, figure 1); the guest cannot time itself, since its clock is virtual.",
 		Floor: &Floor{Name: "bare badger SyncWrites p50", Unit: "us", Value: median(fp50), Samples: fp50,
 			Measures: "the median latency of one Set+Commit of the floor of 3a (for context)."},
 		Goal:  &Goal{Text: "<= 400 us", MaxValue: ptr(400)},
@@ -421,7 +421,7 @@ func (h *harness) groupCommit(ctx context.Context) ([]Figure, error) {
 	}, {
 		ID: "4b", Name: fmt.Sprintf("group commit, %d agents: p99 latency", agents), Unit: "us", Better: "lower",
 		Value: median(p99), Samples: p99,
-		Measures: "the 99th percentile over every call of figure 4a of the host time from intent entry to completed entry, as in 3b.",
+		Measures: "the 99th percentile over every call of figure 4a of the host time from a call's intent entry to the guest's next call, as in 3b.",
 		Floor: &Floor{Name: "bare badger SyncWrites p99", Unit: "us", Value: median(fp99), Samples: fp99,
 			Measures: "the 99th percentile latency of one Set+Commit of the floor of 4a (for context)."},
 		Goal:  &Goal{Text: "<= 5000 us", MaxValue: ptr(5000)},
