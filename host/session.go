@@ -16,7 +16,9 @@ import (
 type Call struct {
 	// Step is the call's ordinal in the run, from 1.
 	Step uint64
-	Op   abi.Op
+	// Op is the op called; for an unknown op code, a placeholder named
+	// "<capability>.#<code>".
+	Op *abi.Op
 	// Request is the CBOR request as the guest sent it, read in place from
 	// guest memory; nil when it was refused as too large.
 	Request []byte
@@ -126,11 +128,13 @@ func (s *session) fault(err error) { panic(err) }
 func (s *session) call(ctx context.Context, mem api.Memory, ci int, opcode, reqPtr, reqLen, respPtr, respCap uint32) abi.Result {
 	// A response left pending is dropped by the next call: take only ever
 	// returns the response of the latest call.
-	s.pending[ci] = pendingResponse{}
+	if s.pending[ci].ok {
+		s.pending[ci] = pendingResponse{}
+	}
 	slot := lookup(ci, opcode)
 	s.steps++
 	c := &s.cur
-	*c = Call{Step: s.steps, Op: slot.op, known: slot.known}
+	*c = Call{Step: s.steps, Op: &slot.op, known: slot.known}
 	req, ok := mem.Read(reqPtr, reqLen)
 	if !ok {
 		s.fault(fmt.Errorf("request buffer [%d, +%d) is outside guest memory", reqPtr, reqLen))
