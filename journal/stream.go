@@ -11,7 +11,7 @@ const streamChunk = 256
 
 type chunk struct {
 	raws  [][]byte
-	preps []*prepared
+	preps []prepared
 	done  chan struct{}
 }
 
@@ -30,9 +30,9 @@ func VerifyStream(ctx context.Context, v *Verifier, records func(fn func(raw []b
 	for range workers {
 		go func() {
 			for c := range work {
-				c.preps = make([]*prepared, len(c.raws))
+				c.preps = make([]prepared, len(c.raws))
 				for i, raw := range c.raws {
-					c.preps[i] = prepare(raw, true)
+					prepare(raw, true, &c.preps[i])
 				}
 				close(c.done)
 			}
@@ -67,8 +67,8 @@ func VerifyStream(ctx context.Context, v *Verifier, records func(fn func(raw []b
 	}()
 	for c := range order {
 		<-c.done
-		for _, p := range c.preps {
-			if err := v.add(p); err != nil {
+		for i := range c.preps {
+			if err := v.add(&c.preps[i]); err != nil {
 				cancel()
 				for range order { // let the reader and workers finish
 				}

@@ -125,6 +125,9 @@ func (v *Verifier) fail(class error, format string, args ...any) error {
 type prepared struct {
 	rec *Record
 	e   *Entry
+	// r and en hold rec and e when the prepared record owns them.
+	r  Record
+	en Entry
 	// decodeErr says what of rec (prefix "record") or e (prefix "entry")
 	// did not decode.
 	decodeErr error
@@ -136,31 +139,33 @@ type prepared struct {
 	sealErr error
 }
 
-// prepare prepares the record raw; owned says the caller gives raw up.
-func prepare(raw []byte, owned bool) *prepared {
-	p := &prepared{}
-	rec, err := decodeRecord(raw, owned)
-	if err != nil {
+// prepare prepares the record raw into p (zero); owned says the caller
+// gives raw up.
+func prepare(raw []byte, owned bool, p *prepared) {
+	if err := decodeRecordInto(raw, owned, &p.r); err != nil {
 		p.decodeErr = fmt.Errorf("record: %v", err)
-		return p
+		return
 	}
-	// rec.Entry is owned by rec: the entry may point into it.
-	e, err := decodeEntry(rec.Entry, true)
-	if err != nil {
+	// The record owns its entry bytes: the entry may point into them.
+	if err := decodeEntryInto(p.r.Entry, true, &p.en); err != nil {
 		p.decodeErr = fmt.Errorf("entry: %v", err)
-		return p
+		return
 	}
+	rec, e := &p.r, &p.en
 	p.rec, p.e, p.head = rec, e, Sum(rec.Entry)
 	p.requestOK = e.Request == nil || hashOK(e.InputHash, e.Request)
 	p.responseOK = e.OutputHash == nil || hashOK(e.OutputHash, e.Response)
 	if rec.Seal != nil {
 		p.sealErr = VerifySeal(rec.Seal, e.Run, e.Seq, p.head)
 	}
-	return p
 }
 
 // Add checks the next record, whose raw bytes are raw.
-func (v *Verifier) Add(raw []byte) error { return v.add(prepare(raw, false)) }
+func (v *Verifier) Add(raw []byte) error {
+	p := new(prepared)
+	prepare(raw, false, p)
+	return v.add(p)
+}
 
 func (v *Verifier) add(p *prepared) error {
 	v.cur = nil
