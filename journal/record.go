@@ -1,9 +1,9 @@
 package journal
 
 import (
-	"crypto/sha256"
 	"bytes"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"unicode/utf8"
