@@ -152,7 +152,6 @@ func (c *committer) write(round []*request) {
 	}
 	journal.SealBatches(batches)
 	t := &roundTxn{c: c, lengths: map[journal.RunID]uint64{}, events: map[journal.RunID]uint64{}}
-	t.begin()
 	durable := false
 	for _, r := range round {
 		size, count := batchSize(r.b)
@@ -179,7 +178,7 @@ func (c *committer) write(round []*request) {
 		durable = durable || r.b.Durable
 	}
 	t.flush()
-	t.txn.Discard()
+	t.discard()
 	var syncErr error
 	if durable && len(t.written) > 0 {
 		if err := c.db.Sync(); err != nil {
@@ -204,13 +203,21 @@ type roundTxn struct {
 	lengths, events map[journal.RunID]uint64
 }
 
+// begin drops the transaction in progress; the next stage starts another.
+// Transactions start lazily: starting one waits for badger's commits in
+// flight, and a round that ends with a flush needs no new one.
 func (t *roundTxn) begin() {
-	if t.txn != nil {
-		t.txn.Discard()
-	}
-	t.txn, t.size, t.count, t.staged = t.c.db.NewTransaction(true), 0, 0, t.staged[:0]
+	t.discard()
+	t.size, t.count, t.staged = 0, 0, t.staged[:0]
 	clear(t.lengths)
 	clear(t.events)
+}
+
+func (t *roundTxn) discard() {
+	if t.txn != nil {
+		t.txn.Discard()
+		t.txn = nil
+	}
 }
 
 // flush commits the staged batches; on success their runs' lengths and
@@ -248,6 +255,9 @@ func (t *roundTxn) flush() {
 // holds exactly b.Next entries. Every check and encoding comes before the
 // first write, so a batch refused for them leaves the transaction as it was.
 func (t *roundTxn) stage(b *journal.Batch) error {
+	if t.txn == nil {
+		t.txn = t.c.db.NewTransaction(true)
+	}
 	have, ok := t.lengths[b.Run]
 	if !ok {
 		have, ok = t.c.lengths[b.Run]
