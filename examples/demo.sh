@@ -26,8 +26,11 @@ echo "== crawl $url"
 "$agentrt" run build/crawler.wasm --grant examples/crawler/grant.yaml --input "{\"start\":\"$url\"}"
 run=$("$agentrt" runs --json | head -n 1 | sed 's/.*"run_id":"\([0-9a-f]*\)".*/\1/')
 echo
-echo "== journal of run $run (first 20 entries)"
-"$agentrt" journal show "$run" | head -n 21
+echo "== journal of run $run"
+"$agentrt" journal show "$run" --summary
+echo
+echo "== its first 12 entries"
+"$agentrt" journal show "$run" | head -n 13
 echo "..."
 echo
 echo "== replay and verify"

@@ -17,8 +17,8 @@ func (c *cli) journalCmd() *cobra.Command {
 		Short: "Inspect run journals",
 	}
 	var (
-		asJSON    bool
-		trustFile string
+		asJSON, summary bool
+		trustFile       string
 	)
 	show := &cobra.Command{
 		Use:   "show RUN",
@@ -47,6 +47,9 @@ on past a bad entry and marks it.`,
 			}
 			if len(entries) == 0 {
 				return fmt.Errorf("run %s: %w", run, journal.ErrNotFound)
+			}
+			if summary {
+				return c.printSummary(run, entries)
 			}
 			if asJSON {
 				enc := json.NewEncoder(c.stdout)
@@ -88,10 +91,80 @@ on past a bad entry and marks it.`,
 			return nil
 		},
 	}
+	show.Flags().BoolVar(&summary, "summary", false, "print calls per op, seals and the run's outcome instead of every entry")
 	show.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per entry (seq, phase, step, op, input_hash, output_hash, cell, sig_ok, ...)")
 	show.Flags().StringVar(&trustFile, "trust", "", "file of trusted cell keys, one authorized_keys line each (default: this cell's key)")
 	cmd.AddCommand(show)
 	return cmd
+}
+
+// printSummary prints what a journal holds in a few lines: the calls per
+// op with their outcomes, the seals, and how the run ended.
+func (c *cli) printSummary(run journal.RunID, entries []journal.Inspected) error {
+	type counts struct{ calls, failed, effects int }
+	ops := map[string]*counts{}
+	var order []string
+	seals, bad := 0, 0
+	var end *journal.End
+	for _, in := range entries {
+		if in.Err != nil || !in.SigOK {
+			bad++
+		}
+		if in.Err != nil {
+			continue
+		}
+		e := in.Entry
+		if in.Sealed {
+			seals++
+		}
+		if e.End != nil {
+			end = e.End
+		}
+		if e.Op == "" {
+			continue
+		}
+		n := ops[e.Op]
+		if n == nil {
+			n = &counts{}
+			ops[e.Op] = n
+			order = append(order, e.Op)
+		}
+		switch e.Phase {
+		case journal.PhaseIntent:
+			n.effects++
+		case journal.PhaseCompleted:
+			n.calls++
+		case journal.PhaseFailed:
+			n.calls++
+			n.failed++
+		}
+	}
+	fmt.Fprintf(c.stdout, "run %s: %d entries, %d seals, %d not covered by a valid signature\n", run, len(entries), seals, bad)
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "OP\tCALLS\tFAILED\tJOURNALED AS")
+	for _, op := range order {
+		n := ops[op]
+		kind := "pure (1 entry)"
+		if n.effects > 0 {
+			kind = "effect (intent, executing, outcome)"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", op, n.calls, n.failed, kind)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	switch {
+	case end == nil:
+		fmt.Fprintln(c.stdout, "the run has not finished (no end entry)")
+	case end.Error != "":
+		fmt.Fprintf(c.stdout, "ended %s after %d calls: %s\n", end.Status, end.Steps, end.Error)
+	default:
+		fmt.Fprintf(c.stdout, "ended %s after %d calls, output %d bytes\n", end.Status, end.Steps, len(end.Output))
+	}
+	if bad > 0 {
+		return &exitError{1}
+	}
+	return nil
 }
 
 func stepText(step uint64) string {
