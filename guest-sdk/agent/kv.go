@@ -10,7 +10,8 @@ func KVGet(key string) ([]byte, error) {
 	return r.Value, err
 }
 
-// KVPut durably sets key. The write is journaled before it happens.
+// KVPut durably sets key. The write and its journal entries commit
+// together, atomically: it happens exactly once, or not at all.
 func KVPut(key string, value []byte) error {
 	return call(kvTransport, abi.CapKV, abi.OpKVPut, &abi.KVPutRequest{Key: key, Value: value}, nil)
 }
