@@ -128,6 +128,14 @@ func (e *Entry) check() error {
 	return nil
 }
 
+// AppendRecord appends the canonical CBOR of r to dst, and RecordSize is
+// its length: a store packing many records into one value encodes each
+// straight into place.
+func AppendRecord(dst []byte, r *Record) []byte { return appendRecord(dst, r) }
+
+// RecordSize returns the length of the canonical CBOR of r.
+func RecordSize(r *Record) int { return recordSize(r) }
+
 // EncodeRecord returns the canonical CBOR of r, the bytes abi.Marshal(r)
 // returns. The error is always nil, as for EncodeEntry.
 func EncodeRecord(r *Record) ([]byte, error) {

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/agentrt/agentrt/abi"
@@ -192,14 +193,26 @@ func firstBatch(txn *badger.Txn, run journal.RunID, from uint64) (uint64, error)
 // length as a uvarint.
 
 func appendRecords(dst []byte, recs []journal.Record) ([]byte, error) {
+	size := 0
 	for i := range recs {
-		b, err := journal.EncodeRecord(&recs[i])
-		if err != nil {
-			return nil, err
-		}
-		dst = appendRaw(dst, b)
+		n := journal.RecordSize(&recs[i])
+		size += n + uvarintLen(uint64(n))
+	}
+	dst = slices.Grow(dst, size)
+	for i := range recs {
+		dst = binary.AppendUvarint(dst, uint64(journal.RecordSize(&recs[i])))
+		dst = journal.AppendRecord(dst, &recs[i])
 	}
 	return dst, nil
+}
+
+func uvarintLen(n uint64) int {
+	l := 1
+	for n >= 0x80 {
+		n >>= 7
+		l++
+	}
+	return l
 }
 
 func appendRaw(dst, rec []byte) []byte {
