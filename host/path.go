@@ -70,6 +70,11 @@ func (p *livePath) serve(ctx context.Context, s *session, c *Call, h handler) (a
 		return 0, nil, err
 	}
 	status, resp := h.serve(ctx, s, c)
+	if ctx.Err() != nil {
+		// The effect was cut off: whether it took place is unknown, so no
+		// outcome is recorded. The journal ends with the step in doubt.
+		return 0, nil, fmt.Errorf("%w during step %d (%s), whose effect is in doubt", ErrInterrupted, c.Step, c.Op.Name)
+	}
 	return p.record(ctx, c, false, status, resp)
 }
 

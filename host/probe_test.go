@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -149,5 +150,39 @@ func TestRealClockAndRandomAreJournaledVirtualOnesAreSeeded(t *testing.T) {
 	}
 	if !strings.Contains(lines[5], "too_large") {
 		t.Fatalf("random of 100000 bytes: %q", lines[5])
+	}
+}
+
+// TestInterruptedEffectIsLeftInDoubt cancels a run while an HTTP effect is
+// in flight: the run stops, no outcome is invented for the effect, and the
+// journal, ending with that step's intent and executing entries, verifies.
+func TestInterruptedEffectIsLeftInDoubt(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/2") {
+			cancel() // the host goes away while this request is served
+			<-r.Context().Done()
+			return
+		}
+		fmt.Fprint(w, "ok")
+	}))
+	defer srv.Close()
+	env := testutil.NewEnv(t, host.Deps{}, host.Config{})
+	steps := fmt.Sprintf(`[{"op":"http","url":"%s/1"},{"op":"clock"},{"op":"http","url":"%s/2"},{"op":"clock"}]`, srv.URL, srv.URL)
+	res, err := env.Host.Run(ctx, host.RunSpec{Code: testutil.BuildGo(t, "host/testdata/agents/probe"),
+		Grant: probeGrant(strings.TrimPrefix(srv.URL, "http://")), Input: []byte(steps)})
+	if !errors.Is(err, host.ErrInterrupted) || res == nil || res.Status != journal.StatusRunning {
+		t.Fatalf("got %v, %+v; want ErrInterrupted and a run still running", err, res)
+	}
+	sum, verr := journal.VerifyStore(context.Background(), env.Store, res.Run, journal.TrustKeys(env.Key.Public().(ed25519.PublicKey)))
+	if verr != nil {
+		t.Fatal(verr)
+	}
+	es := entries(t, env, res.Run)
+	last := es[len(es)-1]
+	// Steps: 1 run.input, 2 http, 3 clock, 4 http (cut off).
+	if sum.End != nil || last.Phase != journal.PhaseExecuting || last.Step != 4 || last.Op != "http.request" {
+		t.Fatalf("journal ends with %s of step %d (%s), end %v; want step 4's executing entry and no end", last.Phase, last.Step, last.Op, sum.End)
 	}
 }

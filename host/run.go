@@ -170,7 +170,18 @@ func (h *Host) Run(ctx context.Context, spec RunSpec) (*Result, error) {
 		maxRequest: h.cfg.MaxRequest, events: events}
 	guestErr := h.engine.execute(ctx, m, s)
 	if s.fatal != nil && !errors.Is(guestErr, errGuest) {
-		return &Result{Run: run, Status: journal.StatusRunning, Steps: s.steps}, guestErr
+		res := &Result{Run: run, Status: journal.StatusRunning, Steps: s.steps}
+		if errors.Is(s.fatal, ErrInterrupted) {
+			// Keep every call made so far; the context is over, the
+			// journal's work is not.
+			if err := events.flushTo(w); err == nil {
+				if err := w.Commit(context.WithoutCancel(ctx), nil, true); err != nil {
+					return res, errors.Join(s.fatal, err)
+				}
+			}
+			return res, s.fatal
+		}
+		return res, guestErr
 	}
 
 	res := &Result{Run: run, Status: journal.StatusCompleted, Output: s.output, Steps: s.steps}
@@ -192,6 +203,11 @@ func (h *Host) Run(ctx context.Context, spec RunSpec) (*Result, error) {
 	}
 	return res, nil
 }
+
+// ErrInterrupted is returned by Run when the run's context ended: the run
+// stopped at a step boundary (or, in the middle of an effect, with that
+// effect in doubt), and its journal holds every call made until then.
+var ErrInterrupted = errors.New("host: run interrupted")
 
 // errGuest marks an error the guest caused (a trap, a non-zero exit), as
 // opposed to one that stopped the host.
@@ -220,6 +236,7 @@ func (e *GuestError) Is(target error) bool { return target == errGuest }
 // host stopped it.
 func (e *Engine) execute(ctx context.Context, m *Module, s *session) error {
 	ctx = withSession(ctx, s)
+	s.done = ctx.Done()
 	inst, err := e.rt.InstantiateModule(ctx, m.compiled, moduleConfig(s.header, s.events))
 	if err != nil {
 		return fmt.Errorf("host: instantiate: %w", err)

@@ -83,6 +83,9 @@ type session struct {
 	cur    Call
 	output []byte
 	events *eventBuffer
+	// done is the run context's Done channel: checked at every step
+	// boundary, so an interrupted run stops between two calls.
+	done <-chan struct{}
 	// fatal is the first error that stopped the run from inside a call.
 	fatal error
 }
@@ -126,6 +129,11 @@ func (s *session) fault(err error) { panic(err) }
 
 // call implements the call import of every capability module.
 func (s *session) call(ctx context.Context, mem api.Memory, ci int, opcode, reqPtr, reqLen, respPtr, respCap uint32) abi.Result {
+	select {
+	case <-s.done:
+		s.stop(fmt.Errorf("%w after %d calls", ErrInterrupted, s.steps))
+	default:
+	}
 	// A response left pending is dropped by the next call: take only ever
 	// returns the response of the latest call.
 	if s.pending[ci].ok {

@@ -77,6 +77,8 @@ func hintFor(err error) string {
 	switch {
 	case errors.As(err, &te):
 		return te.Hint
+	case errors.Is(err, host.ErrInterrupted):
+		return "the journal keeps every call made so far: agentrt journal show last"
 	case errors.As(err, &h):
 		return h.hint
 	case errors.As(err, &le):
