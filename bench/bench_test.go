@@ -149,15 +149,7 @@ func TestKVPutGuestWritesWhatItClaims(t *testing.T) {
 	}
 	want, _ := abi.Marshal(&abi.KVPutRequest{Key: "k0000000a", Value: bytes.Repeat([]byte("v"), 100)})
 	var found bool
-	err = c.store.Records(ctx, res.Run, 0, func(_ uint64, raw []byte) error {
-		rec, err := journal.DecodeRecord(raw)
-		if err != nil {
-			return err
-		}
-		e, err := journal.DecodeEntry(rec.Entry)
-		if err != nil {
-			return err
-		}
+	err = journal.ReadEntries(ctx, c.store, res.Run, func(e *journal.Entry, _ *journal.Record) error {
 		if e.Phase == journal.PhaseIntent && e.Step == 12 {
 			found = bytes.Equal(e.Request, want)
 		}

@@ -236,15 +236,7 @@ func effectLatencies(ctx context.Context, st journal.Store, run journal.RunID) (
 	var lat []time.Duration
 	var open int64 // time of the current effect's intent; 0 when none
 	var openStep uint64
-	err := st.Records(ctx, run, 0, func(_ uint64, raw []byte) error {
-		rec, err := journal.DecodeRecord(raw)
-		if err != nil {
-			return err
-		}
-		e, err := journal.DecodeEntry(rec.Entry)
-		if err != nil {
-			return err
-		}
+	err := journal.ReadEntries(ctx, st, run, func(e *journal.Entry, _ *journal.Record) error {
 		if e.Phase == journal.PhaseFailed {
 			return fmt.Errorf("bench: step %d (%s) failed with status %d", e.Step, e.Op, e.Status)
 		}

@@ -61,14 +61,9 @@ func probeGrant(hosts ...string) *host.Grant {
 func entries(t *testing.T, env *testutil.Env, run journal.RunID) []*journal.Entry {
 	t.Helper()
 	var out []*journal.Entry
-	err := env.Store.Records(context.Background(), run, 0, func(_ uint64, raw []byte) error {
-		r, err := journal.DecodeRecord(raw)
-		if err != nil {
-			return err
-		}
-		e, err := journal.DecodeEntry(r.Entry)
+	err := journal.ReadEntries(context.Background(), env.Store, run, func(e *journal.Entry, _ *journal.Record) error {
 		out = append(out, e)
-		return err
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)

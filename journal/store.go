@@ -99,3 +99,20 @@ type Store interface {
 	// Close releases the store.
 	Close() error
 }
+
+// ReadEntries calls fn with every stored record of run and its decoded
+// entry, in seq order, until fn returns an error. It checks decoding only:
+// use a Verifier to check the chain and the seals.
+func ReadEntries(ctx context.Context, store Store, run RunID, fn func(*Entry, *Record) error) error {
+	return store.Records(ctx, run, 0, func(_ uint64, raw []byte) error {
+		rec, err := DecodeRecord(raw)
+		if err != nil {
+			return err
+		}
+		e, err := DecodeEntry(rec.Entry)
+		if err != nil {
+			return err
+		}
+		return fn(e, rec)
+	})
+}

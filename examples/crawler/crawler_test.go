@@ -120,15 +120,7 @@ func TestCrawlerRunsReplaysAndKeepsState(t *testing.T) {
 // trace returns a run's (op, input hash, output hash) sequence.
 func trace(t *testing.T, env *testutil.Env, run journal.RunID) []string {
 	var out []string
-	err := env.Store.Records(context.Background(), run, 0, func(_ uint64, raw []byte) error {
-		r, err := journal.DecodeRecord(raw)
-		if err != nil {
-			return err
-		}
-		e, err := journal.DecodeEntry(r.Entry)
-		if err != nil {
-			return err
-		}
+	err := journal.ReadEntries(context.Background(), env.Store, run, func(e *journal.Entry, _ *journal.Record) error {
 		out = append(out, fmt.Sprintf("%s %s %x %x", e.Phase, e.Op, e.InputHash, e.OutputHash))
 		return nil
 	})

@@ -79,15 +79,7 @@ type call struct {
 func calls(t *testing.T, st journal.Store, run journal.RunID) []call {
 	t.Helper()
 	var out []call
-	err := st.Records(context.Background(), run, 0, func(_ uint64, raw []byte) error {
-		rec, err := journal.DecodeRecord(raw)
-		if err != nil {
-			return err
-		}
-		e, err := journal.DecodeEntry(rec.Entry)
-		if err != nil {
-			return err
-		}
+	err := journal.ReadEntries(context.Background(), st, run, func(e *journal.Entry, _ *journal.Record) error {
 		if e.Step > 0 {
 			out = append(out, call{e.Phase, e.Step, e.Op, string(e.InputHash), string(e.OutputHash), e.Status})
 		}
