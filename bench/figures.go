@@ -217,7 +217,7 @@ func (h *harness) roundTrip(ctx context.Context) ([]Figure, error) {
 	return []Figure{{
 		ID: "1", Name: "import round trip, journaling off", Unit: "ns/call", Better: "lower",
 		Value: median(o), Samples: o,
-		Measures: fmt.Sprintf("host.Engine.Execute of testdata/loop.wat (imports agentrt:run call/take only, default grant) making %d run.input calls, each a 1-byte request and a 16-byte response, served by a host.Source that returns a fixed response: the host's call path with no journal (session lookup, request copy, SHA-256 input hash, Call, Source, response write). Per call = (time of the run with %d calls - fastest of 3 runs with 0 calls) / %d.", n, n, n),
+		Measures: fmt.Sprintf("host.Engine.Execute of testdata/loop.wat (imports agentrt:run call/take only, default grant) making %d run.input calls, each a 1-byte request and a 16-byte response, served by a host.Source that returns a fixed response: the host's call path with no journal (session lookup, op table, request read in place, Call, Source, response write; the input hash is computed only when something needs it). Per call = (time of the run with %d calls - fastest of 3 runs with 0 calls) / %d.", n, n, n),
 		Floor: &Floor{Name: "bare wazero host fn", Unit: "ns/call", Value: median(fl), Samples: fl,
 			Measures: "the same module and loop on a plain wazero runtime (same compiler config) whose agentrt:run call is one GoModuleFunc with the (i32,i32,i32,i32,i32)->i64 signature that reads the request from memory and writes the same 16-byte response; timed the same way."},
 		Goal: &Goal{Text: "ratio <= 1.3", MaxRatio: ptr(1.3)},
@@ -261,7 +261,7 @@ func (h *harness) pureCalls(ctx context.Context) ([]Figure, error) {
 	return []Figure{{
 		ID: "2", Name: "journaled pure call, buffered", Unit: "us/call", Better: "lower",
 		Value: median(o), Samples: o,
-		Measures: fmt.Sprintf("host.Host.Run of testdata/loop.wat on a fresh badgerstore in a temporary directory, %d+1 run.input calls, GroupCommit 256 (default): wall time of the whole Run / calls, so it includes the run's start and end commits and one group commit (one ed25519 seal and a badgerstore Append, which waits for the store's sync) per 256 entries.", n),
+		Measures: fmt.Sprintf("host.Host.Run of testdata/loop.wat on a fresh badgerstore in a temporary directory, %d+1 run.input calls, GroupCommit 256 (default): wall time of the whole Run / calls, so it includes the run's start and end commits and one group commit per 256 entries (one ed25519 seal and one badger transaction, not synced: a group of pure calls need not be durable before the next effect or the end, which are).", n),
 		Floor: &Floor{Name: "figure 1, no journal", Unit: "us/call", Value: h.roundTripNS / 1000,
 			Measures: "figure 1's value: the same call through host.Engine.Execute with no journal (for context; the goal is absolute)."},
 		Goal: &Goal{Text: "<= 2 us/call", MaxValue: ptr(2)},
