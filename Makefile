@@ -45,9 +45,11 @@ demo: examples
 	$(GO) build -o $(BIN)/siteserver ./examples/crawler/siteserver
 	@sh examples/demo.sh
 
-## test: the whole test suite.
+## test: the whole test suite, then the concurrent parts (the store's
+## committer, concurrent runs, parallel verification) again under the race detector.
 test: deps
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./journal/... ./host/
 
 ## check: gofmt, go vet (host and wasip1) and cross-compilation for every platform we claim.
 check:
