@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/host/cell"
@@ -85,6 +86,8 @@ func hintFor(err error) string {
 		return "add the missing capabilities to the grant file and pass it with --grant (see examples/*/grant.yaml)"
 	case errors.Is(err, badgerstore.ErrLocked):
 		return "another agentrt process is using this data directory; wait for it, or pick another with --data"
+	case errors.Is(err, cell.ErrNoRuns):
+		return "start one with: agentrt run MODULE.wasm (agentrt run --help)"
 	case errors.Is(err, journal.ErrNotFound):
 		return "list runs with: agentrt runs"
 	case errors.Is(err, cell.ErrAmbiguous):
@@ -93,6 +96,8 @@ func hintFor(err error) string {
 		return "run ids are 32 hex digits, or a unique prefix of one (agentrt runs lists them)"
 	case errors.Is(err, journal.ErrUntrusted):
 		return "the journal was signed by another cell; verify it with that cell's key"
+	case strings.Contains(err.Error(), "arg(s), received"), strings.HasPrefix(err.Error(), "unknown flag"):
+		return "see the command's --help for what it takes"
 	case errors.As(err, &div):
 		return "the module no longer makes the calls the journal recorded; replay with the recorded module, or fix the change at the named call"
 	case errors.Is(err, host.ErrNotWasm):

@@ -112,6 +112,9 @@ func (c *Cell) Close(ctx context.Context) error {
 	return errors.Join(c.Engine.Close(ctx), c.Store.Close())
 }
 
+// ErrNoRuns is returned by FindRun for LastRun in a store with no runs.
+var ErrNoRuns = fmt.Errorf("no runs yet: %w", journal.ErrNotFound)
+
 // ErrAmbiguous is returned by FindRun when a prefix matches several runs.
 var ErrAmbiguous = errors.New("run id prefix matches more than one run")
 
@@ -132,7 +135,7 @@ func FindRun(ctx context.Context, st journal.Store, s string) (journal.RunID, er
 	}
 	if s == LastRun {
 		if len(runs) == 0 {
-			return journal.RunID{}, fmt.Errorf("no runs yet: %w", journal.ErrNotFound)
+			return journal.RunID{}, ErrNoRuns
 		}
 		return runs[0].ID, nil
 	}
