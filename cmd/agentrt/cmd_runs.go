@@ -47,8 +47,14 @@ running; its journal holds everything up to the last commit.`,
 			tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "RUN\tSTATUS\tSTARTED\tSTEPS\tMODULE")
 			for _, m := range runs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s %x\n", m.ID, m.Status,
-					time.Unix(0, m.Started).Local().Format("2006-01-02 15:04:05"), m.Steps, m.ModuleName, m.ModuleSHA256[:6])
+				// The index counts steps when a run ends; a run still going
+				// (or killed) has its count in its journal only.
+				steps := "-"
+				if m.Status != journal.StatusRunning {
+					steps = fmt.Sprint(m.Steps)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s %x\n", m.ID, m.Status,
+					time.Unix(0, m.Started).Local().Format("2006-01-02 15:04:05"), steps, m.ModuleName, m.ModuleSHA256[:6])
 			}
 			return tw.Flush()
 		},
