@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentrt/agentrt/examples/crawler/site"
+	"github.com/agentrt/agentrt/host/cell"
+	"github.com/agentrt/agentrt/internal/testutil"
+	"github.com/agentrt/agentrt/journal"
+	"github.com/agentrt/agentrt/journal/badgerstore"
+	"github.com/agentrt/agentrt/journal/cellkey"
+	"github.com/agentrt/agentrt/replay"
+)
+
+// TestKilledRunLeavesAVerifiableJournal kills a real `agentrt run` process
+// with SIGKILL at varied points, among them in the middle of an HTTP effect,
+// and checks what it left: the store opens, every stored entry is covered
+// by a valid seal, an effect cut off is in doubt (intent and executing, no
+// outcome), the server saw each idempotency key once, and the journal
+// replays as an unfinished prefix.
+func TestKilledRunLeavesAVerifiableJournal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the CLI and kills processes")
+	}
+	bin := filepath.Join(t.TempDir(), "agentrt")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	module := filepath.Join(t.TempDir(), "crawler.wasm")
+	if err := os.WriteFile(module, testutil.BuildGo(t, "examples/crawler"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	grant := filepath.Join(testutil.RepoRoot(), "examples/crawler/grant.yaml")
+
+	// Kill points: while the k-th page request is in flight, or a delay
+	// after the first request arrived (the fetches take 20 ms each, so the
+	// delays land between and inside calls, commits and fetches).
+	type point struct {
+		duringFetch int
+		after       time.Duration
+	}
+	points := []point{{duringFetch: 1}, {duringFetch: 3}, {duringFetch: 6},
+		{after: 5 * time.Millisecond}, {after: 33 * time.Millisecond}, {after: 71 * time.Millisecond}, {after: 118 * time.Millisecond}}
+	for _, p := range points {
+		name := fmt.Sprintf("fetch-%d", p.duringFetch)
+		if p.after > 0 {
+			name = fmt.Sprint("after-", p.after)
+		}
+		t.Run(name, func(t *testing.T) {
+			data := t.TempDir()
+			var mu sync.Mutex
+			keys := map[string]int{}
+			inFlight := make(chan struct{}, 1)
+			started := make(chan struct{})
+			var once sync.Once
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				once.Do(func() { close(started) })
+				mu.Lock()
+				keys[r.Header.Get("Idempotency-Key")]++
+				n := len(keys)
+				mu.Unlock()
+				if n == p.duringFetch {
+					inFlight <- struct{}{}
+					<-r.Context().Done() // the client dies with the request open
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+				site.Handler().ServeHTTP(w, r)
+			}))
+			defer srv.Close()
+
+			cmd := exec.Command(bin, "--data", data, "run", module, "--grant", grant, "-q", "--input", `{"start":"`+srv.URL+`/"}`)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			wait := inFlight
+			if p.after > 0 {
+				wait = nil
+			}
+			select {
+			case <-wait:
+			case <-started:
+				if p.after == 0 {
+					<-inFlight
+				}
+				time.Sleep(p.after)
+			case <-time.After(60 * time.Second):
+				t.Fatal("the run never made the request to be killed at")
+			}
+			cmd.Process.Signal(syscall.SIGKILL)
+			cmd.Wait()
+
+			st, err := badgerstore.Open(cell.StoreDir(data))
+			if err != nil {
+				t.Fatalf("the store does not open after the kill: %v", err)
+			}
+			defer st.Close()
+			ctx := context.Background()
+			runs, err := st.Runs(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(runs) == 0 {
+				t.Fatal("a run killed after its first request left no journal: that request's intent was durable before it was sent")
+			}
+			key, err := cellkey.Load(filepath.Join(data, cellkey.FileName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			trust := journal.TrustKeys(key.Public().(ed25519.PublicKey))
+			run := runs[0].ID
+			sum, err := journal.VerifyStore(ctx, st, run, trust)
+			if err != nil {
+				t.Fatalf("the journal left by the kill does not verify: %v", err)
+			}
+			var last *journal.Entry
+			journal.ReadEntries(ctx, st, run, func(e *journal.Entry, _ *journal.Record) error { last = e; return nil })
+			if p.duringFetch > 0 {
+				if last.Phase != journal.PhaseExecuting || last.Op != "http.request" {
+					t.Fatalf("killed during fetch %d, the journal ends with %s %s; want the fetch's executing entry", p.duringFetch, last.Phase, last.Op)
+				}
+				if want := fmt.Sprintf("%s-%d", run, last.Step); keys[want] != 1 {
+					t.Fatalf("the request in flight had key %q %d times; keys %v", want, keys[want], keys)
+				}
+			}
+			for k, n := range keys {
+				if n != 1 {
+					t.Fatalf("idempotency key %q sent %d times", k, n)
+				}
+			}
+			if sum.End == nil {
+				j, err := replay.Load(ctx, st, run, trust)
+				if err != nil {
+					t.Fatal(err)
+				}
+				eng := testutil.SharedEngine(t)
+				code, err := st.Module(ctx, sum.Header.ModuleSHA256)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := j.Replay(ctx, eng, code, replay.Options{}); !errors.Is(err, replay.ErrUnfinished) {
+					t.Fatalf("replay of the killed run: %v, want ErrUnfinished", err)
+				}
+			}
+			t.Logf("%d entries, %d seals, last %s of step %d (%s); %d requests", sum.Entries, sum.Seals, last.Phase, last.Step, last.Op, len(keys))
+		})
+	}
+}
