@@ -306,6 +306,10 @@ func (e *Engine) Execute(ctx context.Context, spec ExecSpec) (*Outcome, error) {
 		maxRequest: maxReq, events: events}
 	gerr := e.execute(ctx, m, s)
 	if s.fatal != nil {
+		var div *DivergenceError
+		if errors.As(gerr, &div) {
+			div.locate(gerr)
+		}
 		return &Outcome{Output: s.output, Steps: s.steps}, gerr
 	}
 	return &Outcome{Output: s.output, Steps: s.steps, GuestErr: gerr}, nil

@@ -1,0 +1,221 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/journal"
+)
+
+// A Recording holds the calls of a journal, collected entry by entry as the
+// journal is verified, and serves them back in order: it is the Source of
+// replay, and of the completed part of a resumed run.
+type Recording struct {
+	calls []recordedCall
+	next  int
+	// finished says whether the journal has an end entry: without one, a
+	// call past the last recorded one is not a divergence but the point
+	// where the recorded run stopped.
+	finished bool
+}
+
+// ErrRecordingEnd is returned by Recording.Serve for a call past the end of
+// the journal of a run that has not finished.
+var ErrRecordingEnd = errors.New("host: the journal of an unfinished run ends here")
+
+// Add collects entry e; call it with every entry of a verified journal, in
+// order.
+func (r *Recording) Add(e *journal.Entry) {
+	switch e.Phase {
+	case journal.PhaseIntent:
+		r.calls = append(r.calls, recordedCall{step: e.Step, op: e.Op, inputHash: e.InputHash, request: e.Request})
+	case journal.PhaseCompleted, journal.PhaseFailed:
+		if n := len(r.calls); n > 0 && r.calls[n-1].step == e.Step && !r.calls[n-1].done {
+			c := &r.calls[n-1]
+			c.status, c.response, c.done = abi.Status(e.Status), e.Response, true
+			return
+		}
+		r.calls = append(r.calls, recordedCall{step: e.Step, op: e.Op, inputHash: e.InputHash, request: e.Request,
+			status: abi.Status(e.Status), response: e.Response, done: true})
+	case journal.PhaseEnd:
+		r.finished = true
+	}
+}
+
+// Len returns the number of calls recorded; Served the number served so
+// far.
+func (r *Recording) Len() int    { return len(r.calls) }
+func (r *Recording) Served() int { return r.next }
+
+// Finished reports whether the journal has an end entry.
+func (r *Recording) Finished() bool { return r.finished }
+
+// InDoubt returns the last recorded call when it has an intent but no
+// outcome: an effect the recorded run left in doubt.
+func (r *Recording) InDoubt() (step uint64, op string, ok bool) {
+	if n := len(r.calls); n > 0 && !r.calls[n-1].done {
+		return r.calls[n-1].step, r.calls[n-1].op, true
+	}
+	return 0, "", false
+}
+
+// Unserved returns the first recorded call not served yet.
+func (r *Recording) Unserved() (step uint64, op string, ok bool) {
+	if r.next < len(r.calls) {
+		return r.calls[r.next].step, r.calls[r.next].op, true
+	}
+	return 0, "", false
+}
+
+// recordedCall is one recorded import call, collapsed from its entries.
+type recordedCall struct {
+	step      uint64
+	op        string
+	inputHash []byte
+	request   []byte
+	status    abi.Status
+	response  []byte
+	done      bool
+}
+
+// DivergenceError reports the first point where re-execution differs from
+// the journal.
+type DivergenceError struct {
+	// Step is the import call's ordinal; 0 for a difference in the run's
+	// outcome.
+	Step uint64
+	// Op is the recorded op; ActualOp the one the guest called.
+	Op, ActualOp string
+	// InputHash is the recorded input hash; ActualInputHash the guest's.
+	InputHash, ActualInputHash []byte
+	// Reason says what differs.
+	Reason string
+	// Func is the guest function at the call site, when the module has a
+	// name section; Stack is the wasm stack trace.
+	Func  string
+	Stack []string
+}
+
+func (e *DivergenceError) Error() string {
+	var b strings.Builder
+	if e.Step > 0 {
+		fmt.Fprintf(&b, "replay diverged at step %d (%s): %s", e.Step, e.Op, e.Reason)
+	} else {
+		fmt.Fprintf(&b, "replay diverged at the end of the run: %s", e.Reason)
+	}
+	if e.InputHash != nil && !bytes.Equal(e.InputHash, e.ActualInputHash) {
+		fmt.Fprintf(&b, "; input hash recorded %x, actual %x", e.InputHash, e.ActualInputHash)
+	}
+	if e.Func != "" {
+		fmt.Fprintf(&b, "; called from %s", e.Func)
+	}
+	return b.String()
+}
+
+// Serve answers call hc with its recorded response, after checking that it
+// is the recorded op with the recorded request at the recorded step; it
+// returns a *DivergenceError otherwise.
+func (c *Recording) Serve(_ context.Context, hc *Call) (abi.Status, []byte, error) {
+	if c.next >= len(c.calls) {
+		if !c.finished {
+			return 0, nil, ErrRecordingEnd
+		}
+		return 0, nil, &DivergenceError{Step: hc.Step, Op: "(none)", ActualOp: hc.Op.Name, ActualInputHash: hc.InputHash(),
+			Reason: fmt.Sprintf("the guest called %s after the last of the %d recorded calls", hc.Op.Name, len(c.calls))}
+	}
+	rc := &c.calls[c.next]
+	if rc.step == hc.Step && rc.op == hc.Op.Name && rc.done && sameInput(rc, hc) {
+		c.next++
+		return rc.status, rc.response, nil
+	}
+	div := &DivergenceError{Step: hc.Step, Op: rc.op, ActualOp: hc.Op.Name, InputHash: rc.inputHash, ActualInputHash: hc.InputHash()}
+	switch {
+	case rc.step != hc.Step:
+		div.Reason = fmt.Sprintf("the journal's next call is step %d", rc.step)
+	case rc.op != hc.Op.Name:
+		div.Reason = fmt.Sprintf("the guest called %s", hc.Op.Name)
+	case !sameInput(rc, hc):
+		div.Reason = "the request differs" + requestDiff(rc.request, hc.Request)
+	default: // !rc.done
+		if !c.finished {
+			return 0, nil, ErrRecordingEnd
+		}
+		div.Reason = "the journal records no outcome for this call"
+	}
+	return 0, nil, div
+}
+
+// sameInput reports whether the guest sent the recorded request. The bytes
+// are compared when the journal has them (the verifier has checked that
+// they hash to the recorded input hash), the hashes otherwise.
+func sameInput(rc *recordedCall, hc *Call) bool {
+	if rc.request != nil && !hc.TooLarge {
+		return bytes.Equal(rc.request, hc.Request)
+	}
+	return bytes.Equal(rc.inputHash, hc.InputHash())
+}
+
+// requestDiff describes how two CBOR requests differ, decoded, when both
+// decode.
+func requestDiff(recorded, actual []byte) string {
+	var a, b any
+	if abi.Unmarshal(recorded, &a) != nil || abi.Unmarshal(actual, &b) != nil {
+		return ""
+	}
+	return fmt.Sprintf(" (recorded %s, actual %s)", short(fmt.Sprint(a)), short(fmt.Sprint(b)))
+}
+
+func short(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "..."
+	}
+	return s
+}
+
+// stackOf extracts the wasm stack trace wazero appends to a host panic.
+func stackOf(err error) []string {
+	_, trace, ok := strings.Cut(err.Error(), "wasm stack trace:\n")
+	if !ok {
+		return nil
+	}
+	var frames []string
+	for _, l := range strings.Split(trace, "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" {
+			break
+		}
+		frames = append(frames, l)
+	}
+	return frames
+}
+
+// locate fills in the stack and the guest function of a divergence from
+// the error the engine returned, which carries the wasm stack trace.
+func (e *DivergenceError) locate(err error) {
+	e.Stack = stackOf(err)
+	e.Func = guestFunc(e.Stack)
+}
+
+// guestFunc returns the first frame of stack that is the agent's own code:
+// not the host import, the guest SDK or the Go runtime. wazero prefixes
+// each name with the module's name and a dot (empty for our anonymous
+// instances), and Go's wasm linker writes package paths with '_' for '/'.
+func guestFunc(stack []string) string {
+	for _, f := range stack {
+		name, _, _ := strings.Cut(f, "(")
+		name = strings.TrimPrefix(name, ".")
+		switch {
+		case strings.HasPrefix(name, abi.ModulePrefix),
+			strings.Contains(name, "guest_sdk_agent."), strings.Contains(name, "guest-sdk/agent."),
+			strings.HasPrefix(name, "runtime."), strings.HasPrefix(name, "$"),
+			strings.HasPrefix(name, "_rt0"), strings.HasPrefix(name, "wasm_pc_f_loop"):
+			continue
+		}
+		return name
+	}
+	return ""
+}
