@@ -149,4 +149,3 @@ func compareEnd(end *journal.End, out *host.Outcome, rec *host.Recording) error 
 	}
 	return nil
 }
-
