@@ -69,6 +69,9 @@ type eventBuffer struct {
 	sink func(Event)
 	// keep says whether events are buffered for the event log.
 	keep bool
+	// replaying drops every event: a resumed run re-executes calls whose
+	// output was logged the first time.
+	replaying bool
 
 	mu      sync.Mutex
 	buf     []Event
@@ -77,6 +80,9 @@ type eventBuffer struct {
 }
 
 func (b *eventBuffer) add(e Event) {
+	if b.replaying {
+		return
+	}
 	e.Run = b.run
 	e.Time = b.now().UnixNano()
 	if b.sink != nil {

@@ -39,6 +39,11 @@ type HTTPGrant struct {
 	// Hosts are "host" (any port) or "host:port" entries; requests to any
 	// other host are denied.
 	Hosts []string `yaml:"hosts" cbor:"hosts"`
+	// Idempotent says the servers honour the Idempotency-Key header (they
+	// serve a repeated key once), so a request a crash left in doubt may
+	// be sent again with the same key. Otherwise it is not re-sent and the
+	// guest is told it is in doubt.
+	Idempotent bool `yaml:"idempotent,omitempty" cbor:"idempotent,omitempty"`
 }
 
 // ClockGrant allows reading the host's real wall time.

@@ -181,3 +181,5 @@ func TestInterruptedEffectIsLeftInDoubt(t *testing.T) {
 		t.Fatalf("journal ends with %s of step %d (%s), end %v; want step 4's executing entry and no end", last.Phase, last.Step, last.Op, sum.End)
 	}
 }
+
+func jsonLines(b []byte, lines *[]string) error { return json.Unmarshal(b, lines) }

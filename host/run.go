@@ -168,9 +168,16 @@ func (h *Host) Run(ctx context.Context, spec RunSpec) (*Result, error) {
 	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events}
 	s := &session{run: run, header: hdr, grant: grant, path: live, deps: &h.deps,
 		maxRequest: h.cfg.MaxRequest, events: events}
+	return h.conclude(ctx, m, s, w, &meta)
+}
+
+// conclude runs session s of module m to its end and journals the end, or,
+// when the host stopped it, keeps what it journaled and says why.
+func (h *Host) conclude(ctx context.Context, m *Module, s *session, w *journal.Writer, meta *journal.RunMeta) (*Result, error) {
+	events := s.events
 	guestErr := h.engine.execute(ctx, m, s)
 	if s.fatal != nil && !errors.Is(guestErr, errGuest) {
-		res := &Result{Run: run, Status: journal.StatusRunning, Steps: s.steps}
+		res := &Result{Run: s.run, Status: journal.StatusRunning, Steps: s.steps}
 		if errors.Is(s.fatal, ErrInterrupted) {
 			// Keep every call made so far; the context is over, the
 			// journal's work is not.
@@ -181,10 +188,14 @@ func (h *Host) Run(ctx context.Context, spec RunSpec) (*Result, error) {
 			}
 			return res, s.fatal
 		}
+		var div *DivergenceError
+		if errors.As(guestErr, &div) {
+			div.locate(guestErr)
+		}
 		return res, guestErr
 	}
 
-	res := &Result{Run: run, Status: journal.StatusCompleted, Output: s.output, Steps: s.steps}
+	res := &Result{Run: s.run, Status: journal.StatusCompleted, Output: s.output, Steps: s.steps}
 	end := &journal.End{Status: journal.StatusCompleted, Output: s.output, Steps: s.steps}
 	if guestErr != nil {
 		res.Status, res.Err = journal.StatusFailed, guestErr
@@ -198,7 +209,7 @@ func (h *Host) Run(ctx context.Context, spec RunSpec) (*Result, error) {
 	if err := events.flushTo(w); err != nil {
 		return res, err
 	}
-	if err := w.Commit(ctx, &meta, true); err != nil {
+	if err := w.Commit(ctx, meta, true); err != nil {
 		return res, fmt.Errorf("host: finish run: %w", err)
 	}
 	return res, nil

@@ -1,0 +1,131 @@
+package host
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+
+	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/journal"
+)
+
+// ErrFinished is returned by Resume for a run whose journal has its end.
+var ErrFinished = errors.New("host: the run has finished")
+
+// Resume continues a run that stopped before its end (its process was
+// killed, or its context ended). It verifies the run's journal against this
+// cell's key, re-instantiates the recorded module and answers every call the
+// journal records with the recorded response, dispatching nothing again.
+// Then it decides the effect the run left in doubt, if any, and goes on
+// live, appending to the same journal.
+//
+// An effect in doubt has an intent but no outcome: it may or may not have
+// taken place. An idempotent op (an HTTP request to servers the grant says
+// honour Idempotency-Key) is dispatched again with the same idempotency key.
+// Any other is not re-run: the guest gets StatusInDoubt, and the journal
+// records that answer.
+func (h *Host) Resume(ctx context.Context, run journal.RunID) (*Result, error) {
+	st := h.deps.Store
+	meta, err := st.Meta(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	rec := &Recording{}
+	v := journal.NewVerifier(journal.TrustKeys(h.deps.Key.Public().(ed25519.PublicKey)))
+	v.OnEntry = func(e *journal.Entry, _ *journal.Record) error {
+		rec.Add(e)
+		return nil
+	}
+	err = journal.VerifyStream(ctx, v, func(fn func([]byte) error) error {
+		return st.Records(ctx, run, 0, func(_ uint64, raw []byte) error { return fn(raw) })
+	})
+	if err != nil {
+		return nil, fmt.Errorf("host: resume %s: %w", run, err)
+	}
+	sum, err := v.Finish()
+	if err != nil {
+		return nil, fmt.Errorf("host: resume %s: %w", run, err)
+	}
+	if sum.End != nil {
+		return nil, fmt.Errorf("%w: run %s ended %s", ErrFinished, run, sum.End.Status)
+	}
+	hdr := sum.Header
+	code, err := st.Module(ctx, hdr.ModuleSHA256)
+	if err != nil {
+		return nil, err
+	}
+	m, err := h.engine.Compile(ctx, code)
+	if err != nil {
+		return nil, err
+	}
+	grant, err := DecodeGrant(hdr.Grant)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkLink(m.Imports, grant); err != nil {
+		return nil, err
+	}
+
+	w := journal.NewWriter(st, journal.ResumeChain(run, h.deps.Key, sum.Entries-1, sum.Head))
+	events := &eventBuffer{run: run, now: h.deps.Now, sink: h.deps.Sink, keep: h.deps.Events != nil, replaying: true}
+	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events}
+	p := &resumePath{rec: rec, live: live, events: events}
+	p.doubtStep, _, p.doubt = rec.InDoubt()
+	s := &session{run: run, header: hdr, grant: grant, path: p, deps: &h.deps,
+		maxRequest: h.cfg.MaxRequest, events: events}
+	return h.conclude(ctx, m, s, w, &meta)
+}
+
+// resumePath serves a resumed run: the recorded calls from the journal,
+// then the call left in doubt, then everything live.
+type resumePath struct {
+	rec    *Recording
+	live   *livePath
+	events *eventBuffer
+	// past is set once the guest is past the recorded calls.
+	past      bool
+	doubt     bool
+	doubtStep uint64
+}
+
+func (p *resumePath) serve(ctx context.Context, s *session, c *Call, h handler) (abi.Status, []byte, error) {
+	if !p.past {
+		status, resp, err := p.rec.Serve(ctx, c)
+		if !errors.Is(err, ErrRecordingEnd) {
+			return status, resp, err // a recorded answer, or a divergence
+		}
+		p.past, p.events.replaying = true, false
+		if p.doubt && c.Step == p.doubtStep {
+			// The guest asks again for the effect in doubt: Serve has
+			// checked that it is the same op with the same request.
+			return p.decide(ctx, s, c, h)
+		}
+	}
+	return p.live.serve(ctx, s, c, h)
+}
+
+// decide answers the effect left in doubt. Its intent (and executing) entries
+// are in the journal already; only its outcome is added.
+func (p *resumePath) decide(ctx context.Context, s *session, c *Call, h handler) (abi.Status, []byte, error) {
+	if !s.idempotent(c) || h.serve == nil {
+		status, body := errorResponse(abi.StatusInDoubt,
+			"%s of step %d was in flight when the run stopped; it may have taken effect, and is not re-run", c.Op.Name, c.Step)
+		return p.live.record(ctx, c, false, status, body)
+	}
+	status, resp := h.serve(ctx, s, c)
+	if ctx.Err() != nil {
+		return 0, nil, fmt.Errorf("%w during step %d (%s), whose effect is in doubt", ErrInterrupted, c.Step, c.Op.Name)
+	}
+	return p.live.record(ctx, c, false, status, resp)
+}
+
+// idempotent reports whether the effect of c may be dispatched again with
+// the same idempotency key: the op is idempotent, or it is an HTTP request
+// and the grant says its servers honour Idempotency-Key.
+func (s *session) idempotent(c *Call) bool {
+	if c.Op.Idempotent {
+		return true
+	}
+	return c.Op.Cap == abi.CapHTTP && s.grant.HTTP != nil && s.grant.HTTP.Idempotent
+}
