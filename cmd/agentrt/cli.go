@@ -79,7 +79,9 @@ func hintFor(err error) string {
 	case errors.As(err, &te):
 		return te.Hint
 	case errors.Is(err, host.ErrInterrupted):
-		return "the journal keeps every call made so far: agentrt journal show last"
+		return "the journal keeps every call made so far; continue the run with: agentrt resume RUN"
+	case errors.Is(err, host.ErrFinished):
+		return "a finished run is not resumed; replay it with: agentrt replay RUN"
 	case errors.As(err, &h):
 		return h.hint
 	case errors.As(err, &le):
@@ -125,7 +127,7 @@ Quick start:
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&c.dataDir, "data", "", "data directory of the cell (default $"+cell.EnvData+", else a per-user data directory)")
-	root.AddCommand(c.buildCmd(), c.runCmd(), c.runsCmd(), c.journalCmd(), c.replayCmd(), c.keysCmd(), c.logsCmd())
+	root.AddCommand(c.buildCmd(), c.runCmd(), c.resumeCmd(), c.runsCmd(), c.journalCmd(), c.replayCmd(), c.keysCmd(), c.logsCmd())
 	return root
 }
 

@@ -70,7 +70,7 @@ answer to "is my new version compatible with the runs in flight?".`,
 			}
 			rep, err := j.Replay(ctx, cl.Engine, code, opts)
 			if errors.Is(err, replay.ErrUnfinished) {
-				return withHint(err, "the run is still going or was interrupted; its recorded part is intact")
+				return withHint(err, "the run is still going or was interrupted; its recorded part is intact (continue it with: agentrt resume RUN)")
 			}
 			var div *replay.DivergenceError
 			if errors.As(err, &div) && len(div.Stack) > 0 {

@@ -79,25 +79,7 @@ and the output on stdout at the end.`,
 			defer cl.Close(ctx)
 			start := time.Now()
 			res, err := cl.Host.Run(ctx, spec)
-			if err != nil {
-				if res != nil {
-					fmt.Fprintf(c.stderr, "run %s stopped after %d steps\n", res.Run, res.Steps)
-				}
-				return err
-			}
-			if asJSON {
-				return c.printRunJSON(res)
-			}
-			fmt.Fprintf(c.stderr, "run %s %s: %d calls in %s\n", res.Run, res.Status, res.Steps, time.Since(start).Round(time.Millisecond))
-			if res.Status != journal.StatusCompleted {
-				fmt.Fprintf(c.stderr, "agentrt: error: %v\n", res.Err)
-				return &exitError{1}
-			}
-			c.stdout.Write(res.Output)
-			if len(res.Output) > 0 && res.Output[len(res.Output)-1] != '\n' {
-				fmt.Fprintln(c.stdout)
-			}
-			return nil
+			return c.report(res, err, start, asJSON)
 		},
 	}
 	f := cmd.Flags()
@@ -108,6 +90,30 @@ and the output on stdout at the end.`,
 	f.BoolVar(&asJSON, "json", false, `print one JSON object {"run_id","status","output"} on stdout`)
 	f.BoolVarP(&quiet, "quiet", "q", false, "do not show the guest's stdout, stderr and log lines")
 	return cmd
+}
+
+// report prints how a run (or a resume) ended and returns the command's
+// error: the output on stdout, or the JSON object with --json.
+func (c *cli) report(res *host.Result, err error, start time.Time, asJSON bool) error {
+	if err != nil {
+		if res != nil {
+			fmt.Fprintf(c.stderr, "run %s stopped after %d calls\n", res.Run, res.Steps)
+		}
+		return err
+	}
+	if asJSON {
+		return c.printRunJSON(res)
+	}
+	fmt.Fprintf(c.stderr, "run %s %s: %d calls in %s\n", res.Run, res.Status, res.Steps, time.Since(start).Round(time.Millisecond))
+	if res.Status != journal.StatusCompleted {
+		fmt.Fprintf(c.stderr, "agentrt: error: %v\n", res.Err)
+		return &exitError{1}
+	}
+	c.stdout.Write(res.Output)
+	if len(res.Output) > 0 && res.Output[len(res.Output)-1] != '\n' {
+		fmt.Fprintln(c.stdout)
+	}
+	return nil
 }
 
 // printEvent writes one guest event in its human form.

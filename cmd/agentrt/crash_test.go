@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -29,7 +31,9 @@ import (
 // and checks what it left: the store opens, every stored entry is covered
 // by a valid seal, an effect cut off is in doubt (intent and executing, no
 // outcome), the server saw each idempotency key once, and the journal
-// replays as an unfinished prefix.
+// replays as an unfinished prefix. Then `agentrt resume` finishes the run:
+// its output is the uninterrupted run's, no key is sent twice, and the
+// whole journal replays.
 func TestKilledRunLeavesAVerifiableJournal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the CLI and kills processes")
@@ -43,6 +47,16 @@ func TestKilledRunLeavesAVerifiableJournal(t *testing.T) {
 		t.Fatal(err)
 	}
 	grant := filepath.Join(testutil.RepoRoot(), "examples/crawler/grant.yaml")
+
+	// The uninterrupted run's output, with its server's address written
+	// as URL, to compare every resumed run's with.
+	baseSrv := httptest.NewServer(site.Handler())
+	out, err := exec.Command(bin, "--data", t.TempDir(), "run", module, "--grant", grant, "-q", "--json", "--input", `{"start":"`+baseSrv.URL+`/"}`).Output()
+	baseSrv.Close()
+	if err != nil {
+		t.Fatalf("uninterrupted run: %v", err)
+	}
+	baseline := outputOf(t, out, baseSrv.URL)
 
 	// Kill points: while the k-th page request is in flight, or a delay
 	// after the first request arrived (the fetches take 20 ms each, so the
@@ -106,7 +120,6 @@ func TestKilledRunLeavesAVerifiableJournal(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the store does not open after the kill: %v", err)
 			}
-			defer st.Close()
 			ctx := context.Background()
 			runs, err := st.Runs(ctx)
 			if err != nil {
@@ -154,7 +167,41 @@ func TestKilledRunLeavesAVerifiableJournal(t *testing.T) {
 					t.Fatalf("replay of the killed run: %v, want ErrUnfinished", err)
 				}
 			}
-			t.Logf("%d entries, %d seals, last %s of step %d (%s); %d requests", sum.Entries, sum.Seals, last.Phase, last.Step, last.Op, len(keys))
+			t.Logf("killed: %d entries, %d seals, last %s of step %d (%s); %d requests", sum.Entries, sum.Seals, last.Phase, last.Step, last.Op, len(keys))
+			st.Close()
+
+			out, err := exec.Command(bin, "--data", data, "resume", "last", "-q", "--json").Output()
+			if err != nil {
+				t.Fatalf("resume: %v\n%s", err, out)
+			}
+			if got := outputOf(t, out, srv.URL); got != baseline {
+				t.Fatalf("the resumed run's output differs from the uninterrupted run's:\n got  %s\n want %s", got, baseline)
+			}
+			mu.Lock()
+			for k, n := range keys {
+				if n != 1 {
+					t.Errorf("after resume, idempotency key %q was sent %d times", k, n)
+				}
+			}
+			mu.Unlock()
+			verify := exec.Command(bin, "--data", data, "replay", "last")
+			if out, err := verify.CombinedOutput(); err != nil || !strings.HasPrefix(string(out), "verified ") {
+				t.Fatalf("replay of the resumed run: %v\n%s", err, out)
+			}
 		})
 	}
+}
+
+// outputOf returns the output of a run printed with --json, with the site's
+// address written as URL.
+func outputOf(t *testing.T, out []byte, siteURL string) string {
+	t.Helper()
+	var res struct {
+		Status string
+		Output json.RawMessage
+	}
+	if err := json.Unmarshal(out, &res); err != nil || res.Status != "completed" {
+		t.Fatalf("run output %s (%v): want a completed run", out, err)
+	}
+	return strings.ReplaceAll(string(res.Output), siteURL, "URL")
 }

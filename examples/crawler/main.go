@@ -142,6 +142,11 @@ func visit(u string) (*Page, bool, error) {
 		return nil, false, err
 	}
 	resp, err := agent.HTTPGet(u)
+	if errors.Is(err, agent.ErrInDoubt) {
+		// A crash left this request in doubt. A GET changes nothing on the
+		// server, so asking again (a new call, with a new key) is safe.
+		resp, err = agent.HTTPGet(u)
+	}
 	if err != nil {
 		return nil, false, err
 	}
