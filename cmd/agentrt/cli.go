@@ -24,6 +24,7 @@ type cli struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	dataDir        string
+	cacheDir       string
 }
 
 // hinted is an error with a suggested fix, printed on its own line.
@@ -127,6 +128,7 @@ Quick start:
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&c.dataDir, "data", "", "data directory of the cell (default $"+cell.EnvData+", else a per-user data directory)")
+	root.PersistentFlags().StringVar(&c.cacheDir, "cache", "", "compilation cache directory, which cells may share (default $"+cell.EnvCache+", else DATA/cache)")
 	root.AddCommand(c.buildCmd(), c.runCmd(), c.resumeCmd(), c.runsCmd(), c.journalCmd(), c.replayCmd(), c.keysCmd(), c.logsCmd())
 	return root
 }
@@ -159,6 +161,10 @@ func (c *cli) open(ctx context.Context, opts cell.Options) (*cell.Cell, error) {
 	dir, err := c.data()
 	if err != nil {
 		return nil, err
+	}
+	opts.CacheDir = c.cacheDir
+	if opts.CacheDir == "" {
+		opts.CacheDir = os.Getenv(cell.EnvCache)
 	}
 	return cell.Open(ctx, dir, opts)
 }

@@ -37,11 +37,7 @@ answer to "is my new version compatible with the runs in flight?".`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			dir, err := c.data()
-			if err != nil {
-				return err
-			}
-			cl, err := cell.Open(ctx, dir, cell.Options{})
+			cl, err := c.open(ctx, cell.Options{})
 			if err != nil {
 				return err
 			}

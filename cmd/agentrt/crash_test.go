@@ -35,9 +35,6 @@ import (
 // its output is the uninterrupted run's, no key is sent twice, and the
 // whole journal replays.
 func TestKilledRunLeavesAVerifiableJournal(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the CLI and kills processes")
-	}
 	bin := filepath.Join(t.TempDir(), "agentrt")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -47,11 +44,24 @@ func TestKilledRunLeavesAVerifiableJournal(t *testing.T) {
 		t.Fatal(err)
 	}
 	grant := filepath.Join(testutil.RepoRoot(), "examples/crawler/grant.yaml")
+	// One compilation cache for every cell of the test: the module is
+	// compiled once, and each run starts in milliseconds.
+	cache := t.TempDir()
+	agentrt := func(data string, args ...string) *exec.Cmd {
+		return exec.Command(bin, append([]string{"--data", data, "--cache", cache}, args...)...)
+	}
 
 	// The uninterrupted run's output, with its server's address written
-	// as URL, to compare every resumed run's with.
-	baseSrv := httptest.NewServer(site.Handler())
-	out, err := exec.Command(bin, "--data", t.TempDir(), "run", module, "--grant", grant, "-q", "--json", "--input", `{"start":"`+baseSrv.URL+`/"}`).Output()
+	// as URL, to compare every resumed run's with, and how long the run
+	// goes on after its first request: the span the timed kills cover.
+	var first time.Time
+	var firstOnce sync.Once
+	baseSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		firstOnce.Do(func() { first = time.Now() })
+		site.Handler().ServeHTTP(w, r)
+	}))
+	out, err := agentrt(t.TempDir(), "run", module, "--grant", grant, "-q", "--json", "--input", `{"start":"`+baseSrv.URL+`/"}`).Output()
+	span := time.Since(first)
 	baseSrv.Close()
 	if err != nil {
 		t.Fatalf("uninterrupted run: %v", err)
@@ -59,17 +69,32 @@ func TestKilledRunLeavesAVerifiableJournal(t *testing.T) {
 	baseline := outputOf(t, out, baseSrv.URL)
 
 	// Kill points: while the k-th page request is in flight, or a delay
-	// after the first request arrived (the fetches take 20 ms each, so the
-	// delays land between and inside calls, commits and fetches).
+	// after the first request arrived, spread over the span of the run, so
+	// that kills land inside fetches, commits and fsyncs, and between
+	// calls.
 	type point struct {
 		duringFetch int
 		after       time.Duration
 	}
-	points := []point{{duringFetch: 1}, {duringFetch: 3}, {duringFetch: 6},
-		{after: 5 * time.Millisecond}, {after: 33 * time.Millisecond}, {after: 71 * time.Millisecond}, {after: 118 * time.Millisecond}}
+	var points []point
+	for k := 1; k <= 7; k++ { // every page fetch of the crawl
+		points = append(points, point{duringFetch: k})
+	}
+	// The journal's end comes at about 40% of the span, the store's
+	// shutdown after it: 80 kills spread over the run, 13 over the shutdown
+	// (where a kill once left a store badger would not open).
+	for i := 0; i < 80; i++ {
+		points = append(points, point{after: span * 45 * time.Duration(i) / 8000})
+	}
+	for i := 0; len(points) < 100; i++ {
+		points = append(points, point{after: span*45/100 + span*55*time.Duration(i)/1300})
+	}
+	if testing.Short() {
+		points = []point{points[0], points[5], points[40], points[80]}
+	}
 	for _, p := range points {
 		name := fmt.Sprintf("fetch-%d", p.duringFetch)
-		if p.after > 0 {
+		if p.duringFetch == 0 {
 			name = fmt.Sprint("after-", p.after)
 		}
 		t.Run(name, func(t *testing.T) {
@@ -90,23 +115,22 @@ func TestKilledRunLeavesAVerifiableJournal(t *testing.T) {
 					<-r.Context().Done() // the client dies with the request open
 					return
 				}
-				time.Sleep(20 * time.Millisecond)
 				site.Handler().ServeHTTP(w, r)
 			}))
 			defer srv.Close()
 
-			cmd := exec.Command(bin, "--data", data, "run", module, "--grant", grant, "-q", "--input", `{"start":"`+srv.URL+`/"}`)
+			cmd := agentrt(data, "run", module, "--grant", grant, "-q", "--input", `{"start":"`+srv.URL+`/"}`)
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
 			wait := inFlight
-			if p.after > 0 {
+			if p.duringFetch == 0 {
 				wait = nil
 			}
 			select {
 			case <-wait:
 			case <-started:
-				if p.after == 0 {
+				if p.duringFetch > 0 {
 					<-inFlight
 				}
 				time.Sleep(p.after)
@@ -170,7 +194,15 @@ func TestKilledRunLeavesAVerifiableJournal(t *testing.T) {
 			t.Logf("killed: %d entries, %d seals, last %s of step %d (%s); %d requests", sum.Entries, sum.Seals, last.Phase, last.Step, last.Op, len(keys))
 			st.Close()
 
-			out, err := exec.Command(bin, "--data", data, "resume", "last", "-q", "--json").Output()
+			if sum.End != nil {
+				// Killed after it ended: there is nothing to resume,
+				// and its outcome must be the uninterrupted one.
+				if got := strings.ReplaceAll(string(sum.End.Output), srv.URL, "URL"); got != baseline {
+					t.Fatalf("the run that ended before the kill output %s, want %s", got, baseline)
+				}
+				return
+			}
+			out, err := agentrt(data, "resume", "last", "-q", "--json").Output()
 			if err != nil {
 				t.Fatalf("resume: %v\n%s", err, out)
 			}
@@ -184,7 +216,7 @@ func TestKilledRunLeavesAVerifiableJournal(t *testing.T) {
 				}
 			}
 			mu.Unlock()
-			verify := exec.Command(bin, "--data", data, "replay", "last")
+			verify := agentrt(data, "replay", "last")
 			if out, err := verify.CombinedOutput(); err != nil || !strings.HasPrefix(string(out), "verified ") {
 				t.Fatalf("replay of the resumed run: %v\n%s", err, out)
 			}

@@ -20,8 +20,12 @@ import (
 	"github.com/agentrt/agentrt/journal/cellkey"
 )
 
-// EnvData names the environment variable that picks the data directory.
-const EnvData = "AGENTRT_DATA"
+// EnvData names the environment variable that picks the data directory, and
+// EnvCache the one that picks the compilation cache directory.
+const (
+	EnvData  = "AGENTRT_DATA"
+	EnvCache = "AGENTRT_CACHE"
+)
 
 // DefaultDataDir returns the per-user data directory: $AGENTRT_DATA, else
 // $XDG_DATA_HOME/agentrt or ~/.local/share/agentrt on Unix,
@@ -71,6 +75,9 @@ type Options struct {
 	Sink func(host.Event)
 	// NoCache turns the compilation cache off.
 	NoCache bool
+	// CacheDir holds the compilation cache; empty: DATA/cache. Cells may
+	// share one: entries are keyed by the module's hash and the compiler.
+	CacheDir string
 }
 
 // Open opens (creating on first use) the cell in dir.
@@ -87,6 +94,9 @@ func Open(ctx context.Context, dir string, opts Options) (*Cell, error) {
 		return nil, err
 	}
 	cfg := host.EngineConfig{CacheDir: filepath.Join(dir, "cache")}
+	if opts.CacheDir != "" {
+		cfg.CacheDir = opts.CacheDir
+	}
 	if opts.NoCache {
 		cfg.CacheDir = ""
 	}

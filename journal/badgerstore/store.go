@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -56,6 +57,9 @@ func Open(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
+	if err := removeEmptyMemtables(dir); err != nil {
+		return nil, err
+	}
 	opts := badger.DefaultOptions(dir).
 		WithSyncWrites(false). // the committer syncs, once per round
 		WithDetectConflicts(false).
@@ -79,6 +83,27 @@ func Open(dir string) (*Store, error) {
 func (s *Store) Close() error {
 	s.c.close()
 	return s.db.Close()
+}
+
+// removeEmptyMemtables deletes memtable files of zero bytes. Badger creates
+// a memtable file and then sizes it; a process killed between the two
+// leaves an empty file that badger v4 refuses to open ("Create a new file")
+// ever after. An empty memtable file never held a write, so removing it
+// loses nothing. (Found by the crash test: SIGKILL while the store closes.)
+func removeEmptyMemtables(dir string) error {
+	files, err := filepath.Glob(filepath.Join(dir, "*.mem"))
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		if info, err := os.Stat(f); err == nil && info.Size() == 0 {
+			log.Printf("badgerstore: removing %s, an empty memtable file left by a crash", f)
+			if err := os.Remove(f); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func runKey(prefix string, run journal.RunID) []byte {

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -295,5 +296,33 @@ func TestBigBatchesCommitAlone(t *testing.T) {
 		if v, ok, err := st.KVGet("n", fmt.Sprint(i)); !ok || len(v) != len(big) || err != nil {
 			t.Fatalf("key %d: %d bytes, %v %v", i, len(v), ok, err)
 		}
+	}
+}
+
+// TestOpenAfterACrashLeftAnEmptyMemtable: a process killed between badger's
+// creating a memtable file and sizing it leaves an empty file, which badger
+// alone refuses to open.
+func TestOpenAfterACrashLeftAnEmptyMemtable(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	st, err := badgerstore.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	run := journal.NewRunID(time.Now())
+	if err := st.Commit(ctx, &journal.Batch{Run: run, Records: chainOf(t, run, 3), Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	if err := os.WriteFile(filepath.Join(dir, "00009.mem"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err = badgerstore.Open(dir)
+	if err != nil {
+		t.Fatalf("open after an empty memtable file was left: %v", err)
+	}
+	defer st.Close()
+	if _, err := journal.VerifyStore(ctx, st, run, journal.TrustAny); err != nil {
+		t.Fatalf("the journal written before: %v", err)
 	}
 }
