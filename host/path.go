@@ -29,13 +29,14 @@ import (
 type livePath struct {
 	w        *journal.Writer
 	groupMax int
-	epoch    uint64
 	now      func() time.Time
 	events   *eventBuffer
+	// lease is the run's lease, renewed as commits go by; nil: unleased.
+	lease *holder
 }
 
 func (p *livePath) entry(phase journal.Phase, c *Call) *journal.Entry {
-	return &journal.Entry{Phase: phase, Step: c.Step, Op: c.Op.Name, InputHash: c.InputHash(), Time: p.now().UnixNano(), Epoch: p.epoch}
+	return &journal.Entry{Phase: phase, Step: c.Step, Op: c.Op.Name, InputHash: c.InputHash(), Time: p.now().UnixNano(), Epoch: p.lease.epoch()}
 }
 
 func (p *livePath) serve(ctx context.Context, s *session, c *Call, h handler) (abi.Status, []byte, error) {
@@ -109,6 +110,9 @@ func (p *livePath) record(ctx context.Context, c *Call, withRequest bool, status
 // commit writes the buffered entries, with the events the guest produced
 // since the last commit.
 func (p *livePath) commit(ctx context.Context, durable bool) error {
+	if err := p.lease.renew(ctx); err != nil {
+		return err
+	}
 	if err := p.events.flushTo(p.w); err != nil {
 		return err
 	}

@@ -67,14 +67,22 @@ func (h *Host) Resume(ctx context.Context, run journal.RunID) (*Result, error) {
 		return nil, err
 	}
 
+	if err := h.active.enter(run); err != nil {
+		return nil, err
+	}
+	defer h.active.leave(run)
 	w := journal.NewWriter(st, journal.ResumeChain(run, h.deps.Key, sum.Entries-1, sum.Head))
+	lease, err := h.acquire(ctx, run, w)
+	if err != nil {
+		return nil, err
+	}
 	events := &eventBuffer{run: run, now: h.deps.Now, sink: h.deps.Sink, keep: h.deps.Events != nil, replaying: true}
-	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events}
+	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease}
 	p := &resumePath{rec: rec, live: live, events: events}
 	p.doubtStep, _, p.doubt = rec.InDoubt()
 	s := &session{run: run, header: hdr, grant: grant, path: p, deps: &h.deps,
 		maxRequest: h.cfg.MaxRequest, events: events}
-	return h.conclude(ctx, m, s, w, &meta)
+	return h.conclude(ctx, m, s, w, &meta, lease)
 }
 
 // resumePath serves a resumed run: the recorded calls from the journal,

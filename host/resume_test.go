@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/internal/testutil"
@@ -125,5 +126,38 @@ func TestResumeSendsAnIdempotentEffectAgainWithItsKey(t *testing.T) {
 	}
 	if count("/a") != 1 || count("/cut") != 2 {
 		t.Fatalf("served /a %d times and /cut %d times; want /a once and /cut again", count("/a"), count("/cut"))
+	}
+}
+
+func TestResumeTakesTheLeaseWithTheNextEpoch(t *testing.T) {
+	env, run, code, _ := interruptedRun(t, false)
+	ctx := context.Background()
+	// Another cell holds the run: resume is refused, and nothing is written.
+	before := len(entries(t, env, run))
+	other, err := env.Store.Acquire(ctx, run, []byte("another cell key, 32 bytes long!"), time.Now(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held *journal.HeldError
+	if _, err := env.Host.Resume(ctx, run); !errors.As(err, &held) || held.Lease.Epoch != other.Epoch {
+		t.Fatalf("resume of a run another cell holds: %v, want a HeldError", err)
+	}
+	if n := len(entries(t, env, run)); n != before {
+		t.Fatalf("a refused resume wrote %d entries", n-before)
+	}
+	if err := env.Store.Release(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	resumeAndCheck(t, env, run, code)
+	var epochs []uint64
+	for _, e := range entries(t, env, run) {
+		if e.Phase == journal.PhaseLease {
+			epochs = append(epochs, e.Epoch)
+		}
+	}
+	// Epoch 1 for the first run, 2 for the other cell's (which wrote
+	// nothing), 3 for the resume.
+	if fmt.Sprint(epochs) != "[1 3]" {
+		t.Fatalf("lease entries with epochs %v, want [1 3]", epochs)
 	}
 }

@@ -32,6 +32,9 @@ type Deps struct {
 	Rand io.Reader
 	// Sink, when set, sees every event as it happens.
 	Sink func(Event)
+	// Leases keeps the runs' leases; nil: the Store's, when it has them.
+	// Without one, runs are written without leases.
+	Leases journal.Leases
 }
 
 // Config tunes a Host.
@@ -41,6 +44,9 @@ type Config struct {
 	// MaxRequest is the largest request a guest may send. Zero:
 	// abi.MaxRequest.
 	MaxRequest int
+	// LeaseTTL is how long a run's lease lasts unless renewed; a run
+	// renews it as it commits. Zero: 30 s.
+	LeaseTTL time.Duration
 }
 
 // Host runs agent modules, journaling every import call.
@@ -48,6 +54,7 @@ type Host struct {
 	engine *Engine
 	deps   Deps
 	cfg    Config
+	active active
 }
 
 // New returns a host that runs modules on engine with deps.
@@ -66,6 +73,12 @@ func New(engine *Engine, deps Deps, cfg Config) (*Host, error) {
 	}
 	if cfg.GroupCommit <= 0 {
 		cfg.GroupCommit = 256
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 30 * time.Second
+	}
+	if l, ok := deps.Store.(journal.Leases); ok && deps.Leases == nil {
+		deps.Leases = l
 	}
 	if cfg.MaxRequest <= 0 {
 		cfg.MaxRequest = abi.MaxRequest
@@ -158,6 +171,14 @@ func (h *Host) Run(ctx context.Context, spec RunSpec) (*Result, error) {
 	if err := w.Add(&journal.Entry{Phase: journal.PhaseStart, Header: hdr, Time: now.UnixNano()}); err != nil {
 		return nil, err
 	}
+	if err := h.active.enter(run); err != nil {
+		return nil, err
+	}
+	defer h.active.leave(run)
+	lease, err := h.acquire(ctx, run, w)
+	if err != nil {
+		return nil, err
+	}
 	// The start need not be durable on its own: the first effect's commit,
 	// or the end's, makes it so.
 	if err := w.Commit(ctx, &meta, false); err != nil {
@@ -165,17 +186,20 @@ func (h *Host) Run(ctx context.Context, spec RunSpec) (*Result, error) {
 	}
 
 	events := &eventBuffer{run: run, now: h.deps.Now, sink: h.deps.Sink, keep: h.deps.Events != nil}
-	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events}
+	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease}
 	s := &session{run: run, header: hdr, grant: grant, path: live, deps: &h.deps,
 		maxRequest: h.cfg.MaxRequest, events: events}
-	return h.conclude(ctx, m, s, w, &meta)
+	return h.conclude(ctx, m, s, w, &meta, lease)
 }
 
 // conclude runs session s of module m to its end and journals the end, or,
 // when the host stopped it, keeps what it journaled and says why.
-func (h *Host) conclude(ctx context.Context, m *Module, s *session, w *journal.Writer, meta *journal.RunMeta) (*Result, error) {
+func (h *Host) conclude(ctx context.Context, m *Module, s *session, w *journal.Writer, meta *journal.RunMeta, lease *holder) (*Result, error) {
 	events := s.events
 	guestErr := h.engine.execute(ctx, m, s)
+	// Whatever the outcome, this process is done with the run: the next
+	// holder (a resume) need not wait for the lease to lapse.
+	defer lease.release(ctx)
 	if s.fatal != nil && !errors.Is(guestErr, errGuest) {
 		res := &Result{Run: s.run, Status: journal.StatusRunning, Steps: s.steps}
 		if errors.Is(s.fatal, ErrInterrupted) {
@@ -203,7 +227,7 @@ func (h *Host) conclude(ctx context.Context, m *Module, s *session, w *journal.W
 	}
 	done := h.deps.Now()
 	meta.Status, meta.Output, meta.Error, meta.Ended, meta.Steps = end.Status, end.Output, end.Error, done.UnixNano(), s.steps
-	if err := w.Add(&journal.Entry{Phase: journal.PhaseEnd, End: end, Time: done.UnixNano()}); err != nil {
+	if err := w.Add(&journal.Entry{Phase: journal.PhaseEnd, End: end, Time: done.UnixNano(), Epoch: lease.epoch()}); err != nil {
 		return res, err
 	}
 	if err := events.flushTo(w); err != nil {

@@ -52,9 +52,12 @@ const (
 	PhaseFailed Phase = 5
 	// PhaseEnd is the last entry of a finished run; it carries the End.
 	PhaseEnd Phase = 6
+	// PhaseLease records that the entry's cell took the run's lease with
+	// the entry's epoch: the entries after it are written under that lease.
+	PhaseLease Phase = 7
 )
 
-var phaseNames = [...]string{"", "start", "intent", "executing", "completed", "failed", "end"}
+var phaseNames = [...]string{"", "start", "intent", "executing", "completed", "failed", "end", "lease"}
 
 func (p Phase) String() string {
 	if int(p) < len(phaseNames) && p != 0 {
@@ -64,7 +67,7 @@ func (p Phase) String() string {
 }
 
 // Valid reports whether p is a phase of this format version.
-func (p Phase) Valid() bool { return p >= PhaseStart && p <= PhaseEnd }
+func (p Phase) Valid() bool { return p >= PhaseStart && p <= PhaseLease }
 
 // Entry is one record of a run's journal. Field numbers are the CBOR map keys.
 type Entry struct {

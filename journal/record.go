@@ -112,6 +112,10 @@ func (e *Entry) check() error {
 		return fmt.Errorf("a text field is not valid UTF-8")
 	}
 	switch e.Phase {
+	case PhaseLease:
+		if e.Epoch == 0 || e.Step != 0 || e.Op != "" {
+			return fmt.Errorf("a lease entry has an epoch and no step or op")
+		}
 	case PhaseIntent, PhaseExecuting, PhaseCompleted, PhaseFailed:
 		if e.Step == 0 || e.Op == "" {
 			return fmt.Errorf("%s entry without step or op", e.Phase)

@@ -833,6 +833,32 @@ func generateVectors(tb testing.TB) []*vector {
 	add("seal-from-other-run", "signature", 7, trustA(), enc(foreign),
 		"the seal on entry 7 is taken from the same entry of another run by the same cell")
 
+	// Leases: a run that stopped with an effect in doubt, resumed under a
+	// new lease, whose holder tells the guest the effect is in doubt.
+	leased := func(resumeEpoch uint64, tailEpoch uint64) []item {
+		put := putRequest(tb)
+		inDoubt := mustCBOR(tb, abi.Error{Code: abi.StatusInDoubt, Message: "kv.put of step 2 was in flight when the run stopped"})
+		lease := func(epoch uint64) *journal.Entry { return &journal.Entry{Phase: journal.PhaseLease, Epoch: epoch} }
+		under := func(e *journal.Entry, epoch uint64) *journal.Entry { e.Epoch = epoch; return e }
+		return []item{
+			{startEntry(tb), false},
+			{lease(1), true},
+			{under(pureEntry(1, "run.input", nil, inputResponse(tb), abi.StatusOK), 1), false},
+			{under(intentEntry(2, "kv.put", put), 1), false},
+			{under(executingEntry(runX, 2, "kv.put", put), 1), true},
+			{lease(resumeEpoch), false},
+			{under(outcomeEntry(2, "kv.put", put, inDoubt, abi.StatusInDoubt), tailEpoch), false},
+			{under(endEntry(2, nil), tailEpoch), true},
+		}
+	}
+	add("valid-lease-resume", "valid", 0, trustA(), enc(writeJournal(tb, runX, cellA, leased(2, 2), nil)),
+		"lease epoch 1 taken after the start; the run stops with step 2 in doubt; a resume takes epoch 2",
+		"(a lease entry may come while a step is open) and records the step as in_doubt")
+	add("lease-epoch-not-increasing", "sequence", 5, trustA(), enc(writeJournal(tb, runX, cellA, leased(1, 1), nil)),
+		"the resume's lease entry repeats epoch 1: epochs only grow")
+	add("entry-under-old-epoch", "sequence", 6, trustA(), enc(writeJournal(tb, runX, cellA, leased(2, 1), nil)),
+		"after the lease of epoch 2, entry 6 is written under epoch 1 (a deposed holder's write)")
+
 	// Round seals: entry 7's commit sealed in one store round with two
 	// commits of run Y, by one signature over the round's Merkle root.
 	roundSealed := func() []journal.Record {

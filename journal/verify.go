@@ -97,6 +97,8 @@ type Verifier struct {
 	prev       []byte
 	lastSealed int64
 	lastStep   uint64
+	// epoch is the lease epoch of the last lease entry (0 before one).
+	epoch uint64
 	// open is the intent of the effect in progress, if any.
 	open *Entry
 	// cur is the entry being checked, once it decoded.
@@ -229,6 +231,18 @@ func (v *Verifier) add(p *prepared) error {
 // completed or failed entries that repeat its step, op and input hash (an
 // effect). Steps count up by one.
 func (v *Verifier) checkCall(e *Entry, requestOK bool) error {
+	if e.Phase == PhaseLease {
+		// A new lease may be taken at any point, an effect in doubt
+		// included: that is how a run resumes.
+		if e.Epoch <= v.epoch {
+			return v.fail(ErrSequence, "lease epoch %d does not follow epoch %d", e.Epoch, v.epoch)
+		}
+		v.epoch = e.Epoch
+		return nil
+	}
+	if e.Epoch != v.epoch {
+		return v.fail(ErrSequence, "%s entry written under epoch %d while the lease is epoch %d", e.Phase, e.Epoch, v.epoch)
+	}
 	switch e.Phase {
 	case PhaseStart:
 		return nil

@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/journal"
@@ -48,6 +49,8 @@ var ErrLocked = errors.New("badgerstore: the data directory is in use by another
 type Store struct {
 	db *badger.DB
 	c  *committer
+	// leaseMu serializes the compare-and-swap of leases.
+	leaseMu sync.Mutex
 }
 
 var _ journal.Store = (*Store)(nil)

@@ -326,3 +326,42 @@ func TestOpenAfterACrashLeftAnEmptyMemtable(t *testing.T) {
 		t.Fatalf("the journal written before: %v", err)
 	}
 }
+
+func TestLeasesChangeHandsByCompareAndSwap(t *testing.T) {
+	st := open(t)
+	ctx := context.Background()
+	run := journal.NewRunID(time.Now())
+	a, b := []byte("cell-a"), []byte("cell-b")
+	now := time.Unix(1000, 0)
+	la, err := st.Acquire(ctx, run, a, now, 10*time.Second)
+	if err != nil || la.Epoch != 1 {
+		t.Fatalf("first acquire: %+v %v", la, err)
+	}
+	var held *journal.HeldError
+	if _, err := st.Acquire(ctx, run, b, now.Add(5*time.Second), 10*time.Second); !errors.As(err, &held) || held.Lease.Epoch != 1 {
+		t.Fatalf("acquire of a lease held by another cell: %v", err)
+	}
+	if la, err = st.Renew(ctx, la, now.Add(9*time.Second), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// Expired: another cell takes it, with the next epoch, and the first
+	// holder is deposed.
+	lb, err := st.Acquire(ctx, run, b, now.Add(20*time.Second), 10*time.Second)
+	if err != nil || lb.Epoch != 2 {
+		t.Fatalf("takeover of an expired lease: %+v %v", lb, err)
+	}
+	if _, err := st.Renew(ctx, la, now.Add(21*time.Second), 10*time.Second); !errors.Is(err, journal.ErrLeaseLost) {
+		t.Fatalf("renewal by the deposed holder: %v, want ErrLeaseLost", err)
+	}
+	if err := st.Release(ctx, la); !errors.Is(err, journal.ErrLeaseLost) {
+		t.Fatalf("release by the deposed holder: %v, want ErrLeaseLost", err)
+	}
+	if err := st.Release(ctx, lb); err != nil {
+		t.Fatal(err)
+	}
+	// Released: free for anyone, and the epoch still grows.
+	la, err = st.Acquire(ctx, run, a, now.Add(22*time.Second), time.Second)
+	if err != nil || la.Epoch != 3 {
+		t.Fatalf("acquire after release: %+v %v", la, err)
+	}
+}

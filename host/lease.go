@@ -1,0 +1,100 @@
+package host
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/agentrt/agentrt/journal"
+)
+
+// ErrActive is returned by Resume for a run this host is running now.
+var ErrActive = errors.New("host: the run is running in this process")
+
+// holder holds a run's lease for a live path: it takes it, records it in
+// the journal, renews it as commits go by and gives it up at the end.
+type holder struct {
+	leases journal.Leases
+	lease  journal.Lease
+	ttl    time.Duration
+	now    func() time.Time
+}
+
+// acquire takes the lease of run for this cell and adds its lease entry to
+// w. With no lease store, runs go unleased and holder is nil.
+func (h *Host) acquire(ctx context.Context, run journal.RunID, w *journal.Writer) (*holder, error) {
+	if h.deps.Leases == nil {
+		return nil, nil
+	}
+	now := h.deps.Now()
+	l, err := h.deps.Leases.Acquire(ctx, run, h.deps.Key.Public().(ed25519.PublicKey), now, h.cfg.LeaseTTL)
+	if err != nil {
+		return nil, fmt.Errorf("host: lease of %s: %w", run, err)
+	}
+	if err := w.Add(&journal.Entry{Phase: journal.PhaseLease, Epoch: l.Epoch, Time: now.UnixNano()}); err != nil {
+		return nil, err
+	}
+	return &holder{leases: h.deps.Leases, lease: l, ttl: h.cfg.LeaseTTL, now: h.deps.Now}, nil
+}
+
+// epoch returns the epoch the holder writes under (0 when unleased).
+func (o *holder) epoch() uint64 {
+	if o == nil {
+		return 0
+	}
+	return o.lease.Epoch
+}
+
+// renew extends the lease once half of it has gone by. A lease lost means
+// another holder took the run: this one must stop writing.
+func (o *holder) renew(ctx context.Context) error {
+	if o == nil {
+		return nil
+	}
+	now := o.now()
+	if now.UnixNano() < o.lease.Expires-int64(o.ttl/2) {
+		return nil
+	}
+	l, err := o.leases.Renew(ctx, o.lease, now, o.ttl)
+	if err != nil {
+		return fmt.Errorf("host: lease of %s: %w", o.lease.Run, err)
+	}
+	o.lease = l
+	return nil
+}
+
+// release gives the lease up, so the run can be taken at once.
+func (o *holder) release(ctx context.Context) {
+	if o != nil {
+		_ = o.leases.Release(context.WithoutCancel(ctx), o.lease)
+	}
+}
+
+// active tracks the runs this host is running, so that one is never
+// resumed while it runs.
+type active struct {
+	mu   sync.Mutex
+	runs map[journal.RunID]bool
+}
+
+func (a *active) enter(run journal.RunID) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.runs[run] {
+		return fmt.Errorf("%w: %s", ErrActive, run)
+	}
+	if a.runs == nil {
+		a.runs = map[journal.RunID]bool{}
+	}
+	a.runs[run] = true
+	return nil
+}
+
+func (a *active) leave(run journal.RunID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.runs, run)
+}
