@@ -365,3 +365,40 @@ func TestLeasesChangeHandsByCompareAndSwap(t *testing.T) {
 		t.Fatalf("acquire after release: %+v %v", la, err)
 	}
 }
+
+func TestPurgeDeletesWholeRunsAndKeepsTheOthersIntact(t *testing.T) {
+	st := open(t)
+	ctx := context.Background()
+	module, _ := st.PutModule(ctx, []byte("\x00asm shared module"))
+	var runs []journal.RunID
+	for i := range 3 {
+		run := journal.NewRunID(time.Now().Add(time.Duration(i) * time.Second))
+		runs = append(runs, run)
+		status := journal.StatusCompleted
+		if i == 2 {
+			status = journal.StatusRunning
+		}
+		meta := &journal.RunMeta{ID: run, Status: status, ModuleSHA256: module, Cell: make([]byte, 32)}
+		if err := st.Commit(ctx, &journal.Batch{Run: run, Records: chainOf(t, run, 5), Meta: meta, Events: [][]byte{[]byte("e")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.Purge(ctx, runs[2], false); err == nil {
+		t.Fatal("a run that has not finished was purged")
+	}
+	p, err := st.Purge(ctx, runs[0], false)
+	if err != nil || p.Records != 1 || p.Events != 1 || p.Module != 0 {
+		t.Fatalf("purge of run 0: %+v %v; want its commit and event, and the module kept (run 1 uses it)", p, err)
+	}
+	if _, err := st.Meta(ctx, runs[0]); !errors.Is(err, journal.ErrNotFound) {
+		t.Fatalf("purged run still listed: %v", err)
+	}
+	for _, run := range runs[1:] {
+		if _, err := journal.VerifyStore(ctx, st, run, journal.TrustAny); err != nil {
+			t.Fatalf("kept run %s: %v", run, err)
+		}
+	}
+	if _, err := st.Module(ctx, module); err != nil {
+		t.Fatalf("the module still used by run 1 was deleted: %v", err)
+	}
+}
