@@ -94,7 +94,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer h.engine.Close(ctx)
 
 	steps := []func(context.Context) ([]Figure, error){
-		h.roundTrip, h.pureCalls, h.durable, h.groupCommit, h.replay, h.coldStart,
+		h.roundTrip, h.pureCalls, h.durable, h.groupCommit, h.replay, h.coldStart, h.resume,
 	}
 	defer h.closeRecorded()
 	var noisy []string

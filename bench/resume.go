@@ -1,0 +1,202 @@
+package bench
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentrt/agentrt/host"
+	agentcell "github.com/agentrt/agentrt/host/cell"
+	"github.com/agentrt/agentrt/journal"
+	"github.com/agentrt/agentrt/journal/badgerstore"
+	"github.com/agentrt/agentrt/journal/cellkey"
+)
+
+// interrupted records a run of the loop guest that stops (its context
+// ends) after about n journal entries, on st, and returns its id: the
+// journal a killed process leaves, every commit in place.
+func (h *harness) interrupted(ctx context.Context, st *badgerstore.Store, key ed25519.PrivateKey, n int) (journal.RunID, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var entries atomic.Int64
+	now := func() time.Time {
+		if entries.Add(1) == int64(n) {
+			cancel()
+		}
+		return time.Now()
+	}
+	hst, err := host.New(h.engine, host.Deps{Store: st, KV: st, Events: st, Key: key, Now: now}, host.Config{})
+	if err != nil {
+		return journal.RunID{}, err
+	}
+	res, err := hst.Run(ctx, host.RunSpec{Code: h.guests.Loop, Name: "bench", Input: countInput(n + 100), Grant: host.DefaultGrant()})
+	if !errors.Is(err, host.ErrInterrupted) {
+		return journal.RunID{}, fmt.Errorf("bench: the run to resume was not interrupted: %v", err)
+	}
+	return res.Run, nil
+}
+
+// Figure 7: resume latency.
+func (h *harness) resume(ctx context.Context) ([]Figure, error) {
+	var figs []Figure
+	sizes := []int{100, 10_000, 100_000}
+	if h.cfg.PureCalls < 100_000 {
+		sizes = []int{100, 1000}
+	}
+	for i, n := range sizes {
+		res, clean, err := h.resumeOnce(ctx, n, 0)
+		if err != nil {
+			return nil, err
+		}
+		figs = append(figs, Figure{
+			ID: fmt.Sprintf("7%c", 'a'+i), Name: fmt.Sprintf("resume, journal of %d entries", n), Unit: "ms", Better: "lower",
+			Value: median(res), Samples: res,
+			Measures: fmt.Sprintf("host.Host.Resume of an interrupted run of testdata/loop.wat whose journal holds about %d entries (its context ended mid-run, as a kill leaves it: every commit in place): verify the journal (chain, hashes, seals), compile from the warm in-process cache, re-execute answering every recorded call from the journal, then about 100 live calls and the end commit. In-process: the process start of `agentrt resume` (about 40 ms for the CLI here) is not included. No checkpoints (continue-as-new is not built yet), so the time grows with the journal.", n),
+			Floor: &Floor{Name: "clean restart", Unit: "ms", Value: median(clean), Samples: clean,
+				Measures: "host.Host.Run of the same module on the same store making 101 live calls and the end commit: the same work after the replay, from a clean start."},
+		})
+	}
+	filler := 100_000
+	if h.cfg.PureCalls < 100_000 {
+		filler = 2000
+	}
+	res, clean, err := h.resumeOnce(ctx, 1000, filler)
+	if err != nil {
+		return nil, err
+	}
+	figs = append(figs, Figure{
+		ID: "7d", Name: fmt.Sprintf("resume, 1 000 entries in a store of %d, in-process", filler), Unit: "ms", Better: "lower",
+		Value: median(res), Samples: res,
+		Measures: fmt.Sprintf("as 7a, for a run of about 1 000 entries in a store already holding a %d-entry run.", filler),
+		Floor: &Floor{Name: "clean restart", Unit: "ms", Value: median(clean), Samples: clean,
+			Measures: "as in 7a, on the same store."},
+	})
+	if h.cfg.GoAgent { // the full run: time the CLI, process start included
+		res, clean, err := h.resumeCLI(ctx, 1000, filler)
+		if err != nil {
+			return nil, err
+		}
+		figs = append(figs, Figure{
+			ID: "7e", Name: "resume with the CLI, 1 000 entries in a store of 100 000", Unit: "ms", Better: "lower",
+			Value: median(res), Samples: res,
+			Measures: "wall time of `agentrt resume RUN -q`, process start to exit, for an interrupted run of about 1 000 entries of testdata/loop.wat (plus about 100 live calls and the end) in a data directory whose store also holds a 100 000-entry run, compilation cache warm: open the store (badger replays its memtable), load the key, verify, re-execute, finish.",
+			Floor: &Floor{Name: "clean restart with the CLI", Unit: "ms", Value: median(clean), Samples: clean,
+				Measures: "wall time of `agentrt run` of the same module making 101 live calls on the same data directory."},
+			Goal: &Goal{Text: "<= 150 ms and ratio <= 1.5", MaxValue: ptr(150), MaxRatio: ptr(1.5)},
+		})
+	}
+	return figs, nil
+}
+
+// resumeCLI times `agentrt resume` and a clean `agentrt run` as processes.
+func (h *harness) resumeCLI(ctx context.Context, n, filler int) (resumed, clean []float64, err error) {
+	bin := filepath.Join(h.root, "agentrt")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/agentrt")
+	build.Dir = filepath.Dir(sourceDir())
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, nil, fmt.Errorf("bench: go build ./cmd/agentrt: %v\n%s", err, out)
+	}
+	module := filepath.Join(h.root, "loop.wasm")
+	count := filepath.Join(h.root, "count-100")
+	if err := os.WriteFile(module, h.guests.Loop, 0o600); err != nil {
+		return nil, nil, err
+	}
+	if err := os.WriteFile(count, countInput(100), 0o600); err != nil {
+		return nil, nil, err
+	}
+	cache := dir(h.root, "cli-cache")
+	for r := range h.cfg.Reps {
+		data := dir(h.root, fmt.Sprintf("cli-resume-%d", r))
+		key, err := cellkey.LoadOrCreate(data)
+		if err != nil {
+			return nil, nil, err
+		}
+		st, err := badgerstore.Open(agentcell.StoreDir(data))
+		if err != nil {
+			return nil, nil, err
+		}
+		hst, err := host.New(h.engine, host.Deps{Store: st, KV: st, Events: st, Key: key}, host.Config{})
+		if err == nil {
+			_, err = hst.Run(ctx, host.RunSpec{Code: h.guests.Loop, Input: countInput(filler), Grant: host.DefaultGrant()})
+		}
+		var run journal.RunID
+		if err == nil {
+			run, err = h.interrupted(ctx, st, key, n)
+		}
+		st.Close()
+		if err != nil {
+			return nil, nil, err
+		}
+		time1 := func(args ...string) (float64, error) {
+			cmd := exec.CommandContext(ctx, bin, append([]string{"--data", data, "--cache", cache}, args...)...)
+			start := time.Now()
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				return 0, fmt.Errorf("bench: agentrt %v: %v\n%s", args, err, out)
+			}
+			return ms(time.Since(start)), nil
+		}
+		d, err := time1("resume", run.String(), "-q")
+		if err != nil {
+			return nil, nil, err
+		}
+		dc, err := time1("run", module, "-q", "--input-file", count)
+		if err != nil {
+			return nil, nil, err
+		}
+		resumed, clean = append(resumed, d), append(clean, dc)
+		h.logf("7 CLI resume rep %d: %.1f ms, clean run %.1f ms", r, d, dc)
+	}
+	return resumed, clean, nil
+}
+
+// resumeOnce measures, over the configured repetitions, Resume of an
+// n-entry interrupted run on a store that holds a finished run of filler
+// entries first, and a clean Run of the same tail.
+func (h *harness) resumeOnce(ctx context.Context, n, filler int) (resumed, clean []float64, err error) {
+	for r := range h.cfg.Reps {
+		st, err := badgerstore.Open(dir(h.root, fmt.Sprintf("resume-%d-%d-%d", n, filler, r)))
+		if err != nil {
+			return nil, nil, err
+		}
+		_, key, _ := ed25519.GenerateKey(nil)
+		hst, err := host.New(h.engine, host.Deps{Store: st, KV: st, Events: st, Key: key}, host.Config{})
+		if err == nil && filler > 0 {
+			_, err = hst.Run(ctx, host.RunSpec{Code: h.guests.Loop, Input: countInput(filler), Grant: host.DefaultGrant()})
+		}
+		var run journal.RunID
+		if err == nil {
+			run, err = h.interrupted(ctx, st, key, n)
+		}
+		if err != nil {
+			st.Close()
+			return nil, nil, err
+		}
+		start := time.Now()
+		res, err := hst.Resume(ctx, run)
+		d := time.Since(start)
+		if err == nil && res.Status != journal.StatusCompleted {
+			err = fmt.Errorf("bench: resumed run ended %s: %v", res.Status, res.Err)
+		}
+		if err != nil {
+			st.Close()
+			return nil, nil, err
+		}
+		start = time.Now()
+		_, err = hst.Run(ctx, host.RunSpec{Code: h.guests.Loop, Input: countInput(100), Grant: host.DefaultGrant()})
+		dc := time.Since(start)
+		st.Close()
+		if err != nil {
+			return nil, nil, err
+		}
+		resumed, clean = append(resumed, ms(d)), append(clean, ms(dc))
+		h.logf("7 resume of %d entries (store %d) rep %d: %.1f ms, clean %.1f ms", n, filler, r, ms(d), ms(dc))
+	}
+	return resumed, clean, nil
+}
