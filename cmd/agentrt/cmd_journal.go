@@ -75,8 +75,11 @@ on past a bad entry and marks it.`,
 					sig, bad = "BAD", bad+1
 				}
 				op := e.Op
-				if e.Phase == journal.PhaseStart {
+				switch e.Phase {
+				case journal.PhaseStart:
 					op = e.Header.ModuleName
+				case journal.PhaseLease:
+					op = fmt.Sprintf("epoch %d, cell %x", e.Epoch, e.Cell[:4])
 				}
 				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Seq, e.Phase, stepText(e.Step), op, statusText(e),
 					short(e.InputHash), short(e.OutputHash), sig)
@@ -206,6 +209,9 @@ func entryJSON(in journal.Inspected) map[string]any {
 	o["cell"] = hex.EncodeToString(e.Cell)
 	o["time"] = time.Unix(0, e.Time).UTC().Format(time.RFC3339Nano)
 	o["sealed"] = in.Sealed
+	if e.Epoch != 0 {
+		o["epoch"] = e.Epoch
+	}
 	if e.Phase == journal.PhaseCompleted || e.Phase == journal.PhaseFailed {
 		o["status"] = statusName(e.Status)
 	}
