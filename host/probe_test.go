@@ -35,7 +35,16 @@ func probe(t *testing.T, env *testutil.Env, g *host.Grant, steps string) ([]stri
 	if err := json.Unmarshal(res.Output, &lines); err != nil {
 		t.Fatalf("output %q: %v", res.Output, err)
 	}
-	j, err := replay.Load(ctx, env.Store, res.Run, journal.TrustKeys(env.Key.Public().(ed25519.PublicKey)))
+	replaysTo(t, env, res.Run, code, res.Output)
+	return lines, res
+}
+
+// replaysTo checks that run's journal verifies and replays with code to
+// output.
+func replaysTo(t *testing.T, env *testutil.Env, run journal.RunID, code, output []byte) {
+	t.Helper()
+	ctx := context.Background()
+	j, err := replay.Load(ctx, env.Store, run, journal.TrustKeys(env.Key.Public().(ed25519.PublicKey)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,10 +52,9 @@ func probe(t *testing.T, env *testutil.Env, g *host.Grant, steps string) ([]stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(rep.Output) != string(res.Output) {
-		t.Fatalf("replay output %s, run output %s", rep.Output, res.Output)
+	if string(rep.Output) != string(output) {
+		t.Fatalf("replay output %s, run output %s", rep.Output, output)
 	}
-	return lines, res
 }
 
 // probeGrant grants everything the probe imports; HTTP to hosts only.

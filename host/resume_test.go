@@ -2,7 +2,6 @@ package host_test
 
 import (
 	"context"
-	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"net/http"
@@ -15,7 +14,6 @@ import (
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/internal/testutil"
 	"github.com/agentrt/agentrt/journal"
-	"github.com/agentrt/agentrt/replay"
 )
 
 // interruptedRun starts the probe with steps, cancels it while the request
@@ -87,17 +85,7 @@ func resumeAndCheck(t *testing.T, env *testutil.Env, run journal.RunID, code []b
 		t.Fatal(err)
 	}
 	// The whole journal, before and after the resume, verifies and replays.
-	j, err := replay.Load(ctx, env.Store, run, journal.TrustKeys(env.Key.Public().(ed25519.PublicKey)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := j.Replay(ctx, env.Engine, code, replay.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(rep.Output) != string(res.Output) {
-		t.Fatalf("replay output %s, resumed output %s", rep.Output, res.Output)
-	}
+	replaysTo(t, env, run, code, res.Output)
 	if _, err := env.Host.Resume(ctx, run); !errors.Is(err, host.ErrFinished) {
 		t.Fatalf("a second resume of the finished run: %v, want ErrFinished", err)
 	}

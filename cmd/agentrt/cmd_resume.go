@@ -3,7 +3,6 @@ package main
 import (
 	"time"
 
-	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/host/cell"
 	"github.com/spf13/cobra"
 )
@@ -29,11 +28,7 @@ RUN is a run id, a unique prefix of one, or "last" for the newest run.`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			var sink func(host.Event)
-			if !quiet {
-				sink = func(e host.Event) { printEvent(c.stderr, e) }
-			}
-			cl, err := c.open(ctx, cell.Options{Sink: sink})
+			cl, err := c.openShowing(ctx, quiet)
 			if err != nil {
 				return err
 			}

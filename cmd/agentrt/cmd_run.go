@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -68,11 +69,7 @@ and the output on stdout at the end.`,
 					return withHint(fmt.Errorf("--seed %q is not 32 bytes of hex", seedHex), "give 64 hex digits, or leave --seed out for a fresh seed")
 				}
 			}
-			var sink func(host.Event)
-			if !quiet {
-				sink = func(e host.Event) { printEvent(c.stderr, e) }
-			}
-			cl, err := c.open(ctx, cell.Options{Sink: sink})
+			cl, err := c.openShowing(ctx, quiet)
 			if err != nil {
 				return err
 			}
@@ -90,6 +87,16 @@ and the output on stdout at the end.`,
 	f.BoolVar(&asJSON, "json", false, `print one JSON object {"run_id","status","output"} on stdout`)
 	f.BoolVarP(&quiet, "quiet", "q", false, "do not show the guest's stdout, stderr and log lines")
 	return cmd
+}
+
+// openShowing opens the cell for a command that runs an agent, showing the
+// guest's events on stderr unless quiet.
+func (c *cli) openShowing(ctx context.Context, quiet bool) (*cell.Cell, error) {
+	var sink func(host.Event)
+	if !quiet {
+		sink = func(e host.Event) { printEvent(c.stderr, e) }
+	}
+	return c.open(ctx, cell.Options{Sink: sink})
 }
 
 // report prints how a run (or a resume) ended and returns the command's
