@@ -121,11 +121,3 @@ func (p *livePath) commit(ctx context.Context, durable bool) error {
 	}
 	return nil
 }
-
-// sourcePath serves every call from a Source (replay). Nothing is
-// dispatched and nothing is written.
-type sourcePath struct{ src Source }
-
-func (p sourcePath) serve(ctx context.Context, _ *session, c *Call, _ handler) (abi.Status, []byte, error) {
-	return p.src.Serve(ctx, c)
-}

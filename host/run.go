@@ -337,7 +337,7 @@ func (e *Engine) Execute(ctx context.Context, spec ExecSpec) (*Outcome, error) {
 		maxReq = abi.MaxRequest
 	}
 	events := &eventBuffer{run: spec.Run, now: time.Now, sink: spec.Sink}
-	s := &session{run: spec.Run, header: spec.Header, grant: grant, path: sourcePath{spec.Source},
+	s := &session{run: spec.Run, header: spec.Header, grant: grant, src: spec.Source,
 		maxRequest: maxReq, events: events}
 	gerr := e.execute(ctx, m, s)
 	if s.fatal != nil {
