@@ -355,9 +355,8 @@ func (h *harness) groupCommit(ctx context.Context) ([]Figure, error) {
 		return nil, err
 	}
 	defer db.Close()
-	// One run first stores the module: concurrent first runs of a module
-	// race in badgerstore.PutModule (a read-then-write transaction) and all
-	// but one fail with badger's ErrConflict.
+	// One run first, so that the module is compiled and stored before the
+	// timed runs start.
 	if _, err := c.run(ctx, h.guests.KVPut, countInput(1), kvGrant("warmup"), 2); err != nil {
 		return nil, err
 	}

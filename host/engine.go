@@ -39,12 +39,8 @@ type Module struct {
 	SHA256   []byte
 	Name     string
 	Imports  []Import
-	code     []byte
 	compiled wazero.CompiledModule
 }
-
-// Code returns the module's bytes.
-func (m *Module) Code() []byte { return m.code }
 
 // NewEngine starts a wazero runtime with the virtual WASI and one host
 // module per capability of the ABI.
@@ -102,7 +98,7 @@ func (e *Engine) Compile(ctx context.Context, code []byte) (*Module, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compile: %w", err)
 	}
-	m := &Module{SHA256: sum[:], Name: cm.Name(), code: code, compiled: cm}
+	m := &Module{SHA256: sum[:], Name: cm.Name(), compiled: cm}
 	for _, f := range cm.ImportedFunctions() {
 		mod, name, _ := f.Import()
 		m.Imports = append(m.Imports, Import{Module: mod, Name: name})

@@ -1,6 +1,10 @@
 package host
 
-import "github.com/agentrt/agentrt/abi"
+import (
+	"fmt"
+
+	"github.com/agentrt/agentrt/abi"
+)
 
 // runIndex is the index of the run capability, whose set_output the
 // session watches.
@@ -62,5 +66,6 @@ func lookup(ci int, code uint32) *slot {
 			return sl
 		}
 	}
-	return &slot{op: opOf(abi.Capabilities[ci], code)}
+	c := abi.Capabilities[ci]
+	return &slot{op: abi.Op{Cap: c, Code: code, Name: fmt.Sprintf("%s.#%d", c, code), Class: abi.Pure, Idempotent: true}}
 }

@@ -23,6 +23,22 @@ type Recording struct {
 	finished bool
 }
 
+// LoadRecording verifies the journal of run in store, with seals by keys
+// trust approves, and collects its calls.
+func LoadRecording(ctx context.Context, store journal.Store, run journal.RunID, trust journal.TrustFunc) (*journal.Summary, *Recording, error) {
+	rec := &Recording{}
+	v := journal.NewVerifier(trust)
+	v.OnEntry = func(e *journal.Entry, _ *journal.Record) error {
+		rec.Add(e)
+		return nil
+	}
+	sum, err := journal.VerifyStoreWith(ctx, store, run, v)
+	if err != nil {
+		return nil, nil, err
+	}
+	return sum, rec, nil
+}
+
 // ErrRecordingEnd is returned by Recording.Serve for a call past the end of
 // the journal of a run that has not finished.
 var ErrRecordingEnd = errors.New("host: the journal of an unfinished run ends here")

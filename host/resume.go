@@ -31,19 +31,7 @@ func (h *Host) Resume(ctx context.Context, run journal.RunID) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec := &Recording{}
-	v := journal.NewVerifier(journal.TrustKeys(h.deps.Key.Public().(ed25519.PublicKey)))
-	v.OnEntry = func(e *journal.Entry, _ *journal.Record) error {
-		rec.Add(e)
-		return nil
-	}
-	err = journal.VerifyStream(ctx, v, func(fn func([]byte) error) error {
-		return st.Records(ctx, run, 0, func(_ uint64, raw []byte) error { return fn(raw) })
-	})
-	if err != nil {
-		return nil, fmt.Errorf("host: resume %s: %w", run, err)
-	}
-	sum, err := v.Finish()
+	sum, rec, err := LoadRecording(ctx, st, run, journal.TrustKeys(h.deps.Key.Public().(ed25519.PublicKey)))
 	if err != nil {
 		return nil, fmt.Errorf("host: resume %s: %w", run, err)
 	}

@@ -86,9 +86,6 @@ func New(engine *Engine, deps Deps, cfg Config) (*Host, error) {
 	return &Host{engine: engine, deps: deps, cfg: cfg}, nil
 }
 
-// Engine returns the host's engine.
-func (h *Host) Engine() *Engine { return h.engine }
-
 // RunSpec describes a run to start.
 type RunSpec struct {
 	Code []byte
@@ -139,7 +136,7 @@ func (h *Host) Run(ctx context.Context, spec RunSpec) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := h.deps.Store.PutModule(ctx, spec.Code); err != nil {
+	if err := h.deps.Store.PutModule(ctx, m.SHA256, spec.Code); err != nil {
 		return nil, fmt.Errorf("host: store module: %w", err)
 	}
 	now := h.deps.Now()

@@ -206,15 +206,6 @@ func (s *session) take(mem api.Memory, ci int, ptr, capacity uint32) abi.Result 
 	return s.deliver(mem, ci, ptr, capacity, r)
 }
 
-// opOf returns the op for a code, or a placeholder op that the call path
-// answers with StatusBadRequest.
-func opOf(c abi.Capability, code uint32) abi.Op {
-	if op, ok := abi.LookupOp(c, code); ok {
-		return op
-	}
-	return abi.Op{Cap: c, Code: code, Name: fmt.Sprintf("%s.#%d", c, code), Class: abi.Pure, Idempotent: true}
-}
-
 // errorResponse builds the status and CBOR Error body of a failed call.
 func errorResponse(code abi.Status, format string, args ...any) (abi.Status, []byte) {
 	b, err := abi.Marshal(&abi.Error{Code: code, Message: fmt.Sprintf(format, args...)})

@@ -156,11 +156,6 @@ func (id RunID) String() string { return hex.EncodeToString(id[:]) }
 // IsZero reports whether id is the zero id.
 func (id RunID) IsZero() bool { return id == RunID{} }
 
-// Time returns the start time encoded in the id.
-func (id RunID) Time() time.Time {
-	return time.Unix(0, int64(binary.BigEndian.Uint64(id[:8])))
-}
-
 // ErrBadRunID is returned by ParseRunID for a malformed id.
 var ErrBadRunID = errors.New("journal: malformed run id (want 32 hex digits)")
 

@@ -29,24 +29,21 @@ func Inspect(ctx context.Context, store Store, run RunID, trust TrustFunc) ([]In
 	prev := make([]byte, HashSize)
 	err := store.Records(ctx, run, 0, func(seq uint64, raw []byte) error {
 		in := Inspected{Seq: seq}
-		rec, err := DecodeRecord(raw)
-		if err == nil {
-			in.Entry, err = DecodeEntry(rec.Entry)
-		}
-		if err != nil {
-			in.Err = err
+		p := new(prepared) // the verifier's per-record checks
+		prepare(raw, false, p)
+		if p.decodeErr != nil {
+			in.Err = p.decodeErr
 			prev = nil
 			out = append(out, in)
 			return nil
 		}
-		in.LinkOK = prev != nil && bytes.Equal(in.Entry.Prev, prev)
-		head := Sum(rec.Entry)
-		if rec.Seal != nil {
+		in.Entry = p.e
+		in.LinkOK = prev != nil && bytes.Equal(p.e.Prev, prev)
+		if s := p.rec.Seal; s != nil {
 			in.Sealed = true
-			in.SealOK = bytes.Equal(rec.Seal.Cell, in.Entry.Cell) && trust(rec.Seal.Cell) &&
-				VerifySeal(rec.Seal, in.Entry.Run, in.Entry.Seq, head) == nil
+			in.SealOK = p.sealErr == nil && bytes.Equal(s.Cell, p.e.Cell) && trust(s.Cell)
 		}
-		prev = head
+		prev = p.head
 		out = append(out, in)
 		return nil
 	})

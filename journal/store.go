@@ -82,8 +82,9 @@ type Batch struct {
 // ErrNotDurable, nothing of the batch is visible. They must seal the
 // batches that ask for it (SealBatches) before writing them.
 type Store interface {
-	// PutModule stores a module under its SHA-256 and returns the digest.
-	PutModule(ctx context.Context, code []byte) ([]byte, error)
+	// PutModule stores code under sum, its SHA-256, which the caller has
+	// computed already (Module checks it on every read).
+	PutModule(ctx context.Context, sum, code []byte) error
 	// Module returns the module with the given SHA-256.
 	Module(ctx context.Context, sha256 []byte) ([]byte, error)
 	// Commit writes b atomically (see Batch).

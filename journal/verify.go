@@ -308,7 +308,12 @@ func abiStatusTooLarge(s uint32) bool { return abi.Status(s) == abi.StatusTooLar
 
 // VerifyStore verifies the whole journal of run in store.
 func VerifyStore(ctx context.Context, store Store, run RunID, trust TrustFunc) (*Summary, error) {
-	v := NewVerifier(trust)
+	return VerifyStoreWith(ctx, store, run, NewVerifier(trust))
+}
+
+// VerifyStoreWith verifies the whole journal of run in store with v (whose
+// OnEntry sees each entry) and returns its summary.
+func VerifyStoreWith(ctx context.Context, store Store, run RunID, v *Verifier) (*Summary, error) {
 	err := VerifyStream(ctx, v, func(fn func([]byte) error) error {
 		return store.Records(ctx, run, 0, func(_ uint64, raw []byte) error { return fn(raw) })
 	})

@@ -25,9 +25,6 @@ func NewWriter(store Store, chain *Chain) *Writer {
 	return &Writer{store: store, chain: chain, stored: chain.Next()}
 }
 
-// Chain returns the writer's chain.
-func (w *Writer) Chain() *Chain { return w.chain }
-
 // Add links e onto the chain and buffers it until the next Commit.
 func (w *Writer) Add(e *Entry) error {
 	r, err := w.chain.Link(e)

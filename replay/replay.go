@@ -34,54 +34,12 @@ type Journal struct {
 
 // Load verifies the journal of run in store and collects its calls.
 func Load(ctx context.Context, store journal.Store, run journal.RunID, trust journal.TrustFunc) (*Journal, error) {
-	v, j := newCollector(trust)
-	err := journal.VerifyStream(ctx, v, func(fn func([]byte) error) error {
-		return store.Records(ctx, run, 0, func(_ uint64, raw []byte) error { return fn(raw) })
-	})
+	sum, rec, err := host.LoadRecording(ctx, store, run, trust)
 	if err != nil {
 		return nil, err
 	}
-	return j.finish(v, run)
+	return &Journal{Summary: sum, rec: *rec}, nil
 }
-
-// LoadRecords verifies a journal given as raw records, in order.
-func LoadRecords(records [][]byte, trust journal.TrustFunc) (*Journal, error) {
-	v, j := newCollector(trust)
-	for _, r := range records {
-		if err := v.Add(r); err != nil {
-			return nil, err
-		}
-	}
-	return j.finish(v, journal.RunID{})
-}
-
-func newCollector(trust journal.TrustFunc) (*journal.Verifier, *Journal) {
-	j := &Journal{}
-	v := journal.NewVerifier(trust)
-	v.OnEntry = func(e *journal.Entry, _ *journal.Record) error {
-		j.rec.Add(e)
-		return nil
-	}
-	return v, j
-}
-
-func (j *Journal) finish(v *journal.Verifier, run journal.RunID) (*Journal, error) {
-	sum, err := v.Finish()
-	if err != nil {
-		return nil, err
-	}
-	if !run.IsZero() && sum.Run != run {
-		return nil, &journal.VerifyError{Class: journal.ErrSequence, Err: fmt.Errorf("journal holds run %s, not %s", sum.Run, run)}
-	}
-	if sum.Header == nil {
-		return nil, &journal.VerifyError{Class: journal.ErrDecode, Err: errors.New("journal has no start entry")}
-	}
-	j.Summary = sum
-	return j, nil
-}
-
-// Calls returns the number of import calls recorded.
-func (j *Journal) Calls() int { return j.rec.Len() }
 
 // Report is the result of a successful replay.
 type Report struct {

@@ -36,10 +36,7 @@ import (
 // its output is the uninterrupted run's, no key is sent twice, and the
 // whole journal replays.
 func TestKilledRunLeavesAVerifiableJournal(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "agentrt")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildCLI(t)
 	module := filepath.Join(t.TempDir(), "crawler.wasm")
 	if err := os.WriteFile(module, testutil.BuildGo(t, "examples/crawler"), 0o644); err != nil {
 		t.Fatal(err)
@@ -124,16 +121,12 @@ func TestKilledRunLeavesAVerifiableJournal(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			wait := inFlight
-			if p.duringFetch == 0 {
-				wait = nil
+			arrived := started
+			if p.duringFetch > 0 {
+				arrived = inFlight
 			}
 			select {
-			case <-wait:
-			case <-started:
-				if p.duringFetch > 0 {
-					<-inFlight
-				}
+			case <-arrived:
 				time.Sleep(p.after)
 			case <-time.After(60 * time.Second):
 				t.Fatal("the run never made the request to be killed at")
@@ -245,10 +238,7 @@ func outputOf(t *testing.T, out []byte, siteURL string) string {
 // the journal verifies: badger's recovery shows whole commits or nothing,
 // never a half-written entry, and every entry it shows is sealed.
 func TestKillDuringHeavyWritingLeavesNoHalfWrittenEntry(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "agentrt")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildCLI(t)
 	module := filepath.Join(t.TempDir(), "loop.wasm")
 	if err := os.WriteFile(module, testutil.BuildWAT(t, "bench/testdata/loop.wat"), 0o644); err != nil {
 		t.Fatal(err)
@@ -293,4 +283,15 @@ func TestKillDuringHeavyWritingLeavesNoHalfWrittenEntry(t *testing.T) {
 		}
 		t.Logf("kill after %v: %d entries, %d seals, finished %v", after, sum.Entries, sum.Seals, sum.End != nil)
 	}
+}
+
+// buildCLI builds the agentrt command, to run as a process that can be
+// killed.
+func buildCLI(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "agentrt")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
 }

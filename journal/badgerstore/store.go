@@ -16,7 +16,6 @@ package badgerstore
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -124,18 +123,17 @@ func (s *Store) Commit(ctx context.Context, b *journal.Batch) error {
 	return s.c.submit(ctx, b)
 }
 
-// PutModule stores code under its SHA-256. The key is content-addressed, so
-// writing it twice is harmless and needs no read first.
-func (s *Store) PutModule(_ context.Context, code []byte) ([]byte, error) {
-	sum := sha256.Sum256(code)
+// PutModule stores code under sum. The key is content-addressed: a module
+// stored before is not written again (every run of it would rewrite megabytes).
+func (s *Store) PutModule(_ context.Context, sum, code []byte) error {
 	err := s.db.View(func(txn *badger.Txn) error {
-		_, err := txn.Get(moduleKey(sum[:]))
+		_, err := txn.Get(moduleKey(sum))
 		return err
 	})
 	if errors.Is(err, badger.ErrKeyNotFound) {
-		err = s.db.Update(func(txn *badger.Txn) error { return txn.Set(moduleKey(sum[:]), code) })
+		err = s.db.Update(func(txn *badger.Txn) error { return txn.Set(moduleKey(sum), code) })
 	}
-	return sum[:], err
+	return err
 }
 
 // Module returns the module with the given SHA-256, checking the digest.

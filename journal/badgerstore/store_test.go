@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,13 +131,21 @@ func TestRunsNewestFirstAndMeta(t *testing.T) {
 func TestModulesAreContentAddressed(t *testing.T) {
 	st := open(t)
 	ctx := context.Background()
-	sum, err := st.PutModule(ctx, []byte("\x00asm module"))
-	if err != nil {
+	sum := journal.Sum([]byte("\x00asm module"))
+	if err := st.PutModule(ctx, sum, []byte("\x00asm module")); err != nil {
 		t.Fatal(err)
 	}
 	got, err := st.Module(ctx, sum)
 	if err != nil || string(got) != "\x00asm module" {
 		t.Fatalf("module: %q %v", got, err)
+	}
+	// Bytes stored under a digest they do not have are refused on read.
+	wrong := journal.Sum([]byte("claimed"))
+	if err := st.PutModule(ctx, wrong, []byte("\x00asm other bytes")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Module(ctx, wrong); err == nil || !strings.Contains(err.Error(), "corrupt") {
+		t.Fatalf("module whose bytes do not match its digest: %v, want a corrupt-module error", err)
 	}
 	if _, err := st.Module(ctx, journal.Sum([]byte("other"))); !errors.Is(err, journal.ErrNotFound) {
 		t.Fatalf("unknown module: %v", err)
@@ -369,7 +378,10 @@ func TestLeasesChangeHandsByCompareAndSwap(t *testing.T) {
 func TestPurgeDeletesWholeRunsAndKeepsTheOthersIntact(t *testing.T) {
 	st := open(t)
 	ctx := context.Background()
-	module, _ := st.PutModule(ctx, []byte("\x00asm shared module"))
+	module := journal.Sum([]byte("\x00asm shared module"))
+	if err := st.PutModule(ctx, module, []byte("\x00asm shared module")); err != nil {
+		t.Fatal(err)
+	}
 	var runs []journal.RunID
 	for i := range 3 {
 		run := journal.NewRunID(time.Now().Add(time.Duration(i) * time.Second))
