@@ -129,7 +129,17 @@ Quick start:
 	}
 	root.PersistentFlags().StringVar(&c.dataDir, "data", "", "data directory of the cell (default $"+cell.EnvData+", else a per-user data directory)")
 	root.PersistentFlags().StringVar(&c.cacheDir, "cache", "", "compilation cache directory, which cells may share (default $"+cell.EnvCache+", else DATA/cache)")
-	root.AddCommand(c.buildCmd(), c.runCmd(), c.resumeCmd(), c.runsCmd(), c.journalCmd(), c.replayCmd(), c.keysCmd(), c.logsCmd(), c.purgeCmd())
+	root.AddCommand(
+		c.buildCmd(),
+		c.runCmd(),
+		c.resumeCmd(),
+		c.runsCmd(),
+		c.journalCmd(),
+		c.replayCmd(),
+		c.keysCmd(),
+		c.logsCmd(),
+		c.purgeCmd(),
+	)
 	return root
 }
 
