@@ -3,16 +3,11 @@ package host
 import (
 	"context"
 	"crypto/ed25519"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/agentrt/agentrt/journal"
 )
-
-// ErrActive is returned by Resume for a run this host is running now.
-var ErrActive = errors.New("host: the run is running in this process")
 
 // holder holds a run's lease for a live path: it takes it, records it in
 // the journal, renews it as commits go by and gives it up at the end.
@@ -71,30 +66,4 @@ func (o *holder) release(ctx context.Context) {
 	if o != nil {
 		_ = o.leases.Release(context.WithoutCancel(ctx), o.lease)
 	}
-}
-
-// active tracks the runs this host is running, so that one is never
-// resumed while it runs.
-type active struct {
-	mu   sync.Mutex
-	runs map[journal.RunID]bool
-}
-
-func (a *active) enter(run journal.RunID) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.runs[run] {
-		return fmt.Errorf("%w: %s", ErrActive, run)
-	}
-	if a.runs == nil {
-		a.runs = map[journal.RunID]bool{}
-	}
-	a.runs[run] = true
-	return nil
-}
-
-func (a *active) leave(run journal.RunID) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	delete(a.runs, run)
 }

@@ -26,6 +26,16 @@ var ErrFinished = errors.New("host: the run has finished")
 // Any other is not re-run: the guest gets StatusInDoubt, and the journal
 // records that answer.
 func (h *Host) Resume(ctx context.Context, run journal.RunID) (*Result, error) {
+	st, err := h.Reopen(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	return st.Execute(ctx)
+}
+
+// Reopen verifies and re-instantiates a run that stopped before its end and
+// returns it ready to execute (see Resume).
+func (h *Host) Reopen(ctx context.Context, run journal.RunID) (*Started, error) {
 	st := h.deps.Store
 	meta, err := st.Meta(ctx, run)
 	if err != nil {
@@ -55,14 +65,25 @@ func (h *Host) Resume(ctx context.Context, run journal.RunID) (*Result, error) {
 		return nil, err
 	}
 
-	if err := h.active.enter(run); err != nil {
+	lr, err := h.live.enter(run)
+	if err != nil {
 		return nil, err
 	}
-	defer h.active.leave(run)
 	w := journal.NewWriter(st, journal.ResumeChain(run, h.deps.Key, sum.Entries-1, sum.Head))
 	lease, err := h.acquire(ctx, run, w)
 	if err != nil {
+		h.live.leave(run)
 		return nil, err
+	}
+	if meta.Status != journal.StatusRunning {
+		// A cancelled run runs again: its index record says so with the
+		// lease entry.
+		meta.Status = journal.StatusRunning
+		if err := w.Commit(ctx, &meta, false); err != nil {
+			lease.release(ctx)
+			h.live.leave(run)
+			return nil, fmt.Errorf("host: resume %s: %w", run, err)
+		}
 	}
 	events := &eventBuffer{run: run, now: h.deps.Now, sink: h.deps.Sink, keep: h.deps.Events != nil, replaying: true}
 	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease}
@@ -70,7 +91,7 @@ func (h *Host) Resume(ctx context.Context, run journal.RunID) (*Result, error) {
 	p.doubtStep, _, p.doubt = rec.InDoubt()
 	s := &session{run: run, header: hdr, grant: grant, path: p, deps: &h.deps,
 		maxRequest: h.cfg.MaxRequest, events: events}
-	return h.conclude(ctx, m, s, w, &meta, lease)
+	return &Started{Run: run, h: h, m: m, s: s, w: w, meta: &meta, lease: lease, live: lr}, nil
 }
 
 // resumePath serves a resumed run: the recorded calls from the journal,

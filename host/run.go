@@ -54,7 +54,7 @@ type Host struct {
 	engine *Engine
 	deps   Deps
 	cfg    Config
-	active active
+	live   live
 }
 
 // New returns a host that runs modules on engine with deps.
@@ -117,6 +117,39 @@ type Result struct {
 // at link time, a store failure); a guest that fails is a Result with
 // Status failed.
 func (h *Host) Run(ctx context.Context, spec RunSpec) (*Result, error) {
+	st, err := h.Start(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return st.Execute(ctx)
+}
+
+// Started is a run journaled and ready to execute: Run is Start then
+// Execute, and Resume is Reopen then Execute. The split lets a caller (the
+// cell daemon) learn the run's id, and refuse what cannot start, before the
+// run executes. The run counts as live from Start: Execute must follow.
+type Started struct {
+	Run   journal.RunID
+	h     *Host
+	m     *Module
+	s     *session
+	w     *journal.Writer
+	meta  *journal.RunMeta
+	lease *holder
+	live  *liveRun
+}
+
+// Execute runs the started run to its end, or until ctx ends or Cancel or
+// Drain stop it (ErrInterrupted, with the cause).
+func (st *Started) Execute(ctx context.Context) (*Result, error) {
+	defer st.h.live.leave(st.Run)
+	st.s.halt = st.live.halt
+	return st.h.conclude(ctx, st.m, st.s, st.w, st.meta, st.lease, st.live)
+}
+
+// Start journals the start of a run of spec.Code and returns it ready to
+// execute.
+func (h *Host) Start(ctx context.Context, spec RunSpec) (*Started, error) {
 	grant := spec.Grant
 	if grant == nil {
 		grant = DefaultGrant()
@@ -168,17 +201,20 @@ func (h *Host) Run(ctx context.Context, spec RunSpec) (*Result, error) {
 	if err := w.Add(&journal.Entry{Phase: journal.PhaseStart, Header: hdr, Time: now.UnixNano()}); err != nil {
 		return nil, err
 	}
-	if err := h.active.enter(run); err != nil {
+	lr, err := h.live.enter(run)
+	if err != nil {
 		return nil, err
 	}
-	defer h.active.leave(run)
 	lease, err := h.acquire(ctx, run, w)
 	if err != nil {
+		h.live.leave(run)
 		return nil, err
 	}
 	// The start need not be durable on its own: the first effect's commit,
 	// or the end's, makes it so.
 	if err := w.Commit(ctx, &meta, false); err != nil {
+		lease.release(ctx)
+		h.live.leave(run)
 		return nil, fmt.Errorf("host: start run: %w", err)
 	}
 
@@ -186,12 +222,12 @@ func (h *Host) Run(ctx context.Context, spec RunSpec) (*Result, error) {
 	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease}
 	s := &session{run: run, header: hdr, grant: grant, path: live, deps: &h.deps,
 		maxRequest: h.cfg.MaxRequest, events: events}
-	return h.conclude(ctx, m, s, w, &meta, lease)
+	return &Started{Run: run, h: h, m: m, s: s, w: w, meta: &meta, lease: lease, live: lr}, nil
 }
 
 // conclude runs session s of module m to its end and journals the end, or,
 // when the host stopped it, keeps what it journaled and says why.
-func (h *Host) conclude(ctx context.Context, m *Module, s *session, w *journal.Writer, meta *journal.RunMeta, lease *holder) (*Result, error) {
+func (h *Host) conclude(ctx context.Context, m *Module, s *session, w *journal.Writer, meta *journal.RunMeta, lease *holder, lr *liveRun) (*Result, error) {
 	events := s.events
 	guestErr := h.engine.execute(ctx, m, s)
 	// Whatever the outcome, this process is done with the run: the next
@@ -201,11 +237,24 @@ func (h *Host) conclude(ctx context.Context, m *Module, s *session, w *journal.W
 		res := &Result{Run: s.run, Status: journal.StatusRunning, Steps: s.steps}
 		if errors.Is(s.fatal, ErrInterrupted) {
 			// Keep every call made so far; the context is over, the
-			// journal's work is not.
+			// journal's work is not. A cancelled run says so in its
+			// index record, so that no cell resumes it on its own.
+			var stopped *journal.RunMeta
+			cause := lr.why()
+			if cause == nil {
+				cause = context.Cause(ctx)
+			}
+			if errors.Is(cause, ErrCancelled) {
+				meta.Status, res.Status = journal.StatusCancelled, journal.StatusCancelled
+				stopped = meta
+			}
 			if err := events.flushTo(w); err == nil {
-				if err := w.Commit(context.WithoutCancel(ctx), nil, true); err != nil {
+				if err := w.Commit(context.WithoutCancel(ctx), stopped, true); err != nil {
 					return res, errors.Join(s.fatal, err)
 				}
+			}
+			if cause != nil && cause != context.Canceled {
+				return res, fmt.Errorf("%w: %w", s.fatal, cause)
 			}
 			return res, s.fatal
 		}

@@ -88,6 +88,9 @@ type session struct {
 	// done is the run context's Done channel: checked at every step
 	// boundary, so an interrupted run stops between two calls.
 	done <-chan struct{}
+	// halt is closed when the host asks the run to stop (Cancel, Drain):
+	// checked at every step boundary too, but it does not cut a step short.
+	halt <-chan struct{}
 	// fatal is the first error that stopped the run from inside a call.
 	fatal error
 }
@@ -133,6 +136,8 @@ func (s *session) fault(err error) { panic(err) }
 func (s *session) call(ctx context.Context, mem api.Memory, ci int, opcode, reqPtr, reqLen, respPtr, respCap uint32) abi.Result {
 	select {
 	case <-s.done:
+		s.stop(fmt.Errorf("%w after %d calls", ErrInterrupted, s.steps))
+	case <-s.halt:
 		s.stop(fmt.Errorf("%w after %d calls", ErrInterrupted, s.steps))
 	default:
 	}

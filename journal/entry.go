@@ -134,7 +134,16 @@ const (
 	StatusRunning   RunStatus = "running"
 	StatusCompleted RunStatus = "completed"
 	StatusFailed    RunStatus = "failed"
+	// StatusCancelled marks, in a run's index record only, a run stopped
+	// on request before its end: it is not finished (agentrt resume goes
+	// on with it), but a cell does not resume it on its own. No journal
+	// entry carries it.
+	StatusCancelled RunStatus = "cancelled"
 )
+
+// Finished says whether a run in state s has its end entry: completed or
+// failed. Running and cancelled runs can go on.
+func (s RunStatus) Finished() bool { return s == StatusCompleted || s == StatusFailed }
 
 // RunID identifies a run: 8 bytes of big-endian Unix nanoseconds followed by
 // 8 random bytes, so that ids sort by start time.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/agentrt/agentrt/journal"
 	"github.com/spf13/cobra"
 )
 
@@ -44,7 +43,7 @@ every run can still be replayed and audited.`,
 			cutoff := time.Now().Add(-before).UnixNano()
 			var n, records, events, modules int
 			for _, m := range runs {
-				if m.Status == journal.StatusRunning || m.Ended == 0 || m.Ended > cutoff {
+				if !m.Status.Finished() || m.Ended == 0 || m.Ended > cutoff {
 					continue
 				}
 				n++

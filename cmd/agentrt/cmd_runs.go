@@ -50,7 +50,7 @@ running; its journal holds everything up to the last commit.`,
 				// The index counts steps when a run ends; a run still going
 				// (or killed) has its count in its journal only.
 				steps := "-"
-				if m.Status != journal.StatusRunning {
+				if m.Status.Finished() {
 					steps = fmt.Sprint(m.Steps)
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s %x\n", m.ID, m.Status,

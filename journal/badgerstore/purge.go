@@ -30,7 +30,7 @@ func (s *Store) Purge(ctx context.Context, run journal.RunID, keepAudit bool) (P
 	if err != nil {
 		return p, err
 	}
-	if meta.Status == journal.StatusRunning {
+	if !meta.Status.Finished() {
 		return p, fmt.Errorf("badgerstore: run %s has not finished; it is not purged", run)
 	}
 	err = s.c.exclusive(run, func() error {
