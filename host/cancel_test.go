@@ -55,7 +55,7 @@ func TestCancelStopsAtTheStepBoundaryAndResumeContinues(t *testing.T) {
 	<-entered
 	cancelled := make(chan error, 1)
 	go func() { cancelled <- env.Host.Cancel(ctx, run) }()
-	for !host.Halting(env.Host, run) {
+	for !env.Host.Stopping(run) {
 		time.Sleep(time.Millisecond)
 	}
 	close(release)

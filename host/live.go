@@ -102,6 +102,13 @@ func (a *live) all() []*liveRun {
 // Live reports whether this host is executing run now.
 func (h *Host) Live(run journal.RunID) bool { return h.live.get(run) != nil }
 
+// Stopping reports whether this host is executing run and was asked to stop
+// it (Cancel, Drain): the run is finishing the step under way.
+func (h *Host) Stopping(run journal.RunID) bool {
+	r := h.live.get(run)
+	return r != nil && r.why() != nil
+}
+
 // Cancel stops run at its next step boundary, keeping everything it
 // journaled, and marks it cancelled: a cell does not resume it on its own,
 // and Resume continues it. A step under way completes first. When this host is executing run, Cancel returns once it

@@ -147,6 +147,13 @@ func (st *Started) Execute(ctx context.Context) (*Result, error) {
 	return st.h.conclude(ctx, st.m, st.s, st.w, st.meta, st.lease, st.live)
 }
 
+// Abandon gives up a started run without executing it: its lease is
+// released and it stays as journaled (running), for a later resume.
+func (st *Started) Abandon() {
+	st.lease.release(context.Background())
+	st.h.live.leave(st.Run)
+}
+
 // Start journals the start of a run of spec.Code and returns it ready to
 // execute.
 func (h *Host) Start(ctx context.Context, spec RunSpec) (*Started, error) {

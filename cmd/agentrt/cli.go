@@ -82,7 +82,7 @@ func hintFor(err error) string {
 	case errors.Is(err, host.ErrInterrupted):
 		return "the journal keeps every call made so far; continue the run with: agentrt resume RUN"
 	case errors.Is(err, host.ErrFinished):
-		return "a finished run is not resumed; replay it with: agentrt replay RUN"
+		return "a finished run is neither cancelled nor resumed; replay it with: agentrt replay RUN"
 	case errors.As(err, &h):
 		return h.hint
 	case errors.As(err, &le):
@@ -139,6 +139,8 @@ Quick start:
 		c.keysCmd(),
 		c.logsCmd(),
 		c.purgeCmd(),
+		c.cellCmd(),
+		c.cancelCmd(),
 	)
 	return root
 }

@@ -8,7 +8,10 @@ import (
 )
 
 func (c *cli) resumeCmd() *cobra.Command {
-	var asJSON, quiet bool
+	var (
+		asJSON, quiet bool
+		target        string
+	)
 	cmd := &cobra.Command{
 		Use:   "resume RUN",
 		Short: "Continue a run that stopped before its end",
@@ -23,16 +26,29 @@ to servers the grant marks idempotent (http: {hosts: [...], idempotent: true}:
 they honour Idempotency-Key) is sent again with the same key; any other is not
 re-sent, and the agent gets an in_doubt error for it (agent.ErrInDoubt).
 
+A cancelled run (agentrt cancel) is continued the same way. A run is never
+executed twice at once: a resume of a run that is executing is refused.
+
+While a cell daemon (agentrt cell serve) holds the data directory, the run is
+resumed in it, and this command follows it.
+
 RUN is a run id, a unique prefix of one, or "last" for the newest run.`,
 		Example: "  agentrt resume last\n  agentrt resume 18ec7ae8 --json",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			cl, err := c.openShowing(ctx, quiet)
+			resume := func(cl *cell.Client) (*cell.Stream, error) { return cl.ResumeFollow(ctx, args[0]) }
+			if target != "" {
+				return c.followOnCell(ctx, target, resume, asJSON, quiet)
+			}
+			cl, closeCell, err := c.openShowing(ctx, quiet)
+			if daemon := c.heldByDaemon(err); daemon != "" {
+				return c.followOnCell(ctx, daemon, resume, asJSON, quiet)
+			}
 			if err != nil {
 				return err
 			}
-			defer cl.Close(ctx)
+			defer closeCell()
 			run, err := cell.FindRun(ctx, cl.Store, args[0])
 			if err != nil {
 				return err
@@ -44,5 +60,6 @@ RUN is a run id, a unique prefix of one, or "last" for the newest run.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print one JSON object {"run_id","status","output"} on stdout`)
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "do not show the guest's stdout, stderr and log lines")
+	cmd.Flags().StringVar(&target, "cell", "", "resume the run in a cell daemon (unix:DATA/agentrt.sock or http://127.0.0.1:PORT) and follow it")
 	return cmd
 }

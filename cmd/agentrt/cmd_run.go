@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -14,13 +15,14 @@ import (
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/host/cell"
 	"github.com/agentrt/agentrt/journal"
+	"github.com/agentrt/agentrt/journal/badgerstore"
 	"github.com/spf13/cobra"
 )
 
 func (c *cli) runCmd() *cobra.Command {
 	var (
-		input, inputFile, grantFile, seedHex string
-		asJSON, quiet                        bool
+		input, inputFile, grantFile, seedHex, target string
+		asJSON, quiet                                bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run MODULE.wasm",
@@ -38,7 +40,12 @@ Without --grant the agent gets the run capability alone. A module that imports
 a capability its grant lacks is refused before it runs.
 
 The guest's stdout, stderr and log lines are shown on stderr as they happen,
-and the output on stdout at the end.`,
+and the output on stdout at the end. agentrt cancel RUN, from another terminal,
+stops the run at its next step boundary; agentrt resume RUN continues it.
+
+With --cell, or when a cell daemon (agentrt cell serve) holds the data
+directory, the run is submitted to the daemon and followed; interrupting the
+command then detaches from the run, which goes on in the cell.`,
 		Example: `  agentrt run agent.wasm --input '{"n": 3}'
   agentrt run crawler.wasm --grant grant.yaml --input-file in.json --json`,
 		Args: cobra.ExactArgs(1),
@@ -59,8 +66,12 @@ and the output on stdout at the end.`,
 			case input != "":
 				spec.Input = []byte(input)
 			}
+			var grantText []byte
 			if grantFile != "" {
 				if spec.Grant, err = host.LoadGrant(grantFile); err != nil {
+					return err
+				}
+				if grantText, err = os.ReadFile(grantFile); err != nil {
 					return err
 				}
 			}
@@ -69,11 +80,20 @@ and the output on stdout at the end.`,
 					return withHint(fmt.Errorf("--seed %q is not 32 bytes of hex", seedHex), "give 64 hex digits, or leave --seed out for a fresh seed")
 				}
 			}
-			cl, err := c.openShowing(ctx, quiet)
+			submit := func(cl *cell.Client) (*cell.Stream, error) {
+				return cl.SubmitFollow(ctx, cell.Submission{Module: spec.Code, Name: spec.Name, Input: spec.Input, Grant: string(grantText), Seed: seedHex})
+			}
+			if target != "" {
+				return c.followOnCell(ctx, target, submit, asJSON, quiet)
+			}
+			cl, closeCell, err := c.openShowing(ctx, quiet)
+			if daemon := c.heldByDaemon(err); daemon != "" {
+				return c.followOnCell(ctx, daemon, submit, asJSON, quiet)
+			}
 			if err != nil {
 				return err
 			}
-			defer cl.Close(ctx)
+			defer closeCell()
 			start := time.Now()
 			res, err := cl.Host.Run(ctx, spec)
 			return c.report(res, err, start, asJSON)
@@ -86,17 +106,135 @@ and the output on stdout at the end.`,
 	f.StringVar(&seedHex, "seed", "", "seed of the guest's random stream, 64 hex digits (default: fresh)")
 	f.BoolVar(&asJSON, "json", false, `print one JSON object {"run_id","status","output"} on stdout`)
 	f.BoolVarP(&quiet, "quiet", "q", false, "do not show the guest's stdout, stderr and log lines")
+	f.StringVar(&target, "cell", "", "submit the run to a cell daemon (unix:DATA/agentrt.sock or http://127.0.0.1:PORT) and follow it")
 	return cmd
 }
 
+// heldByDaemon returns the address of the cell daemon that holds the data
+// directory when err says another process holds it and that process is a
+// daemon; "" otherwise.
+func (c *cli) heldByDaemon(err error) string {
+	if !errors.Is(err, badgerstore.ErrLocked) {
+		return ""
+	}
+	cl, cerr := c.cellClient("")
+	if cerr != nil || cl == nil {
+		return ""
+	}
+	ci, cerr := cl.Cell(context.Background())
+	if cerr != nil || ci.ControlOnly {
+		return ""
+	}
+	target := "unix:" + cell.SocketPath(ci.Dir)
+	fmt.Fprintf(c.stderr, "a cell daemon holds the data directory: the run goes to it (%s)\n", target)
+	return target
+}
+
+// followOnCell starts a run (or a resume) on a cell daemon with open and
+// follows its events to its end. Interrupting the command detaches: the
+// run goes on in the cell.
+func (c *cli) followOnCell(ctx context.Context, target string, open func(*cell.Client) (*cell.Stream, error), asJSON, quiet bool) error {
+	cl, err := cell.Dial(target)
+	if err != nil {
+		return withHint(err, "name the daemon's socket (unix:DATA/agentrt.sock) or loopback address")
+	}
+	start := time.Now()
+	st, err := open(cl)
+	if err != nil {
+		return remoteHint(err)
+	}
+	defer st.Close()
+	var run string
+	for {
+		l, err := st.Next()
+		switch {
+		case ctx.Err() != nil:
+			return withHint(fmt.Errorf("detached from run %s; it goes on in the cell", run),
+				"stop it with: agentrt cancel %s --cell %s", run, target)
+		case errors.Is(err, cell.ErrStreamEnd):
+			return fmt.Errorf("the cell closed the stream of run %s before its end", run)
+		case err != nil:
+			return err
+		}
+		switch {
+		case l.RunID != "":
+			run = l.RunID
+			if !quiet {
+				fmt.Fprintf(c.stderr, "run %s executing in %s\n", run, target)
+			}
+		case l.End != nil && l.End.Status.Finished():
+			return c.reportRemote(*l.End, start, asJSON)
+		case l.End != nil || l.Stopped != "":
+			why := l.Stopped
+			if why == "" {
+				why = "it is " + string(l.End.Status)
+			}
+			return withHint(fmt.Errorf("run %s stopped before its end: %s", run, why), "continue it with: agentrt resume %s", run)
+		case !quiet:
+			printEvent(c.stderr, host.Event{Kind: l.Kind, Level: l.Level, Data: []byte(l.Data)})
+		}
+	}
+}
+
+// reportRemote prints how a run on a cell ended, as report does.
+func (c *cli) reportRemote(ri cell.RunInfo, start time.Time, asJSON bool) error {
+	failed := ri.Status != journal.StatusCompleted
+	if asJSON {
+		if err := json.NewEncoder(c.stdout).Encode(ri); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(c.stderr, "run %s %s: %d calls in %s\n", ri.RunID, ri.Status, ri.Steps, time.Since(start).Round(time.Millisecond))
+		if failed {
+			fmt.Fprintf(c.stderr, "agentrt: error: %s\n", ri.Error)
+		} else {
+			out := []byte(ri.Output)
+			var s string
+			if ri.OutputText && json.Unmarshal(out, &s) == nil {
+				out = []byte(s)
+			}
+			c.stdout.Write(out)
+			if len(out) > 0 && out[len(out)-1] != '\n' {
+				fmt.Fprintln(c.stdout)
+			}
+		}
+	}
+	if failed {
+		return &exitError{1}
+	}
+	return nil
+}
+
 // openShowing opens the cell for a command that runs an agent, showing the
-// guest's events on stderr unless quiet.
-func (c *cli) openShowing(ctx context.Context, quiet bool) (*cell.Cell, error) {
+// guest's events on stderr unless quiet, and serves the cell's control
+// socket meanwhile, so that agentrt cancel reaches the run. The returned
+// func closes both.
+func (c *cli) openShowing(ctx context.Context, quiet bool) (*cell.Cell, func(), error) {
 	var sink func(host.Event)
 	if !quiet {
 		sink = func(e host.Event) { printEvent(c.stderr, e) }
 	}
-	return c.open(ctx, cell.Options{Sink: sink})
+	cl, err := c.open(ctx, cell.Options{Sink: sink})
+	if err != nil {
+		return nil, nil, err
+	}
+	closeCell := func() { cl.Close(context.WithoutCancel(ctx)) }
+	// Without the socket (a data directory path too long for one) the run
+	// goes on; only agentrt cancel cannot reach it.
+	path := cell.SocketPath(cl.Dir)
+	ln, err := cell.ListenSocket(path)
+	if err != nil {
+		return cl, closeCell, nil
+	}
+	srv := cell.NewServer(cl, cell.ServerOptions{ControlOnly: true, Logf: func(string, ...any) {}})
+	cl.AddSink(srv.Sink)
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(ln)
+	return cl, func() {
+		hs.Close()
+		os.Remove(path)
+		closeCell()
+	}, nil
 }
 
 // report prints how a run (or a resume) ended and returns the command's

@@ -1,14 +1,13 @@
 package main
 
 import (
-	"encoding/hex"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"text/tabwriter"
-	"time"
 
 	"github.com/agentrt/agentrt/host/cell"
-	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/journal/badgerstore"
 	"github.com/spf13/cobra"
 )
@@ -19,22 +18,19 @@ func (c *cli) runsCmd() *cobra.Command {
 		Use:   "runs",
 		Short: "List runs, newest first",
 		Long: `List the runs of this cell, newest first. A run killed mid-way shows as
-running; its journal holds everything up to the last commit.`,
+running; its journal holds everything up to the last commit. A cancelled run
+waits for agentrt resume. While a cell daemon holds the data directory, the
+list comes from it, and LIVE marks the runs it is executing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := c.openStore()
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			runs, err := st.Runs(cmd.Context())
+			runs, err := c.listRuns(cmd.Context())
 			if err != nil {
 				return err
 			}
 			if asJSON {
 				enc := json.NewEncoder(c.stdout)
-				for _, m := range runs {
-					if err := enc.Encode(runJSON(m)); err != nil {
+				for _, ri := range runs {
+					if err := enc.Encode(ri); err != nil {
 						return err
 					}
 				}
@@ -46,40 +42,51 @@ running; its journal holds everything up to the last commit.`,
 			}
 			tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "RUN\tSTATUS\tSTARTED\tSTEPS\tMODULE")
-			for _, m := range runs {
+			for _, ri := range runs {
 				// The index counts steps when a run ends; a run still going
 				// (or killed) has its count in its journal only.
 				steps := "-"
-				if m.Status.Finished() {
-					steps = fmt.Sprint(m.Steps)
+				if ri.Status.Finished() {
+					steps = fmt.Sprint(ri.Steps)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s %x\n", m.ID, m.Status,
-					time.Unix(0, m.Started).Local().Format("2006-01-02 15:04:05"), steps, m.ModuleName, m.ModuleSHA256[:6])
+				status := string(ri.Status)
+				if ri.Live {
+					status += " (live)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s %.12s\n", ri.RunID, status,
+					ri.Started.Local().Format("2006-01-02 15:04:05"), steps, ri.Module, ri.ModuleSHA256)
 			}
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per run (run_id, status, module_sha256, started, ...)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per run (run_id, status, live, module_sha256, started, ended, steps, output, ...)")
 	return cmd
 }
 
-func runJSON(m journal.RunMeta) map[string]any {
-	o := map[string]any{
-		"run_id":        m.ID.String(),
-		"status":        m.Status,
-		"module_sha256": hex.EncodeToString(m.ModuleSHA256),
-		"module":        m.ModuleName,
-		"started":       time.Unix(0, m.Started).UTC().Format(time.RFC3339Nano),
-		"steps":         m.Steps,
-		"cell":          hex.EncodeToString(m.Cell),
+// listRuns reads the run index from the store, or, while a process holds
+// the data directory, asks it through its socket.
+func (c *cli) listRuns(ctx context.Context) ([]cell.RunInfo, error) {
+	st, err := c.openStore()
+	if errors.Is(err, badgerstore.ErrLocked) {
+		if cl, cerr := c.cellClient(""); cerr == nil && cl != nil {
+			if runs, cerr := cl.Runs(ctx); cerr == nil {
+				return runs, nil
+			}
+		}
 	}
-	if m.Ended != 0 {
-		o["ended"] = time.Unix(0, m.Ended).UTC().Format(time.RFC3339Nano)
+	if err != nil {
+		return nil, err
 	}
-	if m.Error != "" {
-		o["error"] = m.Error
+	defer st.Close()
+	metas, err := st.Runs(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return o
+	runs := make([]cell.RunInfo, len(metas))
+	for i, m := range metas {
+		runs[i] = cell.Info(m, false)
+	}
+	return runs, nil
 }
 
 // openStore opens only the store: commands that read journals need no

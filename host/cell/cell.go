@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/journal"
@@ -67,6 +68,25 @@ type Cell struct {
 	Key    ed25519.PrivateKey
 	Engine *host.Engine
 	Host   *host.Host
+
+	mu    sync.RWMutex
+	sinks []func(host.Event)
+}
+
+// AddSink makes fn see every event of the runs this cell hosts from now
+// on, besides Options.Sink. fn must not block.
+func (c *Cell) AddSink(fn func(host.Event)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sinks = append(c.sinks, fn)
+}
+
+func (c *Cell) sink(e host.Event) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for _, fn := range c.sinks {
+		fn(e)
+	}
 }
 
 // Options tune Open.
@@ -105,13 +125,16 @@ func Open(ctx context.Context, dir string, opts Options) (*Cell, error) {
 		st.Close()
 		return nil, err
 	}
-	h, err := host.New(eng, host.Deps{Store: st, KV: st, Events: st, Key: key, Sink: opts.Sink}, host.Config{})
-	if err != nil {
+	c := &Cell{Dir: dir, Store: st, Key: key, Engine: eng}
+	if opts.Sink != nil {
+		c.sinks = append(c.sinks, opts.Sink)
+	}
+	if c.Host, err = host.New(eng, host.Deps{Store: st, KV: st, Events: st, Key: key, Sink: c.sink}, host.Config{}); err != nil {
 		st.Close()
 		eng.Close(ctx)
 		return nil, err
 	}
-	return &Cell{Dir: dir, Store: st, Key: key, Engine: eng, Host: h}, nil
+	return c, nil
 }
 
 // Public returns the cell's public key, its identity.

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/agentrt/agentrt/host/cell"
+	"github.com/spf13/cobra"
+)
+
+func (c *cli) cellCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cell",
+		Short: "Run this machine's cell as a daemon",
+	}
+	cmd.AddCommand(c.cellServeCmd())
+	return cmd
+}
+
+func (c *cli) cellServeCmd() *cobra.Command {
+	var (
+		listen string
+		drain  time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the cell API: submit, list, inspect, cancel and resume runs, stream their events",
+		Long: `Run the cell as a long-lived host. It serves the cell API (JSON over HTTP,
+documented in host/cell/API.md) on the unix socket DATA/agentrt.sock, readable
+by this user only, and with --listen also on a loopback TCP address. The API
+has no authentication of its own: it is never served beyond this machine.
+
+On start the cell resumes every run it owned that had not ended and was not
+cancelled: runs of a daemon that was killed, or drained at shutdown.
+
+SIGTERM or SIGINT drains: new submissions are refused, every run stops at its
+next step boundary (a step under way completes) and stays running, to be
+resumed when the cell starts again. A second signal exits at once; the runs
+are then resumed from their journals like after a crash.
+
+Submit runs with agentrt run --cell unix:DATA/agentrt.sock MODULE.wasm, cancel
+them with agentrt cancel RUN.`,
+		Example: `  agentrt cell serve
+  agentrt cell serve --listen 127.0.0.1:7070
+  curl --unix-socket ~/.local/share/agentrt/agentrt.sock http://cell/v1/runs`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			logger := log.New(c.stderr, "agentrt cell: ", log.LstdFlags)
+			cl, err := c.open(context.Background(), cell.Options{})
+			if err != nil {
+				return err
+			}
+			defer cl.Close(context.Background())
+			var lns []net.Listener
+			sock, err := cell.ListenSocket(cell.SocketPath(cl.Dir))
+			if err != nil {
+				return withHint(err, "pick a data directory with a shorter path (--data)")
+			}
+			lns = append(lns, sock)
+			if listen != "" {
+				ln, err := cell.ListenLoopback(listen)
+				if err != nil {
+					sock.Close()
+					return withHint(err, "listen on 127.0.0.1:PORT, or use the unix socket")
+				}
+				lns = append(lns, ln)
+			}
+			srv := cell.NewServer(cl, cell.ServerOptions{Logf: logger.Printf})
+			cl.AddSink(srv.Sink)
+			hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+			serveErr := make(chan error, len(lns))
+			for _, ln := range lns {
+				go func() { serveErr <- hs.Serve(ln) }()
+			}
+			logger.Printf("cell %x serving on unix:%s", cl.Public(), sock.Addr())
+			if len(lns) > 1 {
+				logger.Printf("and on http://%s", lns[1].Addr())
+			}
+			runs, err := srv.Recover(ctx)
+			if err != nil {
+				logger.Printf("recover: %v", err)
+			}
+			logger.Printf("recovered %d unfinished runs", len(runs))
+
+			select {
+			case <-ctx.Done():
+			case err := <-serveErr:
+				logger.Printf("serve: %v", err)
+			}
+			stop() // a second signal kills the process
+			logger.Printf("draining: runs stop at their next step boundary")
+			dctx, cancel := context.WithTimeout(context.Background(), drain)
+			defer cancel()
+			derr := srv.Shutdown(dctx)
+			sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer scancel()
+			if err := hs.Shutdown(sctx); err != nil {
+				hs.Close()
+			}
+			if derr != nil {
+				return fmt.Errorf("drain: %w (the runs still going resume from their journals on the next start)", derr)
+			}
+			logger.Printf("drained; stopped runs resume on the next start")
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "", "also serve the API on this loopback address (127.0.0.1:PORT)")
+	cmd.Flags().DurationVar(&drain, "drain-timeout", 30*time.Second, "how long a shutdown waits for runs to reach a step boundary")
+	return cmd
+}
+
+func (c *cli) cancelCmd() *cobra.Command {
+	var target string
+	cmd := &cobra.Command{
+		Use:   "cancel RUN",
+		Short: "Stop a run at its next step boundary, keeping its state",
+		Long: `Stop a run at its next step boundary: a step under way completes and is
+journaled, then the run stops. Its journal keeps every call; agentrt resume RUN
+continues it. A cancelled run is not resumed by a cell on its own.
+
+The run may be executing in a cell daemon (agentrt cell serve) or in a
+foreground agentrt run: cancel asks the process that holds the data directory,
+through its socket (DATA/agentrt.sock), or the cell named with --cell. A run
+no process is executing (one whose process was killed) is marked cancelled.
+
+RUN is a run id, a unique prefix of one, or "last" for the newest run.`,
+		Example: "  agentrt cancel last\n  agentrt cancel 18ec7ae8 --cell http://127.0.0.1:7070",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			cl, err := c.cellClient(target)
+			if err != nil {
+				return err
+			}
+			if cl != nil {
+				ri, err := cl.Cancel(ctx, args[0])
+				if err == nil {
+					fmt.Fprintf(c.stdout, "run %s %s\n", ri.RunID, ri.Status)
+					return nil
+				}
+				if target != "" || !unreachable(err) {
+					return remoteHint(err)
+				}
+				// A socket left by a killed process: no one holds the
+				// directory, so the run is cancelled here.
+			}
+			local, err := c.open(ctx, cell.Options{})
+			if err != nil {
+				return err
+			}
+			defer local.Close(ctx)
+			run, err := cell.FindRun(ctx, local.Store, args[0])
+			if err != nil {
+				return err
+			}
+			if err := local.Host.Cancel(ctx, run); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.stdout, "run %s cancelled\n", run)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&target, "cell", "", "the cell to ask (unix:PATH or http://127.0.0.1:PORT); default: the data directory's socket")
+	return cmd
+}
+
+// cellClient returns a client for target, or for the data directory's
+// socket when target is empty and the socket exists; nil when neither.
+func (c *cli) cellClient(target string) (*cell.Client, error) {
+	if target != "" {
+		return cell.Dial(target)
+	}
+	dir, err := c.data()
+	if err != nil {
+		return nil, err
+	}
+	sock := cell.SocketPath(dir)
+	if _, err := os.Stat(sock); err != nil {
+		return nil, nil
+	}
+	return cell.Dial("unix:" + sock)
+}
+
+// unreachable says whether err is a failure to reach the cell at all (as
+// opposed to an answer from it).
+func unreachable(err error) bool {
+	var re *cell.RemoteError
+	return !errors.As(err, &re)
+}
+
+// remoteHint carries a cell's hint into the CLI's error.
+func remoteHint(err error) error {
+	var re *cell.RemoteError
+	if errors.As(err, &re) && re.Hint() != "" {
+		return withHint(err, "%s", re.Hint())
+	}
+	if unreachable(err) {
+		return withHint(err, "is the cell running? start it with: agentrt cell serve")
+	}
+	return err
+}

@@ -1,0 +1,202 @@
+package cell
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// Client speaks the cell API to a cell daemon (or to a foreground run's
+// control socket).
+type Client struct {
+	base string
+	hc   *http.Client
+}
+
+// Dial returns a client for target: "unix:PATH" (or "unix://PATH") for a
+// unix socket, or an http:// URL of a loopback address.
+func Dial(target string) (*Client, error) {
+	switch {
+	case strings.HasPrefix(target, "unix:"):
+		path := strings.TrimPrefix(strings.TrimPrefix(target, "unix:"), "//")
+		if path == "" {
+			return nil, fmt.Errorf("cell: %q names no socket (write unix:/path/to/%s)", target, SocketName)
+		}
+		tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		}}
+		return &Client{base: "http://cell", hc: &http.Client{Transport: tr}}, nil
+	case strings.HasPrefix(target, "http://"):
+		u, err := url.Parse(target)
+		if err != nil {
+			return nil, fmt.Errorf("cell: %q: %w", target, err)
+		}
+		return &Client{base: strings.TrimSuffix(u.String(), "/"), hc: &http.Client{}}, nil
+	}
+	return nil, fmt.Errorf("cell: %q is not a cell address (unix:/path/to/%s or http://127.0.0.1:PORT)", target, SocketName)
+}
+
+// RemoteError is an error answer of the API.
+type RemoteError struct {
+	Code int
+	APIError
+}
+
+func (e *RemoteError) Error() string { return e.APIError.Error }
+
+// Hint returns the cell's hint for the error, if any.
+func (e *RemoteError) Hint() string { return e.APIError.Hint }
+
+func (c *Client) do(ctx context.Context, method, path string, body any) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("cell: %w", err)
+	}
+	if resp.StatusCode >= 400 {
+		defer resp.Body.Close()
+		re := &RemoteError{Code: resp.StatusCode}
+		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&re.APIError); err != nil || re.APIError.Error == "" {
+			re.APIError.Error = fmt.Sprintf("cell answered %s", resp.Status)
+		}
+		return nil, re
+	}
+	return resp, nil
+}
+
+func (c *Client) call(ctx context.Context, method, path string, body, out any) error {
+	resp, err := c.do(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("cell: bad answer to %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+// Cell returns the cell's identity and live runs.
+func (c *Client) Cell(ctx context.Context) (CellInfo, error) {
+	var ci CellInfo
+	return ci, c.call(ctx, http.MethodGet, "/v1/cell", nil, &ci)
+}
+
+// Runs lists the cell's runs, newest first.
+func (c *Client) Runs(ctx context.Context) ([]RunInfo, error) {
+	var out []RunInfo
+	return out, c.call(ctx, http.MethodGet, "/v1/runs", nil, &out)
+}
+
+// Run returns one run (an id, a unique prefix, or "last").
+func (c *Client) Run(ctx context.Context, run string) (RunInfo, error) {
+	var ri RunInfo
+	return ri, c.call(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(run), nil, &ri)
+}
+
+// Submit starts a run on the cell and returns its id.
+func (c *Client) Submit(ctx context.Context, sub Submission) (string, error) {
+	var s Submitted
+	return s.RunID, c.call(ctx, http.MethodPost, "/v1/runs", sub, &s)
+}
+
+// SubmitFollow starts a run and streams its events from the first one: the
+// first line carries the run id, the last its end.
+func (c *Client) SubmitFollow(ctx context.Context, sub Submission) (*Stream, error) {
+	resp, err := c.do(ctx, http.MethodPost, "/v1/runs?follow=1", sub)
+	if err != nil {
+		return nil, err
+	}
+	return newStream(resp.Body), nil
+}
+
+// Resume continues a stopped or cancelled run on the cell.
+func (c *Client) Resume(ctx context.Context, run string) (string, error) {
+	var s Submitted
+	return s.RunID, c.call(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(run)+"/resume", nil, &s)
+}
+
+// ResumeFollow continues a run and streams its events, as SubmitFollow.
+func (c *Client) ResumeFollow(ctx context.Context, run string) (*Stream, error) {
+	resp, err := c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(run)+"/resume?follow=1", nil)
+	if err != nil {
+		return nil, err
+	}
+	return newStream(resp.Body), nil
+}
+
+// Cancel stops a run at its next step boundary and returns how it stands.
+func (c *Client) Cancel(ctx context.Context, run string) (RunInfo, error) {
+	var ri RunInfo
+	return ri, c.call(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(run)+"/cancel", nil, &ri)
+}
+
+// Events streams a run's event log; with follow, live events after it
+// until the run stops.
+func (c *Client) Events(ctx context.Context, run string, follow bool) (*Stream, error) {
+	path := "/v1/runs/" + url.PathEscape(run) + "/events"
+	if follow {
+		path += "?follow=1"
+	}
+	resp, err := c.do(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return nil, err
+	}
+	return newStream(resp.Body), nil
+}
+
+// Stream reads the lines of an event stream.
+type Stream struct {
+	body io.ReadCloser
+	sc   *bufio.Scanner
+}
+
+func newStream(body io.ReadCloser) *Stream {
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	return &Stream{body: body, sc: sc}
+}
+
+// ErrStreamEnd is returned by Next after the stream's last line.
+var ErrStreamEnd = errors.New("cell: end of stream")
+
+// Next returns the next line, or ErrStreamEnd.
+func (s *Stream) Next() (StreamLine, error) {
+	var l StreamLine
+	if !s.sc.Scan() {
+		if err := s.sc.Err(); err != nil {
+			return l, fmt.Errorf("cell: event stream: %w", err)
+		}
+		return l, ErrStreamEnd
+	}
+	if err := json.Unmarshal(s.sc.Bytes(), &l); err != nil {
+		return l, fmt.Errorf("cell: event stream: %w", err)
+	}
+	return l, nil
+}
+
+// Close ends the stream.
+func (s *Stream) Close() error { return s.body.Close() }

@@ -1,0 +1,595 @@
+package cell
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/agentrt/agentrt/host"
+	"github.com/agentrt/agentrt/journal"
+)
+
+// The cell API: JSON over HTTP, served on a unix socket in the data
+// directory (SocketName) and, when asked, on a loopback TCP address. It is
+// documented in API.md next to this file. Every error is a JSON object
+// {"error": "...", "hint": "..."} with a 4xx or 5xx status.
+
+// RunInfo is a run as the API and `agentrt runs --json` show it.
+type RunInfo struct {
+	RunID  string            `json:"run_id"`
+	Status journal.RunStatus `json:"status"`
+	Live   bool              `json:"live"`
+	// Stopping says the run was asked to stop and is finishing its step.
+	Stopping     bool            `json:"stopping,omitempty"`
+	Module       string          `json:"module,omitempty"`
+	ModuleSHA256 string          `json:"module_sha256"`
+	Started      time.Time       `json:"started"`
+	Ended        *time.Time      `json:"ended,omitempty"`
+	Steps        uint64          `json:"steps"`
+	Cell         string          `json:"cell"`
+	Output       json.RawMessage `json:"output,omitempty"`
+	// OutputText says Output is not the run's output itself, which is not
+	// JSON, but a JSON string of it.
+	OutputText bool   `json:"output_text,omitempty"`
+	Error      string `json:"error,omitempty"`
+}
+
+// info returns the RunInfo of m as this server's host sees it.
+func (s *Server) info(m journal.RunMeta) RunInfo {
+	ri := Info(m, s.cell.Host.Live(m.ID))
+	ri.Stopping = s.cell.Host.Stopping(m.ID)
+	return ri
+}
+
+// Info returns m as a RunInfo. A JSON output is embedded as JSON, any other
+// as a JSON string.
+func Info(m journal.RunMeta, live bool) RunInfo {
+	ri := RunInfo{
+		RunID: m.ID.String(), Status: m.Status, Live: live, Module: m.ModuleName,
+		ModuleSHA256: hex.EncodeToString(m.ModuleSHA256), Started: time.Unix(0, m.Started).UTC(),
+		Steps: m.Steps, Cell: hex.EncodeToString(m.Cell), Error: m.Error,
+	}
+	if m.Ended != 0 {
+		t := time.Unix(0, m.Ended).UTC()
+		ri.Ended = &t
+	}
+	if m.Output != nil {
+		if json.Valid(m.Output) {
+			ri.Output = m.Output
+		} else {
+			ri.Output, _ = json.Marshal(string(m.Output))
+			ri.OutputText = true
+		}
+	}
+	return ri
+}
+
+// Submission is the body of POST /v1/runs.
+type Submission struct {
+	// Module is the wasm module (base64 in JSON).
+	Module []byte `json:"module"`
+	// Name is a human name for the module, recorded with the run.
+	Name  string `json:"name,omitempty"`
+	Input []byte `json:"input,omitempty"`
+	// Grant is a grant file's text (YAML or JSON); empty: the run
+	// capability alone.
+	Grant string `json:"grant,omitempty"`
+	// Seed is 64 hex digits; empty: fresh.
+	Seed string `json:"seed,omitempty"`
+}
+
+// Submitted answers POST /v1/runs and POST /v1/runs/{run}/resume.
+type Submitted struct {
+	RunID string `json:"run_id"`
+}
+
+// StreamLine is one line of GET /v1/runs/{run}/events: a guest event, or,
+// last, the run's end ("end": how it stopped).
+type StreamLine struct {
+	// RunID is set on the first line of a followed submission.
+	RunID string         `json:"run_id,omitempty"`
+	Time  time.Time      `json:"time"`
+	Kind  host.EventKind `json:"kind,omitempty"`
+	Level uint8          `json:"level,omitempty"`
+	Data  string         `json:"data,omitempty"`
+	// End is set on the last line of a followed stream.
+	End *RunInfo `json:"end,omitempty"`
+	// Stopped says why the run stopped without ending (cancelled,
+	// draining, a store fault), on the last line.
+	Stopped string `json:"stopped,omitempty"`
+}
+
+// Server serves the cell API over a cell. It executes the runs submitted
+// to it (and the ones it recovers) in goroutines of its own.
+type Server struct {
+	cell *Cell
+	// control limits the API to reading and cancelling: a process that
+	// runs one agent in the foreground serves only that.
+	control bool
+	logf    func(format string, args ...any)
+
+	mu     sync.Mutex
+	subs   map[journal.RunID]map[chan StreamLine]bool
+	wg     sync.WaitGroup
+	closed bool
+}
+
+// ServerOptions tune NewServer.
+type ServerOptions struct {
+	// ControlOnly serves reading and cancelling runs, not starting them.
+	ControlOnly bool
+	// Logf reports what the server does (runs started, recovered,
+	// stopped); nil: the standard logger.
+	Logf func(format string, args ...any)
+}
+
+// NewServer returns a server for c. The cell must have been opened with
+// the server's Sink (Options.Sink = s.Sink) for events to stream live; see
+// Serve, which does both.
+func NewServer(c *Cell, opts ServerOptions) *Server {
+	s := &Server{cell: c, control: opts.ControlOnly, logf: opts.Logf, subs: map[journal.RunID]map[chan StreamLine]bool{}}
+	if s.logf == nil {
+		s.logf = log.Printf
+	}
+	return s
+}
+
+// Sink passes each event to the followers of its run. It never blocks: a
+// follower that falls behind by more than its buffer is cut off (its
+// stream ends with a line that says so).
+func (s *Server) Sink(e host.Event) {
+	s.publish(e.Run, StreamLine{Time: time.Unix(0, e.Time).UTC(), Kind: e.Kind, Level: e.Level, Data: string(e.Data)})
+}
+
+func (s *Server) publish(run journal.RunID, l StreamLine) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ch := range s.subs[run] {
+		select {
+		case ch <- l:
+		default:
+			delete(s.subs[run], ch)
+			close(ch)
+		}
+	}
+}
+
+// subscribe returns a channel that receives run's events from now on.
+func (s *Server) subscribe(run journal.RunID) chan StreamLine {
+	ch := make(chan StreamLine, 1024)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.subs[run] == nil {
+		s.subs[run] = map[chan StreamLine]bool{}
+	}
+	s.subs[run][ch] = true
+	return ch
+}
+
+func (s *Server) unsubscribe(run journal.RunID, ch chan StreamLine) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.subs[run][ch] {
+		delete(s.subs[run], ch)
+		close(ch)
+	}
+}
+
+// execute runs st in the background until it ends or stops, then tells
+// the run's followers. A server shutting down refuses, and the run (its
+// start journaled) stays running, to be recovered.
+func (s *Server) execute(st *host.Started, what string) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		st.Abandon()
+		return errors.New("cell: shutting down")
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	s.logf("%s run %s", what, st.Run)
+	go func() {
+		defer s.wg.Done()
+		// The run's context is the server's lifetime, not the request's:
+		// a run outlives the call that submitted it. Drain stops it.
+		res, err := st.Execute(context.Background())
+		last := StreamLine{Time: time.Now().UTC()}
+		if m, merr := s.cell.Store.Meta(context.Background(), st.Run); merr == nil {
+			ri := Info(m, false)
+			last.End = &ri
+		}
+		switch {
+		case err != nil:
+			last.Stopped = err.Error()
+			s.logf("run %s stopped: %v", st.Run, err)
+		default:
+			s.logf("run %s %s after %d calls", st.Run, res.Status, res.Steps)
+		}
+		s.publish(st.Run, last)
+		s.mu.Lock()
+		for ch := range s.subs[st.Run] {
+			close(ch)
+		}
+		delete(s.subs, st.Run)
+		s.mu.Unlock()
+	}()
+	return nil
+}
+
+// Recover resumes every run this cell owned that had not ended and was not
+// cancelled (its process was killed, or drained at shutdown). It returns
+// the runs it resumed; a run that cannot be reopened is logged and left.
+func (s *Server) Recover(ctx context.Context) ([]journal.RunID, error) {
+	runs, err := s.cell.Store.Runs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	me := hex.EncodeToString(s.cell.Public())
+	var out []journal.RunID
+	for _, m := range runs {
+		if m.Status != journal.StatusRunning || hex.EncodeToString(m.Cell) != me || s.cell.Host.Live(m.ID) {
+			continue
+		}
+		st, err := s.cell.Host.Reopen(ctx, m.ID)
+		if err != nil {
+			s.logf("recover run %s: %v", m.ID, err)
+			continue
+		}
+		if err := s.execute(st, "recovered"); err != nil {
+			return out, err
+		}
+		out = append(out, m.ID)
+	}
+	return out, nil
+}
+
+// Shutdown drains the cell: every run stops at its next step boundary and
+// stays running, to be recovered when a server starts again. It returns
+// when they have all stopped, or ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	err := s.cell.Host.Drain(ctx)
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = errors.Join(err, ctx.Err())
+	}
+	return err
+}
+
+// Handler returns the API's HTTP handler.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/cell", s.getCell)
+	mux.HandleFunc("GET /v1/runs", s.listRuns)
+	mux.HandleFunc("GET /v1/runs/{run}", s.getRun)
+	mux.HandleFunc("POST /v1/runs/{run}/cancel", s.cancelRun)
+	mux.HandleFunc("GET /v1/runs/{run}/events", s.events)
+	if !s.control {
+		mux.HandleFunc("POST /v1/runs", s.submit)
+		mux.HandleFunc("POST /v1/runs/{run}/resume", s.resume)
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		hint := "the API is under /v1 (see host/cell/API.md)"
+		if s.control {
+			hint = "this process runs one agent in the foreground and serves reading and cancelling only; start runs on a daemon (agentrt cell serve)"
+		}
+		writeError(w, http.StatusNotFound, fmt.Errorf("no endpoint %s %s", r.Method, r.URL.Path), hint)
+	})
+	return http.MaxBytesHandler(mux, MaxSubmission)
+}
+
+// MaxSubmission is the largest request body the API reads (a module and
+// its input).
+const MaxSubmission = 64 << 20
+
+// CellInfo answers GET /v1/cell.
+type CellInfo struct {
+	Cell        string   `json:"cell"`
+	Dir         string   `json:"data"`
+	Live        []string `json:"live"`
+	ControlOnly bool     `json:"control_only"`
+}
+
+func (s *Server) getCell(w http.ResponseWriter, r *http.Request) {
+	ci := CellInfo{Cell: hex.EncodeToString(s.cell.Public()), Dir: s.cell.Dir, Live: []string{}, ControlOnly: s.control}
+	runs, err := s.cell.Store.Runs(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err, "")
+		return
+	}
+	for _, m := range runs {
+		if s.cell.Host.Live(m.ID) {
+			ci.Live = append(ci.Live, m.ID.String())
+		}
+	}
+	writeJSON(w, http.StatusOK, ci)
+}
+
+func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
+	runs, err := s.cell.Store.Runs(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err, "")
+		return
+	}
+	out := make([]RunInfo, 0, len(runs))
+	for _, m := range runs {
+		out = append(out, s.info(m))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// findRun resolves the {run} path value, answering the error itself.
+func (s *Server) findRun(w http.ResponseWriter, r *http.Request) (journal.RunID, bool) {
+	run, err := FindRun(r.Context(), s.cell.Store, r.PathValue("run"))
+	if err != nil {
+		code := http.StatusBadRequest
+		if errors.Is(err, journal.ErrNotFound) {
+			code = http.StatusNotFound
+		}
+		writeError(w, code, err, "GET /v1/runs lists the runs")
+		return run, false
+	}
+	return run, true
+}
+
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
+	run, ok := s.findRun(w, r)
+	if !ok {
+		return
+	}
+	m, err := s.cell.Store.Meta(r.Context(), run)
+	if err != nil {
+		writeError(w, startErrorCode(err), err, "")
+		return
+	}
+	writeJSON(w, http.StatusOK, s.info(m))
+}
+
+func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
+	var sub Submission
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&sub); err != nil {
+		code := http.StatusBadRequest
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			code = http.StatusRequestEntityTooLarge
+		}
+		writeError(w, code, fmt.Errorf("submission: %w", err), `send {"module": BASE64, "input": BASE64, "grant": "YAML text"}`)
+		return
+	}
+	spec := host.RunSpec{Code: sub.Module, Name: sub.Name, Input: sub.Input}
+	if sub.Grant != "" {
+		g, err := host.ParseGrant([]byte(sub.Grant))
+		if err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("grant: %w", err), "")
+			return
+		}
+		spec.Grant = g
+	}
+	if sub.Seed != "" {
+		seed, err := hex.DecodeString(sub.Seed)
+		if err != nil || len(seed) != 32 {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("seed %q is not 32 bytes of hex", sub.Seed), "")
+			return
+		}
+		spec.Seed = seed
+	}
+	st, err := s.cell.Host.Start(r.Context(), spec)
+	if err != nil {
+		writeError(w, startErrorCode(err), err, "")
+		return
+	}
+	s.launch(w, r, st, "started", http.StatusCreated)
+}
+
+// launch executes st and answers: its id, or with ?follow=1 a stream of
+// its events from the first one (the follower is in place before the run
+// executes), its id on the first line.
+func (s *Server) launch(w http.ResponseWriter, r *http.Request, st *host.Started, what string, code int) {
+	var live chan StreamLine
+	if r.URL.Query().Get("follow") != "" {
+		live = s.subscribe(st.Run)
+		defer s.unsubscribe(st.Run, live)
+	}
+	if err := s.execute(st, what); err != nil {
+		writeError(w, http.StatusServiceUnavailable, err, "")
+		return
+	}
+	if live == nil {
+		writeJSON(w, code, Submitted{RunID: st.Run.String()})
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(code)
+	sw := newStreamWriter(w)
+	sw.send(StreamLine{RunID: st.Run.String(), Time: time.Now().UTC()})
+	sw.follow(r.Context(), live, time.Time{})
+}
+
+// streamWriter writes JSON lines, flushing each.
+type streamWriter struct {
+	enc     *json.Encoder
+	flusher http.Flusher
+}
+
+func newStreamWriter(w http.ResponseWriter) *streamWriter {
+	f, _ := w.(http.Flusher)
+	return &streamWriter{enc: json.NewEncoder(w), flusher: f}
+}
+
+func (sw *streamWriter) send(l StreamLine) bool {
+	if sw.enc.Encode(l) != nil {
+		return false
+	}
+	if sw.flusher != nil {
+		sw.flusher.Flush()
+	}
+	return true
+}
+
+// follow sends the lines of live after since until the run's last line,
+// the follower being cut off, or ctx ending.
+func (sw *streamWriter) follow(ctx context.Context, live chan StreamLine, since time.Time) {
+	for {
+		select {
+		case l, ok := <-live:
+			if !ok {
+				sw.send(StreamLine{Time: time.Now().UTC(), Stopped: "event stream cut off: the reader fell behind (the run goes on)"})
+				return
+			}
+			if l.End == nil && l.Stopped == "" && !l.Time.After(since) {
+				continue
+			}
+			if !sw.send(l) || l.End != nil || l.Stopped != "" {
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// startErrorCode maps why a run could not start to a status: the
+// submitter's fault (a bad module, a missing capability) or the cell's.
+func startErrorCode(err error) int {
+	var le *host.LinkError
+	var held *journal.HeldError
+	switch {
+	case errors.As(err, &le), errors.Is(err, host.ErrNotWasm):
+		return http.StatusUnprocessableEntity
+	case errors.Is(err, host.ErrFinished), errors.Is(err, host.ErrActive), errors.As(err, &held):
+		return http.StatusConflict
+	case errors.Is(err, journal.ErrNotFound):
+		return http.StatusNotFound
+	}
+	return http.StatusInternalServerError
+}
+
+func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
+	run, ok := s.findRun(w, r)
+	if !ok {
+		return
+	}
+	st, err := s.cell.Host.Reopen(r.Context(), run)
+	if err != nil {
+		writeError(w, startErrorCode(err), err, "")
+		return
+	}
+	s.launch(w, r, st, "resumed", http.StatusAccepted)
+}
+
+func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
+	run, ok := s.findRun(w, r)
+	if !ok {
+		return
+	}
+	if err := s.cell.Host.Cancel(r.Context(), run); err != nil {
+		writeError(w, startErrorCode(err), err, "")
+		return
+	}
+	m, err := s.cell.Store.Meta(r.Context(), run)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err, "")
+		return
+	}
+	writeJSON(w, http.StatusOK, s.info(m))
+}
+
+// events streams a run's event log as JSON lines: what is stored, then,
+// with ?follow=1 and while the run is live here, each event as it happens
+// and a last line with the run's end.
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	run, ok := s.findRun(w, r)
+	if !ok {
+		return
+	}
+	follow := r.URL.Query().Get("follow") != ""
+	var live chan StreamLine
+	if follow {
+		// Subscribe before reading what is stored, so nothing falls in
+		// between; what arrives twice (stored meanwhile) is skipped by
+		// time.
+		live = s.subscribe(run)
+		defer s.unsubscribe(run, live)
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	sw := newStreamWriter(w)
+	var last time.Time
+	err := host.ReadEvents(r.Context(), s.cell.Store, run, func(e host.Event) error {
+		last = time.Unix(0, e.Time).UTC()
+		if !sw.send(StreamLine{Time: last, Kind: e.Kind, Level: e.Level, Data: string(e.Data)}) {
+			return errors.New("client gone")
+		}
+		return nil
+	})
+	if err != nil {
+		sw.send(StreamLine{Time: time.Now().UTC(), Stopped: err.Error()})
+		return
+	}
+	if !follow {
+		return
+	}
+	if !s.cell.Host.Live(run) {
+		// Not running here: the stream ends with how the run stands.
+		if m, err := s.cell.Store.Meta(r.Context(), run); err == nil {
+			ri := Info(m, false)
+			sw.send(StreamLine{Time: time.Now().UTC(), End: &ri})
+		}
+		return
+	}
+	// Events stored while the log was read arrive live too; those up to
+	// the last stored one's time are skipped. (The log merges a burst of
+	// output into one event stamped with its first part's time, so a part
+	// of a burst written just as the stream starts may show twice.)
+	sw.follow(r.Context(), live, last)
+}
+
+// APIError is the body of every error answer.
+type APIError struct {
+	Error string `json:"error"`
+	Hint  string `json:"hint,omitempty"`
+}
+
+func writeError(w http.ResponseWriter, code int, err error, hint string) {
+	if hint == "" {
+		hint = hintFor(err)
+	}
+	writeJSON(w, code, APIError{Error: err.Error(), Hint: hint})
+}
+
+// hintFor returns the fix for errors of the lifecycle that have a known one.
+func hintFor(err error) string {
+	var le *host.LinkError
+	var held *journal.HeldError
+	switch {
+	case errors.Is(err, host.ErrFinished):
+		return "a finished run is neither cancelled nor resumed; replay it with: agentrt replay RUN"
+	case errors.Is(err, host.ErrActive):
+		return "the run is executing in this cell now; cancel it first (POST /v1/runs/RUN/cancel)"
+	case errors.As(err, &held):
+		return "another cell holds the run; wait for its lease to lapse"
+	case errors.As(err, &le):
+		return "add the missing capabilities to the grant"
+	case errors.Is(err, host.ErrNotWasm):
+		return "submit a wasm module (agentrt build DIR -o agent.wasm)"
+	}
+	return ""
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
