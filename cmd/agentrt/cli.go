@@ -139,6 +139,8 @@ Quick start:
 		c.keysCmd(),
 		c.logsCmd(),
 		c.purgeCmd(),
+		c.tokenCmd(),
+		c.policyCmd(),
 		c.cellCmd(),
 		c.cancelCmd(),
 	)

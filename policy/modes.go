@@ -1,0 +1,197 @@
+package policy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/cedar-policy/cedar-go/types"
+	"go.yaml.in/yaml/v3"
+)
+
+// Effect is the outcome of the permission modes for one call.
+type Effect string
+
+// The effects, from the most to the least permissive.
+const (
+	Allow Effect = "allow" // run the call
+	Ask   Effect = "ask"   // park the call until a person answers
+	Deny  Effect = "deny"  // refuse the call
+)
+
+// rank orders effects by strictness.
+func (e Effect) rank() int {
+	switch e {
+	case Allow:
+		return 0
+	case Ask:
+		return 1
+	}
+	return 2 // Deny, and anything unknown, is the strictest
+}
+
+func (e Effect) valid() bool { return e == Allow || e == Ask || e == Deny }
+
+// Rule is one permission-mode rule. Op and Resource are globs: "*" matches
+// any run of characters (slashes and dots included), "?" any one character,
+// everything else itself. Method, when set, matches the HTTP method of the
+// call, case-insensitively, and never a call without one.
+type Rule struct {
+	Name     string `yaml:"name" json:"name"`
+	Op       string `yaml:"op" json:"op"`
+	Resource string `yaml:"resource,omitempty" json:"resource,omitempty"`
+	Method   string `yaml:"method,omitempty" json:"method,omitempty"`
+	Effect   Effect `yaml:"effect" json:"effect"`
+}
+
+// Modes are the allow / ask / deny rules a person sets for convenience
+// ("auto-run this tool", "always ask before an HTTP POST"). They are applied
+// after the policy decision and can only narrow it.
+type Modes struct {
+	// Default is the effect when no rule matches an allowed call.
+	Default Effect `yaml:"default,omitempty" json:"default,omitempty"`
+	Rules   []Rule `yaml:"rules" json:"rules"`
+}
+
+// Call is what a mode rule matches: the op, the resource's name and, for
+// HTTP, the method.
+type Call struct {
+	Op       string
+	Resource string
+	Method   string
+}
+
+// CallOf returns the Call of a request: its action, its resource's entity
+// id and, when the context has a string "method", that method.
+func CallOf(r Request) Call {
+	c := Call{Op: r.Action, Resource: string(r.Resource.ID)}
+	if v, ok := r.Context.Get("method"); ok {
+		if s, ok := v.(types.String); ok {
+			c.Method = string(s)
+		}
+	}
+	return c
+}
+
+// Verdict is the outcome of Apply: the effect, and the name of the rule
+// that set it ("" when the policy decision denied or no rule matched and
+// the default applied).
+type Verdict struct {
+	Effect Effect `cbor:"effect" json:"effect"`
+	Rule   string `cbor:"rule,omitempty" json:"rule,omitempty"`
+}
+
+// ParseModes reads modes from YAML. Unknown keys, a missing or unknown
+// effect, a rule without a name, two rules with one name, a bad glob and an
+// op pattern that matches no action are errors.
+func ParseModes(b []byte) (*Modes, error) {
+	var m Modes
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&m); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("modes: %w", err)
+	}
+	if m.Default == "" {
+		m.Default = Allow
+	}
+	if err := m.check(); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+func (m *Modes) check() error {
+	if !m.Default.valid() {
+		return fmt.Errorf("modes: default %q: want allow, ask or deny", m.Default)
+	}
+	names := map[string]bool{}
+	actions := Actions()
+	for i, r := range m.Rules {
+		where := fmt.Sprintf("modes: rule %d (%q)", i+1, r.Name)
+		switch {
+		case r.Name == "":
+			return fmt.Errorf("modes: rule %d: name is required", i+1)
+		case names[r.Name]:
+			return fmt.Errorf("%s: the name is used twice", where)
+		case !r.Effect.valid():
+			return fmt.Errorf("%s: effect %q: want allow, ask or deny", where, r.Effect)
+		case r.Op == "":
+			return fmt.Errorf("%s: op is required (an op name such as http.request, or a glob such as kv.*)", where)
+		case !slices.ContainsFunc(actions, func(a string) bool { return glob(r.Op, a) }):
+			return fmt.Errorf("%s: op %q matches no action (actions: %s)", where, r.Op, strings.Join(actions, ", "))
+		}
+		names[r.Name] = true
+	}
+	return nil
+}
+
+// matches reports whether rule r applies to call c.
+func (r Rule) matches(c Call) bool {
+	if !glob(r.Op, c.Op) {
+		return false
+	}
+	if r.Resource != "" && !glob(r.Resource, c.Resource) {
+		return false
+	}
+	if r.Method != "" && !strings.EqualFold(r.Method, c.Method) {
+		return false
+	}
+	return true
+}
+
+// Apply returns what the modes make of decision d on call c. A denied
+// decision is Deny whatever the rules say. Otherwise the strictest effect
+// among the rules that match wins (deny, then ask, then allow), named by
+// the first such rule in file order; with no match, the default applies.
+// The order of the rules therefore never changes the effect.
+func (m *Modes) Apply(d Decision, c Call) Verdict {
+	if !d.Allowed {
+		return Verdict{Effect: Deny}
+	}
+	best := -1
+	for i, r := range m.Rules {
+		if r.matches(c) && (best < 0 || r.Effect.rank() > m.Rules[best].Effect.rank()) {
+			best = i
+		}
+	}
+	if best < 0 {
+		def := m.Default
+		if def == "" {
+			def = Allow
+		}
+		return Verdict{Effect: def}
+	}
+	return Verdict{Effect: m.Rules[best].Effect, Rule: m.Rules[best].Name}
+}
+
+// glob matches s against pattern: "*" any run of characters, "?" any one
+// character, anything else itself. It is kept this small so that another
+// implementation (the edge runtime) matches exactly the same way.
+func glob(pattern, s string) bool {
+	p, t := []rune(pattern), []rune(s)
+	// Iterative matching with one backtrack point: the last star.
+	pi, ti, star, mark := 0, 0, -1, 0
+	for ti < len(t) {
+		switch {
+		case pi < len(p) && (p[pi] == '?' || p[pi] == t[ti]) && p[pi] != '*':
+			pi++
+			ti++
+		case pi < len(p) && p[pi] == '*':
+			star, mark = pi, ti
+			pi++
+		case star >= 0:
+			pi = star + 1
+			mark++
+			ti = mark
+		default:
+			return false
+		}
+	}
+	for pi < len(p) && p[pi] == '*' {
+		pi++
+	}
+	return pi == len(p)
+}
