@@ -4,8 +4,8 @@ BIN     := bin
 BUILD   := build
 AGENTRT := $(BIN)/agentrt
 # Debian packages the build needs: clang + wasi-libc for C guests, wabt for
-# hand-written wasm fixtures.
-APT_PKGS := clang lld wasi-libc libclang-rt-dev-wasm32 wabt
+# hand-written wasm fixtures, bubblewrap for the native tools sandbox.
+APT_PKGS := clang lld wasi-libc libclang-rt-dev-wasm32 wabt bubblewrap
 PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
 TEST_TIMEOUT ?= 25m
 
@@ -16,7 +16,7 @@ all: build
 ## deps: check the C/wasm toolchain, installing it with apt-get when run as root.
 deps:
 	@missing=""; \
-	for t in clang wasm-ld wat2wasm; do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
+	for t in clang wasm-ld wat2wasm bwrap; do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
 	[ -f /usr/include/wasm32-wasi/stdio.h ] || missing="$$missing wasi-libc"; \
 	ls /usr/lib/llvm-*/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a >/dev/null 2>&1 || missing="$$missing libclang-rt-dev-wasm32"; \
 	if [ -n "$$missing" ]; then \

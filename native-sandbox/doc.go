@@ -1,8 +1,27 @@
-// Package sandbox will launch native tools under an OS sandbox derived from
-// an agent's attenuated budget: bubblewrap with seccomp and Landlock on
-// Linux, Seatbelt on macOS, a Job Object with an AppContainer on Windows,
-// and ErrUnsupported elsewhere; argv only, never a shell.
+// Package sandbox launches a native program under an OS sandbox described by
+// a platform-neutral [Spec]: bubblewrap with a seccomp filter and Landlock on
+// Linux, a generated Seatbelt profile on macOS, a Job Object with an
+// AppContainer on Windows, and [ErrUnsupported] anywhere else.
 //
-// Nothing lives here yet: the tool capability and its sandbox come with
-// their own change. Until then agentrt runs no native program for an agent.
+// What it is for: running the native tools an agent was granted (git, grep,
+// a compiler) so that they see only the paths, environment and limits the
+// Spec names, and nothing else of the host.
+//
+// What it must never do:
+//
+//  1. Run anything unsandboxed. When the backend is missing or degraded
+//     (no bwrap, no user namespaces, no seccomp, Landlock demanded but
+//     absent), [Launch] refuses with an error naming what is missing.
+//  2. Use a shell. argv goes to execve as it is; the executable is an
+//     absolute path or is resolved against the Spec's own PATH list.
+//  3. Pass the host's environment. The tool gets exactly Spec.Env.
+//  4. Write outside Spec.ReadWrite, or into a protected sub-path of it.
+//  5. Leave a process behind. When Launch returns, every process the tool
+//     started is gone, whether it exited, timed out or was cancelled.
+//
+// On Linux the chain is: bwrap (namespaces, mounts, seccomp, no
+// capabilities) runs a helper, the calling binary re-executed, which
+// applies Landlock and rlimits on its own thread and then execs the tool.
+// A binary that calls Launch must therefore call [HelperMain] first thing
+// (in main, in an init function or in TestMain).
 package sandbox

@@ -139,6 +139,7 @@ Quick start:
 		c.keysCmd(),
 		c.logsCmd(),
 		c.purgeCmd(),
+		c.sandboxCmd(),
 		c.tokenCmd(),
 		c.policyCmd(),
 		c.cellCmd(),

@@ -1,0 +1,89 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
+)
+
+// Check reports what this machine supports, ending with a real trial
+// launch of the helper under the full sandbox.
+func Check(opts ...Option) (*Report, error) {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	r := &Report{Platform: runtime.GOOS + "/" + runtime.GOARCH, Backend: "bubblewrap + seccomp + Landlock"}
+	bwrap, err := findBwrap(o.bwrap)
+	if err != nil {
+		r.add("bubblewrap", false, true, err.(*RefusedError).What)
+	} else {
+		out, _ := exec.Command(bwrap, "--version").Output()
+		r.add("bubblewrap", true, true, bwrap+" ("+strings.TrimSpace(string(out))+")")
+	}
+	if err := userNamespaces(); err != nil {
+		r.add("user namespaces", false, true, err.(*RefusedError).What)
+	} else {
+		r.add("user namespaces", true, true, "max_user_namespaces = "+readSysctl("/proc/sys/user/max_user_namespaces"))
+	}
+	if err := seccompAvailable(); err != nil {
+		r.add("seccomp", false, true, err.(*RefusedError).What)
+	} else if _, names, err := seccompFilter(); err != nil {
+		r.add("seccomp", false, true, err.Error())
+	} else {
+		r.add("seccomp", true, true, fmt.Sprintf("filter mode; %d syscalls blocked, foreign ABIs refused", len(names)))
+	}
+	if abi, err := llsys.LandlockGetABIVersion(); err != nil || abi < 1 {
+		r.add("landlock", false, false, "not enforced by this kernel (specs with require_landlock are refused)")
+	} else {
+		r.add("landlock", true, false, fmt.Sprintf("ABI version %d", abi))
+	}
+	if dir, err := pidsCgroupParent(); err != nil {
+		detail := err.Error()
+		if os.Geteuid() == 0 {
+			detail += " (as root, specs with limits.processes are refused)"
+		} else {
+			detail += " (limits.processes uses RLIMIT_NPROC)"
+		}
+		r.add("pids cgroup", false, false, detail)
+	} else {
+		r.add("pids cgroup", true, false, dir)
+	}
+	if !r.Ready() {
+		return r, nil
+	}
+	helper, err := helperPath(o.helper)
+	if err != nil {
+		r.add("trial launch", false, true, err.Error())
+		return r, nil
+	}
+	r.add("trial launch", true, true, trial(helper, &o))
+	if f := &r.Features[len(r.Features)-1]; strings.HasPrefix(f.Detail, "failed") {
+		f.OK = false
+	}
+	return r, nil
+}
+
+// trial launches the helper binary itself as the tool, in probe mode.
+func trial(helper string, o *options) string {
+	libs, err := elfDeps(helper)
+	if err != nil {
+		return "failed: " + err.Error()
+	}
+	spec := &Spec{ReadOnly: append([]string{helper}, libs...), Limits: Limits{Wall: 10 * time.Second}}
+	res, err := Launch(context.Background(), spec, []string{helper, helperProbeArg}, WithBwrap(o.bwrap), WithHelper(helper))
+	switch {
+	case err != nil:
+		return "failed: " + err.Error()
+	case strings.TrimSpace(string(res.Stdout)) != "sandboxed":
+		return fmt.Sprintf("failed: the probe said %q (exit %d) %s", res.Stdout, res.ExitCode, res.Stderr)
+	}
+	return fmt.Sprintf("ran %s under the sandbox in %v", filepath.Base(helper), res.WallTime.Round(time.Millisecond))
+}
