@@ -113,6 +113,7 @@ const (
 	OpRunSetOutput  uint32 = 2
 	OpRunLog        uint32 = 3
 	OpRunIntrospect uint32 = 4
+	OpRunCheckpoint uint32 = 5
 
 	OpKVGet    uint32 = 1
 	OpKVPut    uint32 = 2
@@ -132,6 +133,7 @@ var Ops = []Op{
 	{CapRun, OpRunSetOutput, "run.set_output", Pure, true},
 	{CapRun, OpRunLog, "run.log", Pure, true},
 	{CapRun, OpRunIntrospect, "run.introspect", Pure, true},
+	{CapRun, OpRunCheckpoint, "run.checkpoint", Pure, true},
 	{CapKV, OpKVGet, "kv.get", Pure, true},
 	{CapKV, OpKVPut, "kv.put", Effect, true},
 	{CapKV, OpKVDelete, "kv.delete", Effect, true},

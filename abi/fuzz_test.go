@@ -21,7 +21,9 @@ type fuzzBody struct {
 var bodies = []fuzzBody{
 	{"Empty", func() any { return new(abi.Empty) }, []any{abi.Empty{}}},
 	{"InputResponse", func() any { return new(abi.InputResponse) }, []any{
-		abi.InputResponse{}, abi.InputResponse{Input: []byte("hello")}}},
+		abi.InputResponse{}, abi.InputResponse{Input: []byte("hello")}, abi.InputResponse{Input: []byte("in"), State: []byte("s"), Segment: 2}}},
+	{"CheckpointRequest", func() any { return new(abi.CheckpointRequest) }, []any{abi.CheckpointRequest{State: []byte("state")}}},
+	{"CheckpointResponse", func() any { return new(abi.CheckpointResponse) }, []any{abi.CheckpointResponse{Segment: 3, Clock: 42000, Header: make([]byte, 32)}}},
 	{"SetOutputRequest", func() any { return new(abi.SetOutputRequest) }, []any{
 		abi.SetOutputRequest{Output: []byte{}}, abi.SetOutputRequest{Output: []byte("done")}}},
 	{"LogRequest", func() any { return new(abi.LogRequest) }, []any{

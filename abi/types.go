@@ -10,6 +10,34 @@ type Empty struct{}
 // InputResponse answers run.input.
 type InputResponse struct {
 	Input []byte `cbor:"input"`
+	// State is the state the run continues from, in a segment after a
+	// checkpoint (Segment > 0); absent in the first segment.
+	State []byte `cbor:"state,omitempty"`
+	// Segment counts the run's checkpoints so far: 0 in the first
+	// segment, and absent then.
+	Segment uint32 `cbor:"segment,omitempty"`
+}
+
+// CheckpointRequest is the request of run.checkpoint: the state the next
+// segment of the run starts from.
+type CheckpointRequest struct {
+	State []byte `cbor:"state"`
+}
+
+// CheckpointResponse answers run.checkpoint. The guest never reads it: the
+// call ends the guest's instance and the host starts the next segment. It
+// is journaled as the call's response, so that replay starts each segment
+// as the recorded run did.
+type CheckpointResponse struct {
+	// Segment is the number of the segment the checkpoint starts, from 1.
+	Segment uint32 `cbor:"segment"`
+	// Clock is the guest's virtual monotonic clock at the checkpoint, ns:
+	// the next segment's clock goes on from it.
+	Clock int64 `cbor:"clock"`
+	// Header is the hash of the run's start entry (its header), so that a
+	// resume that verifies the journal from the last checkpoint on is
+	// still bound to the run's module, grant, input and seed.
+	Header []byte `cbor:"header"`
 }
 
 // SetOutputRequest is the request of run.set_output.

@@ -41,6 +41,7 @@ var opBodies = map[string]struct{ req, resp func() any }{
 	"run.set_output": {func() any { return new(abi.SetOutputRequest) }, nil},
 	"run.log":        {func() any { return new(abi.LogRequest) }, nil},
 	"run.introspect": {nil, func() any { return new(abi.IntrospectResponse) }},
+	"run.checkpoint": {func() any { return new(abi.CheckpointRequest) }, func() any { return new(abi.CheckpointResponse) }},
 	"kv.get":         {func() any { return new(abi.KVGetRequest) }, func() any { return new(abi.KVGetResponse) }},
 	"kv.put":         {func() any { return new(abi.KVPutRequest) }, nil},
 	"kv.delete":      {func() any { return new(abi.KVDeleteRequest) }, func() any { return new(abi.KVDeleteResponse) }},
@@ -323,6 +324,13 @@ func generateVectors(t *testing.T) []*vector {
 	valid("run.input", "response", "text", "", &abi.InputResponse{Input: []byte("the quick brown fox")})
 	valid("run.input", "response", "nil", "a run started without input: a nil byte string is null", &abi.InputResponse{})
 	valid("run.input", "response", "empty", "an empty, non-nil input is the empty byte string", &abi.InputResponse{Input: []byte{}})
+	valid("run.input", "response", "segment", "in a segment after a checkpoint: keys sorted by encoded length first: input, state, segment",
+		&abi.InputResponse{Input: []byte(`{"n":3}`), State: []byte(`{"i":1000}`), Segment: 1})
+	valid("run.input", "response", "segment-empty-state", "an empty state is the empty byte string; the segment says the run continues",
+		&abi.InputResponse{Input: []byte("in"), State: []byte{}, Segment: 7})
+	valid("run.checkpoint", "request", "json", "", &abi.CheckpointRequest{State: []byte(`{"i":1000,"sum":499500}`)})
+	valid("run.checkpoint", "request", "nil", "an empty state: a nil byte string is null", &abi.CheckpointRequest{})
+	valid("run.checkpoint", "response", "first", "what the host journals; the guest never reads it", &abi.CheckpointResponse{Segment: 1, Clock: 123456000, Header: sha})
 	valid("run.set_output", "request", "json", "", &abi.SetOutputRequest{Output: []byte(`{"words":3}`)})
 	valid("run.set_output", "request", "nil", "clears the output: a nil byte string is null", &abi.SetOutputRequest{})
 	valid("run.set_output", "request", "binary", "", &abi.SetOutputRequest{Output: []byte{0, 1, 0xfe, 0xff}})

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -24,6 +26,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	reps := fs.Int("reps", 0, "repetitions per figure (default 5)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `file`")
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
+	only := fs.String("only", "", "measure only these figure groups, e.g. `7` or 2,5 (default: all)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -37,6 +40,19 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	if *reps > 0 {
 		cfg.Reps = *reps
+	}
+	if *only != "" {
+		for _, f := range strings.Split(*only, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 || n > 7 {
+				fmt.Fprintf(stderr, "agentrt-bench: error: -only %q: figure groups are numbers 1 to 7\n", *only)
+				return 2
+			}
+			cfg.Only = append(cfg.Only, n)
+		}
+		if slices.Contains(cfg.Only, 5) && !slices.Contains(cfg.Only, 2) {
+			cfg.Only = append(cfg.Only, 2) // figure 5 replays figure 2's run
+		}
 	}
 	if !*quiet {
 		cfg.Log = stderr

@@ -45,6 +45,8 @@ type Config struct {
 	ColdReps int `json:"cold_reps"`
 	// GoAgent builds and cold-starts the Go agent (figure 6a, 6b).
 	GoAgent bool `json:"go_agent"`
+	// Only, when set, names the figure groups (1 to 7) to measure.
+	Only []int `json:"only,omitempty"`
 
 	// TempDir is where the harness makes its temporary directory; empty:
 	// os.TempDir().
@@ -98,7 +100,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer h.closeRecorded()
 	var noisy []string
-	for _, step := range steps {
+	for i, step := range steps {
+		if len(cfg.Only) > 0 && !slices.Contains(cfg.Only, i+1) {
+			continue
+		}
 		runtime.GC()
 		la := loadAvg()
 		m := startMeter()

@@ -36,6 +36,10 @@ type Guests struct {
 	// Echo is a real Go agent built with the guest SDK
 	// (testdata/agents/echo); nil unless asked for.
 	Echo []byte
+	// Segments is the Go agent that checkpoints every so often
+	// (host/testdata/agents/segments); nil unless the Go agents are
+	// asked for.
+	Segments []byte
 }
 
 // BuildGuests assembles the WAT guests with wat2wasm in dir and, when goAgent
@@ -55,6 +59,13 @@ func BuildGuests(ctx context.Context, dir string, goAgent bool) (*Guests, error)
 			return nil, err
 		}
 		if g.Echo, err = os.ReadFile(out); err != nil {
+			return nil, err
+		}
+		out = filepath.Join(dir, "segments.wasm")
+		if err := wasmbuild.Go(ctx, filepath.Join(sourceDir(), "..", "host", "testdata", "agents", "segments"), out); err != nil {
+			return nil, err
+		}
+		if g.Segments, err = os.ReadFile(out); err != nil {
 			return nil, err
 		}
 	}

@@ -57,7 +57,7 @@ func (h *harness) resume(ctx context.Context) ([]Figure, error) {
 		figs = append(figs, Figure{
 			ID: fmt.Sprintf("7%c", 'a'+i), Name: fmt.Sprintf("resume, journal of %d entries", n), Unit: "ms", Better: "lower",
 			Value: median(res), Samples: res,
-			Measures: fmt.Sprintf("host.Host.Resume of an interrupted run of testdata/loop.wat whose journal holds about %d entries (its context ended mid-run, as a kill leaves it: every commit in place): verify the journal (chain, hashes, seals), compile from the warm in-process cache, re-execute answering every recorded call from the journal, then about 100 live calls and the end commit. In-process: the process start of `agentrt resume` (about 40 ms for the CLI here) is not included. No checkpoints (continue-as-new is not built yet), so the time grows with the journal.", n),
+			Measures: fmt.Sprintf("host.Host.Resume of an interrupted run of testdata/loop.wat whose journal holds about %d entries (its context ended mid-run, as a kill leaves it: every commit in place): verify the journal (chain, hashes, seals), compile from the warm in-process cache, re-execute answering every recorded call from the journal, then about 100 live calls and the end commit. In-process: the process start of `agentrt resume` (about 40 ms for the CLI here) is not included. The loop guest never checkpoints, so the time grows with the journal (see 7f-7k for a checkpointing agent).", n),
 			Floor: &Floor{Name: "clean restart", Unit: "ms", Value: median(clean), Samples: clean,
 				Measures: "host.Host.Run of the same module on the same store making 101 live calls and the end commit: the same work after the replay, from a clean start."},
 		})
@@ -77,6 +77,32 @@ func (h *harness) resume(ctx context.Context) ([]Figure, error) {
 		Floor: &Floor{Name: "clean restart", Unit: "ms", Value: median(clean), Samples: clean,
 			Measures: "as in 7a, on the same store."},
 	})
+	if h.cfg.GoAgent { // the checkpointing Go agent
+		for i, every := range []int{1000, 0} {
+			for j, n := range []int{100, 10_000, 100_000} {
+				res, clean, err := h.resumeSegments(ctx, n, every)
+				if err != nil {
+					return nil, err
+				}
+				fig := Figure{
+					ID: fmt.Sprintf("7%c", 'f'+3*i+j), Unit: "ms", Better: "lower", Value: median(res), Samples: res,
+					Floor: &Floor{Name: "clean run of one segment", Unit: "ms", Value: median(clean), Samples: clean,
+						Measures: "host.Host.Run of the same agent for 1 000 iterations without checkpoints, from a clean start on the same store: the work of one segment."},
+				}
+				if every > 0 {
+					fig.Name = fmt.Sprintf("resume, %d journaled steps, checkpoint every 1 000", n)
+					fig.Measures = fmt.Sprintf("host.Host.Resume of a run of host/testdata/agents/segments (a Go agent: one run.introspect per iteration, run.checkpoint every 1 000 iterations) interrupted about 50 calls before its end, %d iterations in all: read the run's index, verify the start entry and the journal from the last checkpoint on, compile from the warm in-process cache, re-execute the last segment answering its recorded calls from the journal, then about 50 live calls and the end commit.", n)
+					if n == 100_000 {
+						fig.Goal = &Goal{Text: "bounded by the last segment: ratio to one segment's clean run <= 1.5", MaxRatio: ptr(1.5)}
+					}
+				} else {
+					fig.Name = fmt.Sprintf("resume, %d journaled steps, no checkpoints", n)
+					fig.Measures = fmt.Sprintf("as 7%c, for the same agent never checkpointing: the whole journal is verified and re-executed.", 'f'+j)
+				}
+				figs = append(figs, fig)
+			}
+		}
+	}
 	if h.cfg.GoAgent { // the full run: time the CLI, process start included
 		res, clean, err := h.resumeCLI(ctx, 1000, filler)
 		if err != nil {
@@ -92,6 +118,66 @@ func (h *harness) resume(ctx context.Context) ([]Figure, error) {
 		})
 	}
 	return figs, nil
+}
+
+// resumeSegments measures Resume of a run of the segments agent for n
+// iterations, checkpointing every every (0: never), interrupted about 50
+// calls before its end, and a clean run of one segment (1 000 iterations).
+func (h *harness) resumeSegments(ctx context.Context, n, every int) (resumed, clean []float64, err error) {
+	input := func(n, every int) []byte { return fmt.Appendf(nil, `{"n":%d,"every":%d}`, n, every) }
+	for r := range h.cfg.Reps {
+		st, err := badgerstore.Open(dir(h.root, fmt.Sprintf("segments-%d-%d-%d", n, every, r)))
+		if err != nil {
+			return nil, nil, err
+		}
+		_, key, _ := ed25519.GenerateKey(nil)
+		rctx, cancel := context.WithCancel(ctx)
+		var entries atomic.Int64
+		stop := int64(n - 50)
+		now := func() time.Time {
+			if entries.Add(1) == stop {
+				cancel()
+			}
+			return time.Now()
+		}
+		hst, err := host.New(h.engine, host.Deps{Store: st, KV: st, Events: st, Key: key, Now: now}, host.Config{})
+		if err != nil {
+			cancel()
+			st.Close()
+			return nil, nil, err
+		}
+		res, err := hst.Run(rctx, host.RunSpec{Code: h.guests.Segments, Name: "segments", Input: input(n, every), Grant: host.DefaultGrant()})
+		cancel()
+		if !errors.Is(err, host.ErrInterrupted) {
+			st.Close()
+			return nil, nil, fmt.Errorf("bench: the segments run was not interrupted: %v", err)
+		}
+		hst, err = host.New(h.engine, host.Deps{Store: st, KV: st, Events: st, Key: key}, host.Config{})
+		if err != nil {
+			st.Close()
+			return nil, nil, err
+		}
+		start := time.Now()
+		got, err := hst.Resume(ctx, res.Run)
+		d := time.Since(start)
+		if err == nil && got.Status != journal.StatusCompleted {
+			err = fmt.Errorf("bench: resumed segments run ended %s: %v", got.Status, got.Err)
+		}
+		if err != nil {
+			st.Close()
+			return nil, nil, err
+		}
+		start = time.Now()
+		_, err = hst.Run(ctx, host.RunSpec{Code: h.guests.Segments, Name: "segments", Input: input(1000, 0), Grant: host.DefaultGrant()})
+		dc := time.Since(start)
+		st.Close()
+		if err != nil {
+			return nil, nil, err
+		}
+		resumed, clean = append(resumed, ms(d)), append(clean, ms(dc))
+		h.logf("7 resume of segments n=%d every=%d rep %d: %.1f ms (%d calls from the journal), clean segment %.1f ms", n, every, r, ms(d), got.Replayed, ms(dc))
+	}
+	return resumed, clean, nil
 }
 
 // resumeCLI times `agentrt resume` and a clean `agentrt run` as processes.

@@ -13,6 +13,10 @@ import (
 //	run.set_output (SetOutputRequest) -> ()     the last call wins
 //	run.log        (LogRequest) -> ()           goes to the run's event log
 //	run.introspect () -> IntrospectResponse
+//	run.checkpoint (CheckpointRequest) -> CheckpointResponse
+//	               journals the state, ends the guest's instance and runs
+//	               the module again from _start (the next segment), where
+//	               run.input carries the state: continue-as-new
 //
 // Errors: StatusBadRequest for a malformed request.
 func init() {
@@ -20,7 +24,7 @@ func init() {
 		if st, b, ok := decodeRequest(c, &abi.Empty{}); !ok {
 			return st, b
 		}
-		return okResponse(&abi.InputResponse{Input: s.header.Input})
+		return okResponse(&abi.InputResponse{Input: s.header.Input, State: s.seg.state, Segment: s.seg.number})
 	}})
 	register("run.set_output", handler{serve: func(_ context.Context, _ *session, c *Call) (abi.Status, []byte) {
 		var r abi.SetOutputRequest
@@ -39,6 +43,13 @@ func init() {
 		}
 		s.events.add(Event{Kind: EventRunLog, Level: r.Level, Data: []byte(r.Message)})
 		return abi.StatusOK, nil
+	}})
+	register("run.checkpoint", handler{serve: func(_ context.Context, s *session, c *Call) (abi.Status, []byte) {
+		var r abi.CheckpointRequest
+		if st, b, ok := decodeRequest(c, &r); !ok {
+			return st, b
+		}
+		return okResponse(&abi.CheckpointResponse{Segment: s.seg.number + 1, Clock: s.clock.now, Header: s.startHash})
 	}})
 	register("run.introspect", handler{serve: func(_ context.Context, s *session, c *Call) (abi.Status, []byte) {
 		if st, b, ok := decodeRequest(c, &abi.Empty{}); !ok {

@@ -33,6 +33,9 @@ type livePath struct {
 	events   *eventBuffer
 	// lease is the run's lease, renewed as commits go by; nil: unleased.
 	lease *holder
+	// meta is the run's index record, written again at each checkpoint
+	// (RunMeta.Checkpoint).
+	meta *journal.RunMeta
 }
 
 func (p *livePath) entry(phase journal.Phase, c *Call) *journal.Entry {
@@ -45,7 +48,13 @@ func (p *livePath) serve(ctx context.Context, s *session, c *Call, h handler) (a
 	}
 	if c.Op.Class != abi.Effect {
 		status, resp := h.serve(ctx, s, c)
-		return p.record(ctx, c, true, status, resp)
+		status, resp, err := p.record(ctx, c, true, status, resp)
+		if err == nil && status == abi.StatusOK && c.Op.Cap == abi.CapRun && c.Op.Code == abi.OpRunCheckpoint {
+			// The index names the checkpoint, where a resume starts.
+			p.meta.Checkpoint = p.w.Next() - 1
+			err = p.commitWith(ctx, p.meta, false)
+		}
+		return status, resp, err
 	}
 	intent := p.entry(journal.PhaseIntent, c)
 	intent.Request = c.Request
@@ -110,13 +119,19 @@ func (p *livePath) record(ctx context.Context, c *Call, withRequest bool, status
 // commit writes the buffered entries, with the events the guest produced
 // since the last commit.
 func (p *livePath) commit(ctx context.Context, durable bool) error {
+	return p.commitWith(ctx, nil, durable)
+}
+
+// commitWith commits as commit does, with the run's index record meta
+// when it is not nil.
+func (p *livePath) commitWith(ctx context.Context, meta *journal.RunMeta, durable bool) error {
 	if err := p.lease.renew(ctx); err != nil {
 		return err
 	}
 	if err := p.events.flushTo(p.w); err != nil {
 		return err
 	}
-	if err := p.w.Commit(ctx, nil, durable); err != nil {
+	if err := p.w.Commit(ctx, meta, durable); err != nil {
 		return fmt.Errorf("host: journal: %w", err)
 	}
 	return nil

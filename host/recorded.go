@@ -21,6 +21,14 @@ type Recording struct {
 	// call past the last recorded one is not a divergence but the point
 	// where the recorded run stopped.
 	finished bool
+	// lastSegment keeps only the calls since the last checkpoint, which
+	// base then describes (baseStep is the checkpoint's step).
+	lastSegment bool
+	base        segment
+	baseStep    uint64
+	err         error
+	// startHash is the hash of the run's start entry.
+	startHash []byte
 }
 
 // LoadRecording verifies the journal of run in store, with seals by keys
@@ -39,6 +47,92 @@ func LoadRecording(ctx context.Context, store journal.Store, run journal.RunID, 
 	return sum, rec, nil
 }
 
+// loadLastSegment is LoadRecording for a resume: it keeps only the calls
+// made since the run's last checkpoint, and returns where that segment
+// starts (the zero segment, step 0, for a run without checkpoints). When
+// the run's index names its last checkpoint (seq checkpoint > 0), only the
+// start entry and the journal from the checkpoint on are read and
+// verified: the checkpoint's seals authenticate it, and it names the hash
+// of the start entry. So a resume costs the last segment, not the whole
+// history. Should that fail (an index that does not name a checkpoint), the
+// whole journal is verified, which says precisely what is wrong if
+// anything is.
+func loadLastSegment(ctx context.Context, store journal.Store, run journal.RunID, checkpoint uint64, trust journal.TrustFunc) (*journal.Summary, *Recording, error) {
+	if checkpoint > 0 {
+		if sum, rec, err := loadSuffix(ctx, store, run, checkpoint, trust); err == nil {
+			return sum, rec, nil
+		}
+	}
+	rec := &Recording{lastSegment: true}
+	v := journal.NewVerifier(trust)
+	v.OnEntry = func(e *journal.Entry, r *journal.Record) error {
+		if e.Seq == 0 {
+			rec.startHash = journal.Sum(r.Entry)
+		}
+		rec.Add(e)
+		return rec.err
+	}
+	sum, err := journal.VerifyStoreWith(ctx, store, run, v)
+	if err != nil {
+		return nil, nil, err
+	}
+	return sum, rec, nil
+}
+
+// errStop ends a read of records early.
+var errStop = errors.New("stop")
+
+// loadSuffix verifies run's journal from its checkpoint entry at seq from
+// on, and binds it to the start entry, which it reads alone.
+func loadSuffix(ctx context.Context, store journal.Store, run journal.RunID, from uint64, trust journal.TrustFunc) (*journal.Summary, *Recording, error) {
+	var hdr *journal.Header
+	rec := &Recording{lastSegment: true}
+	err := store.Records(ctx, run, 0, func(_ uint64, raw []byte) error {
+		r, err := journal.DecodeRecord(raw)
+		if err != nil {
+			return err
+		}
+		e, err := journal.DecodeEntry(r.Entry)
+		if err != nil {
+			return err
+		}
+		if e.Seq != 0 || e.Run != run || e.Phase != journal.PhaseStart || e.Header == nil {
+			return fmt.Errorf("host: the first entry of %s is not its start", run)
+		}
+		hdr, rec.startHash = e.Header, journal.Sum(r.Entry)
+		return errStop
+	})
+	if err != errStop {
+		return nil, nil, fmt.Errorf("host: read the start of %s: %v", run, err)
+	}
+	v := journal.NewVerifier(trust)
+	v.StartAt(from)
+	first := true
+	v.OnEntry = func(e *journal.Entry, _ *journal.Record) error {
+		if first {
+			first = false
+			var cp abi.CheckpointResponse
+			if e.Op != "run.checkpoint" || e.Phase != journal.PhaseCompleted || abi.Unmarshal(e.Response, &cp) != nil {
+				return fmt.Errorf("host: entry %d of %s is not a checkpoint", from, run)
+			}
+			if !bytes.Equal(cp.Header, rec.startHash) {
+				return fmt.Errorf("host: the checkpoint at entry %d of %s names start entry %x, not %x", from, run, cp.Header, rec.startHash)
+			}
+		}
+		rec.Add(e)
+		return rec.err
+	}
+	sum, err := journal.VerifyStoreFrom(ctx, store, run, from, v)
+	if err != nil {
+		return nil, nil, err
+	}
+	if first {
+		return nil, nil, fmt.Errorf("host: the journal of %s has no entry %d", run, from)
+	}
+	sum.Header = hdr
+	return sum, rec, nil
+}
+
 // ErrRecordingEnd is returned by Recording.Serve for a call past the end of
 // the journal of a run that has not finished.
 var ErrRecordingEnd = errors.New("host: the journal of an unfinished run ends here")
@@ -53,6 +147,17 @@ func (r *Recording) Add(e *journal.Entry) {
 		if n := len(r.calls); n > 0 && r.calls[n-1].step == e.Step && !r.calls[n-1].done {
 			c := &r.calls[n-1]
 			c.status, c.response, c.done = abi.Status(e.Status), e.Response, true
+			return
+		}
+		if r.lastSegment && e.Op == "run.checkpoint" && e.Phase == journal.PhaseCompleted {
+			// The calls before a checkpoint are not re-executed: the
+			// next segment starts from its state.
+			next, err := checkpointSegment(e.Request, e.Response)
+			if err != nil {
+				r.err = fmt.Errorf("checkpoint of step %d: %w", e.Step, err)
+				return
+			}
+			r.base, r.baseStep, r.calls = *next, e.Step, r.calls[:0]
 			return
 		}
 		r.calls = append(r.calls, recordedCall{step: e.Step, op: e.Op, inputHash: e.InputHash, request: e.Request,

@@ -41,7 +41,7 @@ func (h *Host) Reopen(ctx context.Context, run journal.RunID) (*Started, error) 
 	if err != nil {
 		return nil, err
 	}
-	sum, rec, err := LoadRecording(ctx, st, run, journal.TrustKeys(h.deps.Key.Public().(ed25519.PublicKey)))
+	sum, rec, err := loadLastSegment(ctx, st, run, meta.Checkpoint, journal.TrustKeys(h.deps.Key.Public().(ed25519.PublicKey)))
 	if err != nil {
 		return nil, fmt.Errorf("host: resume %s: %w", run, err)
 	}
@@ -86,11 +86,13 @@ func (h *Host) Reopen(ctx context.Context, run journal.RunID) (*Started, error) 
 		}
 	}
 	events := &eventBuffer{run: run, now: h.deps.Now, sink: h.deps.Sink, keep: h.deps.Events != nil, replaying: true}
-	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease}
+	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease, meta: &meta}
 	p := &resumePath{rec: rec, live: live, events: events}
 	p.doubtStep, _, p.doubt = rec.InDoubt()
+	// A run that checkpointed starts again from its last checkpoint: the
+	// calls before it are not re-executed.
 	s := &session{run: run, header: hdr, grant: grant, path: p, deps: &h.deps,
-		maxRequest: h.cfg.MaxRequest, events: events}
+		maxRequest: h.cfg.MaxRequest, events: events, seg: rec.base, steps: rec.baseStep, startHash: rec.startHash}
 	return &Started{Run: run, h: h, m: m, s: s, w: w, meta: &meta, lease: lease, live: lr}, nil
 }
 

@@ -110,6 +110,9 @@ type Result struct {
 	// Err is why the guest failed, when Status is failed.
 	Err   error
 	Steps uint64
+	// Replayed is, for a resumed run, the number of calls answered from
+	// its journal: those since its last checkpoint.
+	Replayed uint64
 }
 
 // Run starts a run of spec.Code and runs it to its end. The returned error
@@ -144,7 +147,11 @@ type Started struct {
 func (st *Started) Execute(ctx context.Context) (*Result, error) {
 	defer st.h.live.leave(st.Run)
 	st.s.halt = st.live.halt
-	return st.h.conclude(ctx, st.m, st.s, st.w, st.meta, st.lease, st.live)
+	res, err := st.h.conclude(ctx, st.m, st.s, st.w, st.meta, st.lease, st.live)
+	if p, ok := st.s.path.(*resumePath); ok && res != nil {
+		res.Replayed = uint64(p.rec.Served())
+	}
+	return res, err
 }
 
 // Abandon gives up a started run without executing it: its lease is
@@ -208,6 +215,7 @@ func (h *Host) Start(ctx context.Context, spec RunSpec) (*Started, error) {
 	if err := w.Add(&journal.Entry{Phase: journal.PhaseStart, Header: hdr, Time: now.UnixNano()}); err != nil {
 		return nil, err
 	}
+	startHash := w.Head()
 	lr, err := h.live.enter(run)
 	if err != nil {
 		return nil, err
@@ -226,9 +234,9 @@ func (h *Host) Start(ctx context.Context, spec RunSpec) (*Started, error) {
 	}
 
 	events := &eventBuffer{run: run, now: h.deps.Now, sink: h.deps.Sink, keep: h.deps.Events != nil}
-	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease}
+	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease, meta: &meta}
 	s := &session{run: run, header: hdr, grant: grant, path: live, deps: &h.deps,
-		maxRequest: h.cfg.MaxRequest, events: events}
+		maxRequest: h.cfg.MaxRequest, events: events, startHash: startHash}
 	return &Started{Run: run, h: h, m: m, s: s, w: w, meta: &meta, lease: lease, live: lr}, nil
 }
 
@@ -325,13 +333,25 @@ func (e *GuestError) Is(target error) bool { return target == errGuest }
 func (e *Engine) execute(ctx context.Context, m *Module, s *session) error {
 	ctx = withSession(ctx, s)
 	s.done = ctx.Done()
-	inst, err := e.rt.InstantiateModule(ctx, m.compiled, moduleConfig(s.header, s.events))
+	for {
+		err := e.instance(ctx, m, s)
+		if s.fatal != nil || s.next == nil {
+			return err
+		}
+		s.nextSegment()
+	}
+}
+
+// instance runs one segment of session s in a fresh instance of m (see
+// execute for what it returns); s.next is set when a checkpoint ended it.
+func (e *Engine) instance(ctx context.Context, m *Module, s *session) error {
+	inst, err := e.rt.InstantiateModule(ctx, m.compiled, moduleConfig(s))
 	if err != nil {
 		return fmt.Errorf("host: instantiate: %w", err)
 	}
 	defer inst.Close(ctx)
 	_, err = inst.ExportedFunction("_start").Call(ctx)
-	if s.fatal != nil {
+	if s.fatal != nil || s.next != nil {
 		return err
 	}
 	var exit *sys.ExitError

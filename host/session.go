@@ -1,7 +1,9 @@
 package host
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -93,6 +95,68 @@ type session struct {
 	halt <-chan struct{}
 	// fatal is the first error that stopped the run from inside a call.
 	fatal error
+	// seg is the segment the instance runs: the checkpoints before it, the
+	// state it starts from and its clock. clock is the instance's clock.
+	seg   segment
+	clock *virtualClock
+	// next, set by a checkpoint, is the segment to start when the
+	// instance has ended.
+	next *segment
+	// startHash is the hash of the run's start entry, named by every
+	// checkpoint.
+	startHash []byte
+}
+
+// segment is where a segment of a run starts: a run that checkpoints is
+// continued as new, from the state it gave, in a fresh instance.
+type segment struct {
+	// number counts the checkpoints before the segment.
+	number uint32
+	state  []byte
+	// clock is the virtual monotonic clock at the start, ns.
+	clock int64
+}
+
+// errSegmentEnd ends the instance of a segment after its checkpoint was
+// journaled; execute starts the next segment.
+var errSegmentEnd = errors.New("host: segment ended by a checkpoint")
+
+// checkpoint ends the current segment after a successful run.checkpoint:
+// req and resp are the call's journaled request and response, so a replay
+// starts the next segment exactly as the recorded run did.
+func (s *session) checkpoint(req, resp []byte) {
+	next, err := checkpointSegment(req, resp)
+	if err != nil {
+		s.stop(err)
+	}
+	s.next = next
+	panic(errSegmentEnd)
+}
+
+// checkpointSegment returns the segment a checkpoint call with req and resp
+// starts.
+func checkpointSegment(req, resp []byte) (*segment, error) {
+	var rq abi.CheckpointRequest
+	var rs abi.CheckpointResponse
+	if err := abi.Unmarshal(req, &rq); err != nil {
+		return nil, fmt.Errorf("host: checkpoint request: %w", err)
+	}
+	if err := abi.Unmarshal(resp, &rs); err != nil {
+		return nil, fmt.Errorf("host: checkpoint response: %w", err)
+	}
+	if rs.Segment == 0 {
+		return nil, errors.New("host: checkpoint response names segment 0")
+	}
+	return &segment{number: rs.Segment, state: bytes.Clone(rq.State), clock: rs.Clock}, nil
+}
+
+// nextSegment moves the session to the segment its checkpoint started. The
+// new segment starts with no output: the run's output is what its last
+// segment sets (continue-as-new).
+func (s *session) nextSegment() {
+	s.seg, s.next = *s.next, nil
+	s.output = nil
+	s.pending = [numCaps]pendingResponse{}
 }
 
 type pendingResponse struct {
@@ -175,10 +239,15 @@ func (s *session) call(ctx context.Context, mem api.Memory, ci int, opcode, reqP
 	if err != nil {
 		s.stop(err)
 	}
-	if ci == runIndex && opcode == abi.OpRunSetOutput && status == abi.StatusOK {
-		var r abi.SetOutputRequest
-		if abi.Unmarshal(c.Request, &r) == nil {
-			s.output = r.Output
+	if ci == runIndex && status == abi.StatusOK {
+		switch opcode {
+		case abi.OpRunSetOutput:
+			var r abi.SetOutputRequest
+			if abi.Unmarshal(c.Request, &r) == nil {
+				s.output = r.Output
+			}
+		case abi.OpRunCheckpoint:
+			s.checkpoint(c.Request, resp)
 		}
 	}
 	return s.deliver(mem, ci, respPtr, respCap, pendingResponse{true, status, resp})

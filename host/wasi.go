@@ -1,9 +1,10 @@
 package host
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"math/rand/v2"
 
-	"github.com/agentrt/agentrt/journal"
 	"github.com/tetratelabs/wazero"
 )
 
@@ -38,11 +39,14 @@ func (c *virtualClock) sleep(ns int64) {
 // moduleConfig is the virtual WASI a guest runs in: a virtual clock, a
 // random stream seeded by the run seed, stdout and stderr into the event
 // log, and no filesystem, environment, arguments beyond the module name, or
-// network.
-func moduleConfig(h *journal.Header, events *eventBuffer) wazero.ModuleConfig {
-	clock := &virtualClock{base: h.WallBase}
-	var seed [32]byte
-	copy(seed[:], h.Seed)
+// network. Each segment of a run that checkpoints gets an instance of its
+// own: its clock goes on from the checkpoint's, its random stream is seeded
+// for the segment, and s.clock is set to its clock.
+func moduleConfig(s *session) wazero.ModuleConfig {
+	h, events := s.header, s.events
+	clock := &virtualClock{base: h.WallBase, now: s.seg.clock}
+	s.clock = clock
+	seed := segmentSeed(h.Seed, s.seg.number)
 	name := h.ModuleName
 	if name == "" {
 		name = "agent"
@@ -58,4 +62,20 @@ func moduleConfig(h *journal.Header, events *eventBuffer) wazero.ModuleConfig {
 		WithNanosleep(clock.sleep).
 		WithOsyield(func() {}).
 		WithStartFunctions()
+}
+
+// segmentSeed returns the seed of the random stream of segment n of a run
+// with seed: the run seed itself for the first segment, a hash of it and n
+// for the next, so that no two segments draw the same numbers.
+func segmentSeed(seed []byte, n uint32) [32]byte {
+	if n == 0 {
+		var s [32]byte
+		copy(s[:], seed)
+		return s
+	}
+	h := sha256.New()
+	h.Write([]byte("agentrt segment seed\x00"))
+	h.Write(seed)
+	h.Write(binary.BigEndian.AppendUint32(nil, n))
+	return [32]byte(h.Sum(nil))
 }

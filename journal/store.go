@@ -22,6 +22,9 @@ type RunMeta struct {
 	Error   string `cbor:"8,keyasint,omitempty"`
 	Cell    []byte `cbor:"9,keyasint"`
 	Steps   uint64 `cbor:"10,keyasint,omitempty"`
+	// Checkpoint is the seq of the run's last run.checkpoint entry, 0
+	// when it has none: where a resume starts verifying and re-executing.
+	Checkpoint uint64 `cbor:"11,keyasint,omitempty"`
 }
 
 // Errors returned by every Store implementation.

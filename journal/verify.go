@@ -105,11 +105,24 @@ type Verifier struct {
 	cur *Entry
 	// OnEntry, when set, is called with each entry that passed its checks.
 	OnEntry func(*Entry, *Record) error
+	// anchored says the next entry starts a suffix (StartAt).
+	anchored bool
 }
 
 // NewVerifier returns a verifier that accepts seals by keys trust approves.
 func NewVerifier(trust TrustFunc) *Verifier {
 	return &Verifier{trust: trust, prev: make([]byte, HashSize), lastSealed: -1, sum: Summary{Cells: map[string]uint64{}}}
+}
+
+// StartAt makes v check a suffix of a journal, from the entry with seq
+// from, which must be a completed or failed call entry (a checkpoint): that
+// entry's prev link, lease epoch and step are taken as given, and the
+// seals after it authenticate it and what follows. The entries before it
+// are not checked, and the summary has no Header: what binds the suffix to
+// the run's start is the caller's to check (a checkpoint names the hash of
+// the start entry).
+func (v *Verifier) StartAt(from uint64) {
+	v.sum.Entries, v.lastSealed, v.prev, v.anchored = from, int64(from)-1, nil, true
 }
 
 func (v *Verifier) fail(class error, format string, args ...any) error {
@@ -176,8 +189,15 @@ func (v *Verifier) add(p *prepared) error {
 	}
 	rec, e := p.rec, p.e
 	v.cur = e
-	if v.sum.Entries == 0 {
+	if v.sum.Entries == 0 || v.anchored {
 		v.sum.Run = e.Run
+	}
+	if v.anchored {
+		if e.Phase != PhaseCompleted && e.Phase != PhaseFailed || e.Step == 0 {
+			return v.fail(ErrSequence, "a suffix must start at a call's outcome, not a %s entry", e.Phase)
+		}
+		v.anchored = false
+		v.prev, v.epoch, v.lastStep = e.Prev, e.Epoch, e.Step-1
 	}
 	switch {
 	case e.Run != v.sum.Run:
@@ -314,8 +334,14 @@ func VerifyStore(ctx context.Context, store Store, run RunID, trust TrustFunc) (
 // VerifyStoreWith verifies the whole journal of run in store with v (whose
 // OnEntry sees each entry) and returns its summary.
 func VerifyStoreWith(ctx context.Context, store Store, run RunID, v *Verifier) (*Summary, error) {
+	return VerifyStoreFrom(ctx, store, run, 0, v)
+}
+
+// VerifyStoreFrom verifies the journal of run from the entry with seq from
+// on, with v, which must have been started there (StartAt) when from > 0.
+func VerifyStoreFrom(ctx context.Context, store Store, run RunID, from uint64, v *Verifier) (*Summary, error) {
 	err := VerifyStream(ctx, v, func(fn func([]byte) error) error {
-		return store.Records(ctx, run, 0, func(_ uint64, raw []byte) error { return fn(raw) })
+		return store.Records(ctx, run, from, func(_ uint64, raw []byte) error { return fn(raw) })
 	})
 	if err != nil {
 		return nil, err

@@ -41,6 +41,11 @@ func (w *Writer) AddKV(kv KVWrite) { w.batch.KV = append(w.batch.KV, kv) }
 // AddEvents buffers event-log records to commit with the entries.
 func (w *Writer) AddEvents(events ...[]byte) { w.batch.Events = append(w.batch.Events, events...) }
 
+// Head returns the hash of the last entry added; Next the seq the next one
+// gets.
+func (w *Writer) Head() []byte { return w.chain.Head() }
+func (w *Writer) Next() uint64 { return w.chain.Next() }
+
 // Pending returns the number of entries added but not committed.
 func (w *Writer) Pending() int { return len(w.batch.Records) }
 

@@ -44,3 +44,34 @@ func Introspect() (*abi.IntrospectResponse, error) {
 	err := call(runTransport, abi.CapRun, abi.OpRunIntrospect, nil, &r)
 	return &r, err
 }
+
+// State returns the state the run continues from after a Checkpoint, and
+// the number of its segment (run.input): 0, and a nil state, in the first
+// segment.
+func State() (state []byte, segment uint32, err error) {
+	var r abi.InputResponse
+	err = call(runTransport, abi.CapRun, abi.OpRunInput, nil, &r)
+	return r.State, r.Segment, err
+}
+
+// Checkpoint ends this segment of the run and continues it as new from
+// state (run.checkpoint): the host journals state, then runs the module
+// again from main, where State returns it. A run that checkpoints resumes
+// after a crash from its last checkpoint, replaying only the calls made
+// since, so a long-running agent should checkpoint every so often with what
+// it needs to go on (its loop counter, its results so far).
+//
+// Like os.Exit, Checkpoint does not return when it succeeds: nothing after
+// it runs, and deferred functions do not run. It returns the error of a
+// checkpoint the host refused (ErrTooLarge for a state over the request
+// limit, 1 MiB by default).
+func Checkpoint(state []byte) error {
+	if state == nil {
+		state = []byte{}
+	}
+	err := call(runTransport, abi.CapRun, abi.OpRunCheckpoint, &abi.CheckpointRequest{State: state}, nil)
+	if err != nil {
+		return err
+	}
+	panic("agent: run.checkpoint returned: the host did not start the next segment")
+}

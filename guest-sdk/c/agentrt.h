@@ -84,6 +84,7 @@ enum {
   AGENTRT_OP_RUN_SET_OUTPUT = 2,
   AGENTRT_OP_RUN_LOG = 3,
   AGENTRT_OP_RUN_INTROSPECT = 4,
+  AGENTRT_OP_RUN_CHECKPOINT = 5,
   AGENTRT_OP_KV_GET = 1,
   AGENTRT_OP_KV_PUT = 2,
   AGENTRT_OP_KV_DELETE = 3,
@@ -617,13 +618,85 @@ static inline void agentrt_buf_free(agentrt_buf_t *b) {
   memset(b, 0, sizeof *b);
 }
 
-/* agentrt_input returns the run's input (run.input). */
-static inline agentrt_status_t agentrt_input(agentrt_buf_t *input) {
+/* agentrt__run_input calls run.input and returns its input, and its state
+ * and segment (absent, so empty and 0, in the first segment). Both buffers
+ * share the one response: free input only. */
+static inline agentrt_status_t agentrt__run_input(agentrt_buf_t *input, agentrt_buf_t *state, uint32_t *segment) {
   agentrt__wr w = {0};
   agentrt__resp out;
   memset(input, 0, sizeof *input);
+  memset(state, 0, sizeof *state);
+  *segment = 0;
   agentrt_status_t st = agentrt__run_roundtrip(AGENTRT_OP_RUN_INPUT, &w, &out);
-  return st ? st : agentrt__one_bytes(&out, "run.input", "input", input);
+  if (st) return st;
+  agentrt__rd r = {out.body, out.body + out.len};
+  size_t pairs;
+  bool empty;
+  agentrt_bytes_t in = {NULL, 0}, s = {NULL, 0};
+  uint64_t seg = 0;
+  bool ok = agentrt__rd_begin(&r, &pairs, &empty) && (empty || (agentrt__rd_key(&r, &pairs, "input") && agentrt__rd_bytes(&r, &in)));
+  /* Canonical order: "state" (5 bytes) before "segment" (7); both are
+   * omitted in the first segment. */
+  if (ok && pairs > 0 && r.p < r.end && r.p[0] == 0x65) ok = agentrt__rd_key(&r, &pairs, "state") && agentrt__rd_bytes(&r, &s);
+  if (ok && pairs > 0) ok = agentrt__rd_key(&r, &pairs, "segment") && agentrt__rd_uint(&r, UINT32_MAX, &seg);
+  if (!ok || !agentrt__rd_end(&r, pairs)) return agentrt__malformed(&out, "run.input");
+  agentrt__term_bytes(&in);
+  agentrt__term_bytes(&s);
+  *input = (agentrt_buf_t){in.data, in.len, out.body};
+  *state = (agentrt_buf_t){s.data, s.len, NULL};
+  *segment = (uint32_t)seg;
+  return AGENTRT_STATUS_OK;
+}
+
+/* agentrt_input returns the run's input (run.input). */
+static inline agentrt_status_t agentrt_input(agentrt_buf_t *input) {
+  agentrt_buf_t state;
+  uint32_t segment;
+  return agentrt__run_input(input, &state, &segment);
+}
+
+/* agentrt_state returns the state the run continues from and the number of
+ * its segment (run.input): after agentrt_checkpoint(state) the run starts
+ * over, in a fresh instance, as segment 1, 2, ...; in the first segment
+ * *segment is 0 and the state empty. Free state with agentrt_buf_free. */
+static inline agentrt_status_t agentrt_state(agentrt_buf_t *state, uint32_t *segment) {
+  agentrt_buf_t input, st;
+  agentrt_status_t s = agentrt__run_input(&input, &st, segment);
+  if (s) return s;
+  *state = (agentrt_buf_t){st.data, st.len, input.mem_};
+  return AGENTRT_STATUS_OK;
+}
+
+/* agentrt_checkpoint ends this segment of the run and starts the next from
+ * state (continue-as-new, run.checkpoint): the host journals the state and
+ * runs the module again from _start, where agentrt_state returns it. A
+ * resumed run starts from its last checkpoint instead of replaying its
+ * whole history. On success it does not return; it returns the error of a
+ * checkpoint the host refused (AGENTRT_STATUS_TOO_LARGE for a state over
+ * the request limit). A host that does not end the segment (a test stub)
+ * gets its response checked and AGENTRT_STATUS_OK back. */
+static inline agentrt_status_t agentrt_checkpoint(const void *state, size_t len) {
+  agentrt__wr w = {0};
+  agentrt__resp out;
+  agentrt__wr_head(&w, 5, 1);
+  agentrt__wr_cstr(&w, "state");
+  agentrt__wr_bytes(&w, state, len);
+  agentrt_status_t st = agentrt__run_roundtrip(AGENTRT_OP_RUN_CHECKPOINT, &w, &out);
+  if (st) return st;
+  agentrt__rd r = {out.body, out.body + out.len};
+  size_t pairs;
+  bool empty;
+  uint64_t seg;
+  int64_t clock;
+  agentrt_bytes_t header;
+  bool ok = agentrt__rd_begin(&r, &pairs, &empty) &&
+            (empty || (agentrt__rd_key(&r, &pairs, "clock") && agentrt__rd_int64(&r, &clock) &&
+                       agentrt__rd_key(&r, &pairs, "header") && agentrt__rd_bytes(&r, &header) &&
+                       agentrt__rd_key(&r, &pairs, "segment") && agentrt__rd_uint(&r, UINT32_MAX, &seg)));
+  if (!ok || !agentrt__rd_end(&r, pairs))
+    return agentrt__malformed(&out, "run.checkpoint");
+  free(out.body);
+  return AGENTRT_STATUS_OK;
 }
 
 /* agentrt_set_output records the run's output; the last call wins

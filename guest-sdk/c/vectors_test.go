@@ -133,6 +133,12 @@ func requestLine(op string, data []byte) (string, error) {
 			return "", err
 		}
 		args = append(args, bytesTok(r.Output))
+	case "run.checkpoint":
+		r, err := decode[abi.CheckpointRequest](data)
+		if err != nil {
+			return "", err
+		}
+		args = append(args, bytesTok(r.State))
 	case "run.log":
 		r, err := decode[abi.LogRequest](data)
 		if err != nil {
@@ -185,7 +191,7 @@ func requestLine(op string, data []byte) (string, error) {
 // SDK refuses any other.
 func probeLine(op string, n int) string {
 	switch op {
-	case "run.set_output":
+	case "run.set_output", "run.checkpoint":
 		return op + " -"
 	case "run.log":
 		return op + " 1 x"
@@ -217,7 +223,11 @@ func render(op string, data []byte) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		out = append(out, viewTok(r.Input))
+		out = append(out, viewTok(r.Input), viewTok(r.State), strconv.FormatUint(uint64(r.Segment), 10))
+	case "run.checkpoint":
+		if _, err := decode[abi.CheckpointResponse](data); err != nil {
+			return "", err
+		}
 	case "run.introspect":
 		r, err := decode[abi.IntrospectResponse](data)
 		if err != nil {

@@ -104,10 +104,21 @@ static void run(const char *op) {
       if (name) printf("%s%u:%s", sep, i, name), sep = " ";
     }
     printf("\n");
-  } else if (strcmp(op, "run.input") == 0 || strcmp(op, "kv.get") == 0) {
+  } else if (strcmp(op, "run.input") == 0) {
+    agentrt_buf_t in, state;
+    uint32_t segment;
+    if (failed(agentrt__run_input(&in, &state, &segment))) return;
+    put_view(in.data, in.len);
+    put_view(state.data, state.len);
+    printf(" %" PRIu32 "\n", segment);
+    agentrt_buf_free(&in);
+  } else if (strcmp(op, "run.checkpoint") == 0) {
+    size_t n;
+    uint8_t *b = arg_bytes(&n);
+    if (!failed(agentrt_checkpoint(b, n))) printf("\n");
+  } else if (strcmp(op, "kv.get") == 0) {
     agentrt_buf_t b;
-    if (op[0] == 'r') st = agentrt_input(&b);
-    else st = agentrt_kv_get(arg_text(), &b);
+    st = agentrt_kv_get(arg_text(), &b);
     if (failed(st)) return;
     put_view(b.data, b.len);
     printf("\n");
