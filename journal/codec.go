@@ -134,7 +134,8 @@ func appendEntry(dst []byte, e *Entry) []byte {
 	// Version, run, seq, prev, phase, cell and time are always present.
 	n := 7 + b2u(e.Step != 0) + b2u(e.Op != "") + b2u(len(e.InputHash) > 0) +
 		b2u(len(e.Request) > 0) + b2u(len(e.OutputHash) > 0) + b2u(len(e.Response) > 0) +
-		b2u(e.Status != 0) + b2u(e.Epoch != 0) + b2u(e.Key != "") + b2u(e.Header != nil) + b2u(e.End != nil)
+		b2u(e.Status != 0) + b2u(e.Epoch != 0) + b2u(e.Key != "") + b2u(e.Header != nil) + b2u(e.End != nil) +
+		b2u(len(e.Gate) > 0)
 	dst = appendHead(dst, majorMap, n)
 	dst = appendHead(append(dst, 1), majorUint, uint64(e.Version))
 	dst = appendHead(append(dst, 2), majorBytes, uint64(len(e.Run)))
@@ -177,6 +178,9 @@ func appendEntry(dst []byte, e *Entry) []byte {
 	if e.End != nil {
 		dst = appendEnd(append(dst, 18), e.End)
 	}
+	if len(e.Gate) > 0 {
+		dst = appendBytes(append(dst, 19), e.Gate)
+	}
 	return dst
 }
 
@@ -187,7 +191,7 @@ func entrySize(e *Entry) int {
 	if e == nil {
 		return 1
 	}
-	// The map head (at most 18 pairs) and the seven keys always present
+	// The map head (at most 19 pairs) and the seven keys always present
 	// are one byte each.
 	n := 1 + 7 +
 		headSize(uint64(e.Version)) +
@@ -203,7 +207,7 @@ func entrySize(e *Entry) int {
 	if e.Op != "" {
 		n += 1 + textSize(e.Op)
 	}
-	for _, b := range [...][]byte{e.InputHash, e.Request, e.OutputHash, e.Response} {
+	for _, b := range [...][]byte{e.InputHash, e.Request, e.OutputHash, e.Response, e.Gate} {
 		if len(b) > 0 {
 			n += 1 + bytesSize(b)
 		}
@@ -227,7 +231,7 @@ func entrySize(e *Entry) int {
 }
 
 func appendHeader(dst []byte, h *Header) []byte {
-	n := 6 + b2u(len(h.Parent) > 0) + b2u(h.ModuleName != "")
+	n := 6 + b2u(len(h.Parent) > 0) + b2u(h.ModuleName != "") + b2u(len(h.Token) > 0)
 	dst = appendHead(dst, majorMap, n)
 	dst = appendBytes(append(dst, 1), h.ModuleSHA256)
 	dst = appendHead(append(dst, 2), majorUint, uint64(h.ABI))
@@ -240,6 +244,9 @@ func appendHeader(dst []byte, h *Header) []byte {
 	}
 	if h.ModuleName != "" {
 		dst = appendText(append(dst, 8), h.ModuleName)
+	}
+	if len(h.Token) > 0 {
+		dst = appendBytes(append(dst, 9), h.Token)
 	}
 	return dst
 }
@@ -257,6 +264,9 @@ func headerSize(h *Header) int {
 	}
 	if h.ModuleName != "" {
 		n += 1 + textSize(h.ModuleName)
+	}
+	if len(h.Token) > 0 {
+		n += 1 + bytesSize(h.Token)
 	}
 	return n
 }
@@ -564,8 +574,8 @@ func parseEntryOwned(b []byte, e *Entry) bool {
 	p := parser{b: b}
 	n := p.head(majorMap)
 	var seen, k uint64
-	for range min(n, 18) {
-		k = p.key(k, 18)
+	for range min(n, 19) {
+		k = p.key(k, 19)
 		seen |= 1 << k
 		switch k {
 		case 1:
@@ -608,20 +618,22 @@ func parseEntryOwned(b []byte, e *Entry) bool {
 			e.Header = p.header()
 		case 18:
 			e.End = p.end()
+		case 19:
+			e.Gate = p.nonempty()
 		}
 		if p.bad {
 			return false
 		}
 	}
-	return !p.bad && n <= 18 && seen&entryRequired == entryRequired && p.off == len(p.b)
+	return !p.bad && n <= 19 && seen&entryRequired == entryRequired && p.off == len(p.b)
 }
 
 func (p *parser) header() *Header {
 	h := new(Header)
 	n := p.head(majorMap)
 	var seen, k uint64
-	for range min(n, 8) {
-		k = p.key(k, 8)
+	for range min(n, 9) {
+		k = p.key(k, 9)
 		seen |= 1 << k
 		switch k {
 		case 1:
@@ -640,9 +652,11 @@ func (p *parser) header() *Header {
 			h.Parent = p.nonempty()
 		case 8:
 			h.ModuleName = p.nonemptyText()
+		case 9:
+			h.Token = p.nonempty()
 		}
 	}
-	if n > 8 || seen&headerRequired != headerRequired {
+	if n > 9 || seen&headerRequired != headerRequired {
 		p.bad = true
 	}
 	return h

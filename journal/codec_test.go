@@ -156,6 +156,7 @@ func drawHeader(t *rapid.T, invalid bool) *Header {
 		Grant:        drawBytes(t, "grant"),
 		Parent:       drawBytes(t, "parent"),
 		ModuleName:   drawText(t, "module name", invalid),
+		Token:        drawBytes(t, "token"),
 	}
 }
 
@@ -190,6 +191,7 @@ func drawEntry(t *rapid.T, shaped bool) *Entry {
 		Time:       drawInt(t, "time"),
 		Epoch:      drawUint(t, "epoch"),
 		Key:        drawText(t, "key", !shaped),
+		Gate:       drawBytes(t, "gate"),
 	}
 	if rapid.Bool().Draw(t, "has header") {
 		e.Header = drawHeader(t, !shaped)
@@ -226,6 +228,9 @@ func drawEntry(t *rapid.T, shaped bool) *Entry {
 	if e.Phase == PhaseCompleted || e.Phase == PhaseFailed {
 		e.OutputHash = drawHash(t, "shaped output hash")
 	}
+	if e.Phase != PhaseIntent && e.Phase != PhaseCompleted && e.Phase != PhaseFailed {
+		e.Gate = nil
+	}
 	if err := e.check(); err != nil {
 		t.Fatalf("the shaped generator drew an entry that fails the shape check: %v", err)
 	}
@@ -257,7 +262,7 @@ func drawRecord(t *rapid.T) *Record {
 // of length 0 are omitted, so they come back nil.
 func decodedEntry(e *Entry) *Entry {
 	d := *e
-	for _, p := range []*[]byte{&d.InputHash, &d.Request, &d.OutputHash, &d.Response} {
+	for _, p := range []*[]byte{&d.InputHash, &d.Request, &d.OutputHash, &d.Response, &d.Gate} {
 		if len(*p) == 0 {
 			*p = nil
 		}
@@ -266,6 +271,9 @@ func decodedEntry(e *Entry) *Entry {
 		h := *e.Header
 		if len(h.Parent) == 0 {
 			h.Parent = nil
+		}
+		if len(h.Token) == 0 {
+			h.Token = nil
 		}
 		d.Header = &h
 	}
@@ -512,7 +520,7 @@ func entryPairs(e *Entry, header, end any) []pair {
 		{10, e.OutputHash, len(e.OutputHash) == 0}, {11, e.Response, len(e.Response) == 0},
 		{12, e.Status, e.Status == 0}, {13, e.Cell, false}, {14, e.Time, false},
 		{15, e.Epoch, e.Epoch == 0}, {16, e.Key, e.Key == ""},
-		{17, header, e.Header == nil}, {18, end, e.End == nil},
+		{17, header, e.Header == nil}, {18, end, e.End == nil}, {19, e.Gate, len(e.Gate) == 0},
 	}
 }
 
@@ -520,7 +528,7 @@ func headerPairs(h *Header) []pair {
 	return []pair{
 		{1, h.ModuleSHA256, false}, {2, h.ABI, false}, {3, h.Input, false}, {4, h.Seed, false},
 		{5, h.WallBase, false}, {6, h.Grant, false}, {7, h.Parent, len(h.Parent) == 0},
-		{8, h.ModuleName, h.ModuleName == ""},
+		{8, h.ModuleName, h.ModuleName == ""}, {9, h.Token, len(h.Token) == 0},
 	}
 }
 

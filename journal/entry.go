@@ -98,6 +98,11 @@ type Entry struct {
 	Key    string  `cbor:"16,keyasint,omitempty"`
 	Header *Header `cbor:"17,keyasint,omitempty"`
 	End    *End    `cbor:"18,keyasint,omitempty"`
+	// Gate is the gate's decision on the call, canonical CBOR (the host's
+	// gate record): on the intent of an effect, or on the one entry of a
+	// pure or refused call, when the cell runs a policy or permission
+	// modes.
+	Gate []byte `cbor:"19,keyasint,omitempty"`
 }
 
 // Header describes a run. It is carried by the start entry (seq 0).
@@ -114,6 +119,9 @@ type Header struct {
 	// Parent is the run that started this one, if any.
 	Parent     []byte `cbor:"7,keyasint,omitempty"`
 	ModuleName string `cbor:"8,keyasint,omitempty"`
+	// Token is the capability token the run was started with (a chain of
+	// COSE_Sign1 links, capability/SPEC.md); Grant is what it grants.
+	Token []byte `cbor:"9,keyasint,omitempty"`
 }
 
 // End is carried by the end entry of a finished run.

@@ -129,6 +129,9 @@ func (e *Entry) check() error {
 			return fmt.Errorf("%s entry without a %d-byte output hash", e.Phase, HashSize)
 		}
 	}
+	if len(e.Gate) > 0 && e.Phase != PhaseIntent && e.Phase != PhaseCompleted && e.Phase != PhaseFailed {
+		return fmt.Errorf("a gate decision belongs to a call's intent or its one outcome entry, not a %s entry", e.Phase)
+	}
 	return nil
 }
 

@@ -3,10 +3,14 @@ package main
 import (
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/agentrt/agentrt/host/cell"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/spf13/cobra"
 )
@@ -97,7 +101,7 @@ on past a bad entry and marks it.`,
 	show.Flags().BoolVar(&summary, "summary", false, "print calls per op, seals and the run's outcome instead of every entry")
 	show.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per entry (seq, phase, step, op, input_hash, output_hash, cell, sig_ok, ...)")
 	show.Flags().StringVar(&trustFile, "trust", "", "file of trusted cell keys, one authorized_keys line each (default: this cell's key)")
-	cmd.AddCommand(show)
+	cmd.AddCommand(show, c.journalQueryCmd())
 	return cmd
 }
 
@@ -229,4 +233,269 @@ func entryJSON(in journal.Inspected) map[string]any {
 		}
 	}
 	return o
+}
+
+// queryFlags are the flags of journal query, as typed.
+type queryFlags struct {
+	run, op, resource, cell, since, until, input, output, consumed string
+	subRuns, asJSON, reindex                                       bool
+	limit                                                          int
+}
+
+func (c *cli) journalQueryCmd() *cobra.Command {
+	var q queryFlags
+	cmd := &cobra.Command{
+		Use:   "query",
+		Short: "Find the calls of every run by op, resource, cell, time or hash",
+		Long: `Find import calls across every run's journal: which runs called which op, on
+which resource (the HTTP host; the kv namespace/key), on which cell, when, with
+which input and output hashes and outcome. One row per call, oldest first.
+
+Filters combine (all must match):
+  --run RUN         a run id, a unique prefix of one, or "last"; --sub-runs adds
+                    the runs it started, transitively
+  --op OP           an op (kv.put), or a prefix ending in "." or "*" (http.)
+  --resource R      a resource (example.com:8080, ns/key), or a prefix ending in
+                    "*" (ns/*)
+  --cell HEX        a prefix of the cell key that sealed the call
+  --since/--until   an RFC 3339 time, or a duration ago (24h, 90m, 7d)
+  --input-hash H, --output-hash H   64 hex digits, as journal show --json prints
+
+--consumed H lists instead the runs that consumed the data with hash H: a call
+of theirs received a response hashing to H, or their input hashes to H.
+
+The index behind this is built from the journals on first use and caught up on
+every query; --reindex rebuilds it. It finds runs; it proves nothing: verify
+what it finds with agentrt replay.`,
+		Example: `  agentrt journal query --op http. --since 24h
+  agentrt journal query --resource 'smoke/*' --json
+  agentrt journal query --consumed 3b1f...e0 `,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return c.journalQuery(cmd, &q) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&q.run, "run", "", "only the calls of this run (id, prefix or \"last\")")
+	fl.BoolVar(&q.subRuns, "sub-runs", false, "with --run, also the calls of the runs it started, transitively")
+	fl.StringVar(&q.op, "op", "", "op name, or a prefix ending in \".\" or \"*\"")
+	fl.StringVar(&q.resource, "resource", "", "resource, or a prefix ending in \"*\"")
+	fl.StringVar(&q.cell, "cell", "", "hex prefix of the sealing cell's key")
+	fl.StringVar(&q.since, "since", "", "calls at or after this time (RFC 3339, or a duration ago: 24h)")
+	fl.StringVar(&q.until, "until", "", "calls before this time (RFC 3339, or a duration ago)")
+	fl.StringVar(&q.input, "input-hash", "", "calls whose request hashes to this (64 hex digits)")
+	fl.StringVar(&q.output, "output-hash", "", "calls whose response hashes to this (64 hex digits)")
+	fl.StringVar(&q.consumed, "consumed", "", "list the runs that consumed the data with this hash instead")
+	fl.IntVar(&q.limit, "limit", 0, "print at most this many rows (0: all)")
+	fl.BoolVar(&q.asJSON, "json", false, "print one JSON object per row")
+	fl.BoolVar(&q.reindex, "reindex", false, "rebuild the lineage index from every journal first")
+	return cmd
+}
+
+func (c *cli) journalQuery(cmd *cobra.Command, q *queryFlags) error {
+	ctx := cmd.Context()
+	f, err := q.filter(time.Now())
+	if err != nil {
+		return err
+	}
+	var consumed []byte
+	if q.consumed != "" {
+		if consumed, err = parseHash("--consumed", q.consumed); err != nil {
+			return err
+		}
+		for _, name := range []string{"run", "sub-runs", "op", "resource", "cell", "since", "until", "input-hash", "output-hash"} {
+			if cmd.Flags().Changed(name) {
+				return withHint(fmt.Errorf("--consumed takes no other filter (got --%s)", name),
+					"list the consumers with --consumed alone, then query their calls with --run")
+			}
+		}
+	}
+	st, err := c.openStore()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if q.run != "" {
+		run, err := cell.FindRun(ctx, st, q.run)
+		if err != nil {
+			return err
+		}
+		f.Run = &run
+	}
+	index := st.Index
+	if q.reindex {
+		index = st.Reindex
+	}
+	rep, err := index(ctx)
+	if err != nil {
+		return err
+	}
+	if q.reindex {
+		fmt.Fprintf(c.stderr, "reindexed %d runs: %d entries, %d calls\n", rep.Runs, rep.Entries, rep.Calls)
+	}
+	for _, sk := range rep.Skipped {
+		fmt.Fprintf(c.stderr, "agentrt: warning: %s\n", sk)
+	}
+	if consumed != nil {
+		cons, err := st.Consumers(ctx, consumed, f.Limit)
+		if err != nil {
+			return err
+		}
+		return c.printConsumers(cons, q.asJSON)
+	}
+	calls, err := st.Query(ctx, f)
+	if errors.Is(err, journal.ErrBadFilter) {
+		return withHint(err, "see: agentrt journal query --help")
+	}
+	if err != nil {
+		return err
+	}
+	return c.printCalls(calls, q.asJSON)
+}
+
+// filter turns the flags, but --run, into a journal.Filter.
+func (q *queryFlags) filter(now time.Time) (journal.Filter, error) {
+	f := journal.Filter{Op: q.op, Resource: q.resource, Cell: strings.ToLower(q.cell), Limit: q.limit, SubRuns: q.subRuns}
+	var err error
+	if q.since != "" {
+		if f.Since, err = parseWhen("--since", q.since, now); err != nil {
+			return f, err
+		}
+	}
+	if q.until != "" {
+		if f.Until, err = parseWhen("--until", q.until, now); err != nil {
+			return f, err
+		}
+	}
+	if q.input != "" {
+		if f.InputHash, err = parseHash("--input-hash", q.input); err != nil {
+			return f, err
+		}
+	}
+	if q.output != "" {
+		if f.OutputHash, err = parseHash("--output-hash", q.output); err != nil {
+			return f, err
+		}
+	}
+	if q.subRuns && q.run == "" {
+		return f, withHint(errors.New("--sub-runs needs --run"), "name the parent run: --run RUN --sub-runs")
+	}
+	check := f
+	check.SubRuns = false // --run is resolved later, against the store
+	if err := check.Check(); err != nil {
+		return f, withHint(err, "see: agentrt journal query --help")
+	}
+	return f, nil
+}
+
+// parseWhen reads an RFC 3339 time, or a duration before now ("24h",
+// "24h ago", "7d").
+func parseWhen(flag, s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	d := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(s), "ago"))
+	if days, ok := strings.CutSuffix(d, "d"); ok {
+		if n, err := strconv.ParseFloat(days, 64); err == nil && n >= 0 {
+			return now.Add(-time.Duration(n * float64(24*time.Hour))), nil
+		}
+	}
+	if dur, err := time.ParseDuration(d); err == nil && dur >= 0 {
+		return now.Add(-dur), nil
+	}
+	return time.Time{}, withHint(fmt.Errorf("%s %q is neither a time nor a duration", flag, s),
+		"give an RFC 3339 time (2026-01-02T15:04:05Z) or a duration ago (90m, 24h, 7d)")
+}
+
+func parseHash(flag, s string) ([]byte, error) {
+	h, err := hex.DecodeString(strings.TrimSpace(s))
+	if err != nil || len(h) != journal.HashSize {
+		return nil, withHint(fmt.Errorf("%s %q is not a SHA-256 (want 64 hex digits)", flag, s),
+			"copy a hash from: agentrt journal show RUN --json (input_hash, output_hash)")
+	}
+	return h, nil
+}
+
+func outcomeText(call *journal.Call) string {
+	if call.Outcome == journal.OutcomeFailed {
+		return "failed:" + statusName(call.Status)
+	}
+	return string(call.Outcome)
+}
+
+func timeText(ns int64) string { return time.Unix(0, ns).UTC().Format(time.RFC3339Nano) }
+
+func (c *cli) printCalls(calls []journal.Call, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(c.stdout)
+		for i := range calls {
+			call := &calls[i]
+			o := map[string]any{
+				"run": call.Run.String(), "step": call.Step, "seq": call.Seq, "op": call.Op, "resource": call.Resource,
+				"cell": hex.EncodeToString(call.Cell), "time": timeText(call.Time), "input_hash": hex.EncodeToString(call.InputHash),
+				"output_hash": hex.EncodeToString(call.OutputHash), "outcome": string(call.Outcome), "status": statusName(call.Status),
+			}
+			if !call.Parent.IsZero() {
+				o["parent"] = call.Parent.String()
+			}
+			if err := enc.Encode(o); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tRUN\tSTEP\tOP\tRESOURCE\tOUTCOME\tCELL\tINPUT\tOUTPUT")
+	for i := range calls {
+		call := &calls[i]
+		res := call.Resource
+		if res == "" {
+			res = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", time.Unix(0, call.Time).UTC().Format("2006-01-02T15:04:05.000Z"),
+			call.Run, call.Step, call.Op, res, outcomeText(call), short(call.Cell), short(call.InputHash), short(call.OutputHash))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(c.stderr, plural(len(calls), "call", "calls"))
+	return nil
+}
+
+func (c *cli) printConsumers(cons []journal.Consumer, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(c.stdout)
+		for _, cn := range cons {
+			o := map[string]any{"run": cn.Run.String(), "input": cn.Input, "steps": cn.Steps, "time": timeText(cn.Time)}
+			if cn.Steps == nil {
+				o["steps"] = []uint64{}
+			}
+			if !cn.Parent.IsZero() {
+				o["parent"] = cn.Parent.String()
+			}
+			if err := enc.Encode(o); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tRUN\tPARENT\tCONSUMED THROUGH")
+	for _, cn := range cons {
+		var via []string
+		if cn.Input {
+			via = append(via, "input")
+		}
+		for _, s := range cn.Steps {
+			via = append(via, fmt.Sprintf("step %d", s))
+		}
+		parent := "-"
+		if !cn.Parent.IsZero() {
+			parent = cn.Parent.String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", time.Unix(0, cn.Time).UTC().Format("2006-01-02T15:04:05.000Z"), cn.Run, parent, strings.Join(via, ", "))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(c.stderr, plural(len(cons), "run", "runs"), "consumed it")
+	return nil
 }

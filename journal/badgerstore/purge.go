@@ -18,8 +18,8 @@ type Purged struct {
 	Records, Events, Module int
 }
 
-// Purge deletes run from the store: its journal, run index record, lease
-// and event log, and its module unless another run still uses it. With
+// Purge deletes run from the store: its journal, run index record, lease,
+// lineage index keys and event log, and its module unless another run still uses it. With
 // keepAudit it deletes only the event log, keeping everything an auditor
 // needs (the journal, the index record and the module). A journal is always
 // deleted whole, never cut, so a run that is kept is kept intact. Purge
@@ -54,6 +54,9 @@ func (s *Store) Purge(ctx context.Context, run journal.RunID, keepAudit bool) (P
 			return err
 		}
 		if p.Records, err = s.deletePrefix(runKey(prefixJournal, run)); err != nil {
+			return err
+		}
+		if err := s.purgeLineage(run); err != nil {
 			return err
 		}
 		if p.Events, err = s.deletePrefix(runKey(prefixEvents, run)); err != nil {

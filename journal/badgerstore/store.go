@@ -50,6 +50,9 @@ type Store struct {
 	c  *committer
 	// leaseMu serializes the compare-and-swap of leases.
 	leaseMu sync.Mutex
+	// lineageMu serializes the lineage index's catch-up, queries and
+	// deletions (lineage.go).
+	lineageMu sync.Mutex
 }
 
 var _ journal.Store = (*Store)(nil)
