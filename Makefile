@@ -4,8 +4,9 @@ BIN     := bin
 BUILD   := build
 AGENTRT := $(BIN)/agentrt
 # Debian packages the build needs: clang + wasi-libc for C guests, wabt for
-# hand-written wasm fixtures, bubblewrap for the native tools sandbox.
-APT_PKGS := clang lld wasi-libc libclang-rt-dev-wasm32 wabt bubblewrap
+# hand-written wasm fixtures, bubblewrap for the native tools sandbox, git for
+# the tool tests and the repo-report example.
+APT_PKGS := clang lld wasi-libc libclang-rt-dev-wasm32 wabt bubblewrap git
 PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
 TEST_TIMEOUT ?= 25m
 
@@ -16,7 +17,7 @@ all: build
 ## deps: check the C/wasm toolchain, installing it with apt-get when run as root.
 deps:
 	@missing=""; \
-	for t in clang wasm-ld wat2wasm bwrap; do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
+	for t in clang wasm-ld wat2wasm bwrap git; do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
 	[ -f /usr/include/wasm32-wasi/stdio.h ] || missing="$$missing wasi-libc"; \
 	ls /usr/lib/llvm-*/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a >/dev/null 2>&1 || missing="$$missing libclang-rt-dev-wasm32"; \
 	if [ -n "$$missing" ]; then \
@@ -29,6 +30,7 @@ deps:
 	  fi; \
 	fi
 	@$(GO) version >/dev/null || { echo "deps: the go command (Go 1.26) is required"; exit 1; }
+	@cc=$$($(GO) env CC); command -v $${cc%% *} >/dev/null 2>&1 || { echo "deps: the C compiler $$cc (cgo, for the wasmtime engine) is missing: apt-get install gcc, or set CC=clang"; exit 1; }
 
 ## build: the agentrt CLI in bin/.
 build:
@@ -39,6 +41,7 @@ examples: build deps
 	@mkdir -p $(BUILD)
 	$(AGENTRT) build examples/crawler -o $(BUILD)/crawler.wasm
 	$(AGENTRT) build examples/wordfreq-c -o $(BUILD)/wordfreq-c.wasm
+	$(AGENTRT) build examples/repo-report -o $(BUILD)/repo-report.wasm
 
 ## demo: run the crawler example on the embedded store, show its journal, replay and verify it.
 demo: examples
@@ -46,16 +49,27 @@ demo: examples
 	@sh examples/demo.sh
 
 ## test: the whole test suite, then the concurrent parts (the store's
-## committer, concurrent runs, parallel verification) again under the race detector.
+## committer, concurrent runs, parallel verification) again under the race detector,
+## then engine neutrality (build tag wasmtime, cgo): the cross-engine replay tests,
+## and the host and replay suites again with every run on wasmtime.
 test: deps
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./journal/... ./host/
+	$(GO) test -tags wasmtime -count=1 -timeout $(TEST_TIMEOUT) ./host/... ./replay/...
+	$(GO) test -tags wasmtime -count=1 -timeout $(TEST_TIMEOUT) -run 'TestScripts/engine' ./cmd/agentrt/
+	AGENTRT_TEST_ENGINE=wasmtime $(GO) test -tags wasmtime -count=1 -timeout $(TEST_TIMEOUT) ./host/ ./replay/
 
-## check: gofmt, go vet (host and wasip1) and cross-compilation for every platform we claim.
+## check: gofmt, go vet (host and wasip1) and cross-compilation for every platform we claim
+## (pure Go, CGO_ENABLED=0); on linux/amd64 also vet and build with the tag wasmtime (cgo,
+## native only: cross-compiling the tagged build needs a C cross toolchain and is not claimed).
 check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	GOOS=wasip1 GOARCH=wasm $(GO) vet ./abi/... ./guest-sdk/... ./examples/crawler/
+	@if [ "$$($(GO) env GOOS)/$$($(GO) env GOARCH)" = linux/amd64 ]; then \
+	  echo "vet and build -tags wasmtime (cgo)"; \
+	  CGO_ENABLED=1 $(GO) vet -tags wasmtime ./... && CGO_ENABLED=1 $(GO) build -tags wasmtime ./... || exit 1; \
+	fi
+	GOOS=wasip1 GOARCH=wasm $(GO) vet ./abi/... ./guest-sdk/... ./examples/crawler/ ./examples/repo-report/
 	@for p in $(PLATFORMS); do \
 	  echo "build $$p"; \
 	  GOOS=$${p%/*} GOARCH=$${p#*/} CGO_ENABLED=0 $(GO) build ./... || exit 1; \
@@ -68,7 +82,7 @@ bench: deps
 ## fuzz: run each fuzz target for FUZZTIME (default 30s).
 FUZZTIME ?= 30s
 fuzz:
-	@for p in ./abi ./journal ./host; do \
+	@for p in ./abi ./journal ./host ./replay; do \
 	  for f in $$($(GO) test -list '^Fuzz' $$p | grep '^Fuzz'); do \
 	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$p || exit 1; \
 	  done; \

@@ -14,7 +14,10 @@ require (
 	pgregory.net/rapid v1.3.0
 )
 
-require golang.org/x/mod v0.43.0 // indirect
+require (
+	github.com/bytecodealliance/wasmtime-go/v39 v39.0.1
+	golang.org/x/mod v0.43.0
+)
 
 require (
 	github.com/cedar-policy/cedar-go v1.9.1
@@ -37,8 +40,8 @@ require (
 	go.opentelemetry.io/otel/metric v1.41.0 // indirect
 	go.opentelemetry.io/otel/trace v1.41.0 // indirect
 	golang.org/x/exp v0.0.0-20220921023135-46d9e7742f1e // indirect
-	golang.org/x/net v0.62.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
+	golang.org/x/net v0.62.0
+	golang.org/x/sys v0.50.0
 	golang.org/x/tools v0.52.0 // indirect
 	google.golang.org/protobuf v1.36.7 // indirect
 	kernel.org/pub/linux/libs/security/libcap/psx v1.2.78 // indirect

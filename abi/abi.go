@@ -44,10 +44,11 @@ const (
 	CapHTTP   Capability = "http"
 	CapClock  Capability = "clock"
 	CapRandom Capability = "random"
+	CapTool   Capability = "tool"
 )
 
 // Capabilities lists every capability of this ABI version, in a stable order.
-var Capabilities = []Capability{CapRun, CapKV, CapHTTP, CapClock, CapRandom}
+var Capabilities = []Capability{CapRun, CapKV, CapHTTP, CapClock, CapRandom, CapTool}
 
 // Module returns the import module name of c, e.g. "agentrt:kv".
 func (c Capability) Module() string { return ModulePrefix + string(c) }
@@ -125,6 +126,8 @@ const (
 	OpClockNow uint32 = 1
 
 	OpRandomBytes uint32 = 1
+
+	OpToolRun uint32 = 1
 )
 
 // Ops is the table of every operation of ABI v1.
@@ -141,6 +144,9 @@ var Ops = []Op{
 	{CapHTTP, OpHTTPRequest, "http.request", Effect, false},
 	{CapClock, OpClockNow, "clock.now", Pure, true},
 	{CapRandom, OpRandomBytes, "random.bytes", Pure, true},
+	// Whether a tool may run again after a crash is the grant's to say
+	// (each tool declares it), not the op's.
+	{CapTool, OpToolRun, "tool.run", Effect, false},
 }
 
 // LookupOp returns the operation with the given code in capability c.

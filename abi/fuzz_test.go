@@ -52,6 +52,12 @@ var bodies = []fuzzBody{
 	{"RandomBytesRequest", func() any { return new(abi.RandomBytesRequest) }, []any{abi.RandomBytesRequest{N: 32}}},
 	{"RandomBytesResponse", func() any { return new(abi.RandomBytesResponse) }, []any{
 		abi.RandomBytesResponse{Bytes: make([]byte, 32)}}},
+	{"ToolRunRequest", func() any { return new(abi.ToolRunRequest) }, []any{
+		abi.ToolRunRequest{Name: "grep"}, abi.ToolRunRequest{Name: "grep", Args: []string{"-c", "x"}, Stdin: []byte("in")}}},
+	{"ToolRunResponse", func() any { return new(abi.ToolRunResponse) }, []any{
+		abi.ToolRunResponse{Stdout: []byte("out"), Stderr: []byte{}},
+		abi.ToolRunResponse{Exit: 137, Signal: "SIGKILL", TimedOut: true, Limits: []string{"wall"}, StdoutTruncated: true, StderrTruncated: true,
+			Files: []abi.ToolFile{{Path: "a.txt", Size: 1, SHA256: make([]byte, 32)}}}}},
 	{"Error", func() any { return new(abi.Error) }, []any{
 		abi.Error{Code: abi.StatusTooLarge, Message: "request exceeds the limit"}}},
 }

@@ -150,3 +150,47 @@ type RandomBytesRequest struct {
 type RandomBytesResponse struct {
 	Bytes []byte `cbor:"bytes"`
 }
+
+// ToolRunRequest is the request of tool.run: run the granted tool Name
+// with the arguments Args (after the grant's fixed arguments), feeding it
+// Stdin. The host checks every argument against the tool's schema in the
+// grant before anything runs; no shell is involved.
+type ToolRunRequest struct {
+	Args  []string `cbor:"args,omitempty"`
+	Name  string   `cbor:"name"`
+	Stdin []byte   `cbor:"stdin,omitempty"`
+}
+
+// ToolFile is a regular file that a tool run created or changed in its
+// read-write area, by hash. Path is relative to the tool's working
+// directory when it lies beneath it (with '/' separators), else absolute.
+type ToolFile struct {
+	Path   string `cbor:"path"`
+	Size   uint64 `cbor:"size"`
+	SHA256 []byte `cbor:"sha256"`
+}
+
+// ToolRunResponse answers tool.run. A tool that ran is a successful call
+// whatever its exit status, like an HTTP error status: Exit, Signal,
+// TimedOut and Limits say how it ended.
+type ToolRunResponse struct {
+	// Exit is the tool's exit status; a tool ended by a signal reports
+	// 128 + the signal's number, as a shell does.
+	Exit int64 `cbor:"exit"`
+	// Files lists the files written, sorted by path.
+	Files []ToolFile `cbor:"files,omitempty"`
+	// Limits names the limits the tool ran into: wall, cpu, memory,
+	// processes, file_size, output, or files (more files written than
+	// the host lists).
+	Limits []string `cbor:"limits,omitempty"`
+	// Signal names the signal that ended the tool ("SIGKILL").
+	Signal string `cbor:"signal,omitempty"`
+	Stderr []byte `cbor:"stderr"`
+	Stdout []byte `cbor:"stdout"`
+	// TimedOut says the wall-clock limit passed and the tool was killed.
+	TimedOut bool `cbor:"timed_out,omitempty"`
+	// StderrTruncated and StdoutTruncated say the stream was cut at the
+	// tool's output limit.
+	StderrTruncated bool `cbor:"stderr_truncated,omitempty"`
+	StdoutTruncated bool `cbor:"stdout_truncated,omitempty"`
+}

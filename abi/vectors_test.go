@@ -49,6 +49,7 @@ var opBodies = map[string]struct{ req, resp func() any }{
 	"http.request":   {func() any { return new(abi.HTTPRequest) }, func() any { return new(abi.HTTPResponse) }},
 	"clock.now":      {nil, func() any { return new(abi.ClockNowResponse) }},
 	"random.bytes":   {func() any { return new(abi.RandomBytesRequest) }, func() any { return new(abi.RandomBytesResponse) }},
+	"tool.run":       {func() any { return new(abi.ToolRunRequest) }, func() any { return new(abi.ToolRunResponse) }},
 }
 
 // newBody returns a pointer to a fresh value of the Go type that a vector's
@@ -376,6 +377,26 @@ func generateVectors(t *testing.T) []*vector {
 	valid("random.bytes", "request", "zero", "n is encoded even when 0", &abi.RandomBytesRequest{})
 	valid("random.bytes", "response", "basic", "", &abi.RandomBytesResponse{Bytes: unhex("000102030405060708090a0b0c0d0e0f")})
 
+	// tool
+	valid("tool.run", "request", "grep", "keys sorted: args, name (both 4 bytes, bytewise), stdin; stdin is omitempty",
+		&abi.ToolRunRequest{Name: "grep", Args: []string{"-c", "TODO", "src/main.go"}})
+	valid("tool.run", "request", "no-args", "args is omitempty: absent when there are none", &abi.ToolRunRequest{Name: "git-log"})
+	valid("tool.run", "request", "stdin", "", &abi.ToolRunRequest{Name: "wc", Args: []string{"-l"}, Stdin: []byte("a\nb\n")})
+	valid("tool.run", "request", "metacharacters", "arguments are data: the host passes them to the tool as they are, never to a shell",
+		&abi.ToolRunRequest{Name: "grep", Args: []string{"$(id)", "a;b", "*", "|"}})
+	valid("tool.run", "response", "ok", "the omitempty fields (files, limits, signal, timed_out, *_truncated) are absent when zero",
+		&abi.ToolRunResponse{Stdout: []byte("3\n"), Stderr: []byte{}})
+	valid("tool.run", "response", "exit-status", "a tool that ran is a successful call whatever its exit status",
+		&abi.ToolRunResponse{Exit: 2, Stdout: []byte{}, Stderr: []byte("grep: x: No such file or directory\n")})
+	valid("tool.run", "response", "files", "files written in the read-write area, sorted by path; keys path, size, sha256",
+		&abi.ToolRunResponse{Stdout: []byte("done\n"), Stderr: []byte{},
+			Files: []abi.ToolFile{{Path: "out/report.md", Size: 4, SHA256: sha}, {Path: "summary.txt", Size: 0, SHA256: unhex("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")}}})
+	valid("tool.run", "response", "killed", "every field present: the wall limit passed, the tool was killed, both streams were cut",
+		&abi.ToolRunResponse{Exit: 137, Signal: "SIGKILL", TimedOut: true, Limits: []string{"wall", "output"},
+			Stdout: []byte("aaaa"), Stderr: []byte("bb"), StdoutTruncated: true, StderrTruncated: true,
+			Files: []abi.ToolFile{{Path: "partial.txt", Size: 4, SHA256: sha}}})
+	valid("tool.run", "response", "nil-streams", "nil stdout and stderr are null", &abi.ToolRunResponse{Exit: -1})
+
 	// Error opBodies, one per status that carries one.
 	errorVector("run.log", "bad-request", abi.StatusBadRequest, "run.log: level 9 is not 0..3")
 	errorVector("random.bytes", "too-large", abi.StatusTooLarge, "random.bytes: 100000 bytes asked, at most 65536")
@@ -384,6 +405,9 @@ func generateVectors(t *testing.T) []*vector {
 	errorVector("http.request", "failed", abi.StatusFailed, "http.request: dial tcp 127.0.0.1:1: connection refused")
 	errorVector("http.request", "in-doubt", abi.StatusInDoubt, "http.request: the outcome of step 3 is unknown")
 	errorVector("kv.put", "internal", abi.StatusInternal, "")
+	errorVector("tool.run", "denied", abi.StatusDenied, `tool.run: tool git-log: argument 1 "--output=/etc/passwd": flag --output is not in the tool's schema (allowed: --oneline, -n)`)
+	errorVector("tool.run", "failed", abi.StatusFailed, "tool.run: tool git-log: sandbox: launch refused: bubblewrap (bwrap) is not installed")
+	errorVector("tool.run", "in-doubt", abi.StatusInDoubt, "tool.run of step 5 was in flight when the run stopped; it may have taken effect, and is not re-run")
 
 	// Invalid: not canonical.
 	invalid("kv.put", "request", "unsorted-keys", "not-canonical", `keys out of order: "value" before "key"`,
@@ -410,6 +434,15 @@ func generateVectors(t *testing.T) []*vector {
 		cborCat(cborMap(1), cborText("existed"), cborNull))
 	invalid("kv.get", "request", "null-body", "not-canonical", "a body is a map; the empty body, not null, is the zero value",
 		cborNull)
+
+	invalid("tool.run", "request", "omitempty-empty-args", "not-canonical", "args is omitempty: an empty list MUST be absent",
+		cborCat(cborMap(2), cborText("args"), cborArray(0), cborText("name"), cborText("grep")))
+	invalid("tool.run", "response", "omitempty-false", "not-canonical", "timed_out is omitempty: false MUST be absent",
+		cborCat(cborMap(4), cborText("exit"), cborUint(0), cborText("stderr"), cborBytes(nil), cborText("stdout"), cborBytes(nil), cborText("timed_out"), cborFalse))
+	invalid("tool.run", "response", "file-keys-unsorted", "not-canonical", `a file's "sha256" (6 bytes) before "path" (4)`,
+		cborCat(cborMap(4), cborText("exit"), cborUint(0), cborText("files"), cborArray(1),
+			cborMap(3), cborText("sha256"), cborBytes(sha), cborText("path"), cborText("a"), cborText("size"), cborUint(1),
+			cborText("stderr"), cborBytes(nil), cborText("stdout"), cborBytes(nil)))
 
 	// Invalid: duplicate keys, unknown fields.
 	invalid("kv.get", "request", "duplicate-key", "duplicate-key", "",
@@ -454,6 +487,8 @@ func generateVectors(t *testing.T) []*vector {
 		cborCat(cborMap(1), cborText("value"), cborText("1234")))
 	invalid("kv.get", "request", "array-body", "wrong-type", "a body is a map",
 		cborCat(cborArray(1), cborText("a")))
+	invalid("tool.run", "response", "exit-as-text", "wrong-type", "exit is an integer",
+		cborCat(cborMap(3), cborText("exit"), cborText("0"), cborText("stderr"), cborBytes(nil), cborText("stdout"), cborBytes(nil)))
 	invalid("run.log", "error", "text-code", "wrong-type", "",
 		cborCat(cborMap(2), cborText("code"), cborText("2"), cborText("message"), cborText("")))
 

@@ -98,7 +98,7 @@ func TestQuickHarness(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"1", "2", "3a", "3b", "4a", "4b", "5a", "5b", "6c", "7a", "7b", "7d"}
+	want := []string{"1", "2", "3a", "3b", "4a", "4b", "5a", "5b", "5c", "6c", "7a", "7b", "7d", "8a", "8b", "8c", "8d"}
 	var got []string
 	for _, f := range rep.Figures {
 		got = append(got, f.ID)

@@ -45,7 +45,7 @@ type Config struct {
 	ColdReps int `json:"cold_reps"`
 	// GoAgent builds and cold-starts the Go agent (figure 6a, 6b).
 	GoAgent bool `json:"go_agent"`
-	// Only, when set, names the figure groups (1 to 7) to measure.
+	// Only, when set, names the figure groups (1 to 8) to measure.
 	Only []int `json:"only,omitempty"`
 
 	// TempDir is where the harness makes its temporary directory; empty:
@@ -96,7 +96,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer h.engine.Close(ctx)
 
 	steps := []func(context.Context) ([]Figure, error){
-		h.roundTrip, h.pureCalls, h.durable, h.groupCommit, h.replay, h.coldStart, h.resume,
+		h.roundTrip, h.pureCalls, h.durable, h.groupCommit, h.replay, h.coldStart, h.resume, h.gate,
 	}
 	defer h.closeRecorded()
 	var noisy []string
@@ -460,6 +460,10 @@ func (h *harness) replay(ctx context.Context) ([]Figure, error) {
 		floor = append(floor, float64(n)/fd.Seconds())
 		h.logf("5 replay rep %d: load+replay %.0f entries/s, load %.0f, floor %.0f", r, full[r], load[r], floor[r])
 	}
+	audit, err := h.auditVerify(ctx)
+	if err != nil {
+		return nil, err
+	}
 	fl := &Floor{Name: "bare iterate+decode", Unit: "entries/s", Value: median(floor), Samples: floor,
 		Measures: "badgerstore Store.Records over the same run with journal.DecodeRecord and journal.DecodeEntry of every record, nothing checked beyond decoding."}
 	goal := func() *Goal {
@@ -474,7 +478,7 @@ func (h *harness) replay(ctx context.Context) ([]Figure, error) {
 		ID: "5b", Name: "replay: verify only (Load)", Unit: "entries/s", Better: "higher",
 		Value: median(load), Samples: load, Floor: fl, Goal: goal(),
 		Measures: "replay.Load alone of the same run: entries / Load time.",
-	}}, nil
+	}, audit}, nil
 }
 
 // Figure 6: cold start.

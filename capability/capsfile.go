@@ -17,7 +17,7 @@ import (
 //	  run: {}
 //	  kv: {namespaces: [crawler]}      # or {namespace: crawler}
 //	  http: {hosts: ["example.com", "127.0.0.1:8080"]}
-//	  tool: {names: [grep]}
+//	  tool: {names: [grep]}            # or a grant's {tools: [{name: grep, exec: ...}]}
 //	budget:
 //	  steps: 1000
 //	  http_requests: 20
@@ -32,7 +32,15 @@ func ParseCapsFile(b []byte) (Caps, Budget, error) {
 			HTTP   *HTTP `yaml:"http"`
 			Clock  *Unit `yaml:"clock"`
 			Random *Unit `yaml:"random"`
-			Tool   *Tool `yaml:"tool"`
+			Tool   *struct {
+				Names []string `yaml:"names"`
+				// A grant file's tool registry: a token carries the
+				// names; what each tool runs stays in the grant.
+				Tools []struct {
+					Name string         `yaml:"name"`
+					Rest map[string]any `yaml:",inline"`
+				} `yaml:"tools"`
+			} `yaml:"tool"`
 		} `yaml:"capabilities"`
 		Budget Budget `yaml:"budget"`
 	}
@@ -45,7 +53,13 @@ func ParseCapsFile(b []byte) (Caps, Budget, error) {
 		return Caps{}, Budget{}, fmt.Errorf("no 'capabilities' map (write e.g. capabilities: {run: {}})")
 	}
 	d := doc.Capabilities
-	c := Caps{Run: d.Run, HTTP: d.HTTP, Clock: d.Clock, Random: d.Random, Tool: d.Tool}
+	c := Caps{Run: d.Run, HTTP: d.HTTP, Clock: d.Clock, Random: d.Random}
+	if d.Tool != nil {
+		c.Tool = &Tool{Names: d.Tool.Names}
+		for _, t := range d.Tool.Tools {
+			c.Tool.Names = append(c.Tool.Names, t.Name)
+		}
+	}
 	if d.KV != nil {
 		c.KV = &KV{Namespaces: d.KV.Namespaces}
 		if d.KV.Namespace != "" {

@@ -66,6 +66,11 @@ budget:
 	if got, want := b.String(), "steps=10,wall_seconds=0"; got != want {
 		t.Errorf("budget %q, want %q", got, want)
 	}
+	// A grant file's tool registry gives the names a token carries.
+	g, _, err := ParseCapsFile([]byte("capabilities:\n  tool:\n    tools:\n      - {name: count, exec: /usr/bin/grep, args: {fixed: [-c]}}\n      - {name: log, exec: /usr/bin/git}\n"))
+	if err != nil || g.String() != "tool[count log]" {
+		t.Errorf("a grant file's tools: %q, %v", g.String(), err)
+	}
 	for doc, want := range map[string]string{
 		"capabilities: {tools: {names: [x]}}":          "field tools not found",
 		"capabilities: {http: {hosts: []}}":            "list is empty",

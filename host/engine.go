@@ -6,29 +6,48 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-
-	"github.com/agentrt/agentrt/abi"
-	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/api"
-	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 )
+
+// Engine kinds, for EngineConfig.Kind.
+const (
+	// EngineWazero is the default engine: pure Go, on every platform.
+	EngineWazero = "wazero"
+	// EngineWasmtime is wasmtime (Cranelift) through wasmtime-go: cgo, in
+	// builds with the build tag wasmtime only.
+	EngineWasmtime = "wasmtime"
+)
+
+// EngineKinds lists the engine kinds NewEngine knows, the default first.
+var EngineKinds = []string{EngineWazero, EngineWasmtime}
 
 // EngineConfig configures an Engine. The zero value compiles with wazero's
 // optimizing compiler and keeps no on-disk cache.
 type EngineConfig struct {
-	// CacheDir holds wazero's compilation cache; a module compiled once is
-	// loaded from it in a fraction of the time. Empty: no disk cache.
+	// Kind is the WebAssembly engine: EngineWazero (default, also when
+	// empty) or EngineWasmtime, which needs a build with the tag wasmtime.
+	// Every engine serves the same ABI and the same virtual WASI, so a run
+	// recorded under one replays under the other.
+	Kind string
+	// CacheDir holds the engine's compilation cache; a module compiled once
+	// is loaded from it in a fraction of the time. Empty: no disk cache.
 	CacheDir string
 	// MemoryLimitPages caps a guest's linear memory (64 KiB pages).
 	// Zero: 16384 pages (1 GiB).
 	MemoryLimitPages uint32
 }
 
-// Engine compiles and instantiates agent modules on wazero. One engine
-// serves many runs at once: the capability host modules are shared and find
-// the calling run through the context.
+// ErrEngineUnavailable is returned by NewEngine for an engine kind this
+// binary was built without (wasmtime without the build tag).
+var ErrEngineUnavailable = errors.New("engine not built in")
+
+// Engine compiles and instantiates agent modules. One engine serves many
+// runs at once. It is engine-neutral: the WebAssembly runtime behind it
+// (wazero, or wasmtime in builds with the tag wasmtime) is a runtime
+// adapter, and every adapter serves the same capability modules and the
+// same virtual WASI.
 type Engine struct {
-	rt wazero.Runtime
+	kind string
+	rt   wasmRuntime
 
 	mu       sync.Mutex
 	compiled map[[32]byte]*Module
@@ -36,47 +55,91 @@ type Engine struct {
 
 // Module is a compiled agent module.
 type Module struct {
-	SHA256   []byte
-	Name     string
-	Imports  []Import
-	compiled wazero.CompiledModule
+	SHA256  []byte
+	Name    string
+	Imports []Import
+	// start says whether the module exports a _start function.
+	start bool
+	// compiled is the adapter's compiled module.
+	compiled any
 }
 
-// NewEngine starts a wazero runtime with the virtual WASI and one host
-// module per capability of the ABI.
+// wasmRuntime is the seam between the host and a WebAssembly engine. The
+// adapters are engine_wazero.go and, with the build tag wasmtime,
+// engine_wasmtime.go. Nothing here is called per import call: a call goes
+// from the adapter's host function straight to session.call, with the
+// instance's memory (session.mem) behind the memory interface.
+type wasmRuntime interface {
+	// compile compiles code and fills in m's Name, Imports (functions and
+	// memories), start and compiled.
+	compile(ctx context.Context, code []byte, m *Module) error
+	// instantiate instantiates m for the current segment of session s: the
+	// capability modules call s.call and s.take, WASI is the virtual WASI
+	// of s (newVirtualWASI), and s.mem is set to the instance's memory. No
+	// guest code runs.
+	instantiate(ctx context.Context, m *Module, s *session) (instance, error)
+	close(ctx context.Context) error
+}
+
+// instance is a module instantiated for one segment of a session.
+type instance interface {
+	// start runs the guest's _start function. It returns nil when _start
+	// returned; an *exitError when the guest called proc_exit; and
+	// otherwise an error for the trap that ended it. A host function that
+	// panics (the session stopping the guest: s.stop, s.fault, a
+	// checkpoint's errSegmentEnd) traps the guest, and start returns an
+	// error that wraps the panic value (errors.Is and errors.As find it)
+	// followed by the wasm stack trace at the call, after a line
+	// "wasm stack trace:" (see stackOf).
+	start(ctx context.Context) error
+	close(ctx context.Context)
+}
+
+// exitError is how an instance reports that its guest called proc_exit.
+type exitError struct{ code uint32 }
+
+func (e *exitError) Error() string { return fmt.Sprintf("guest exited with status %d", e.code) }
+
+// NewEngine starts the WebAssembly engine cfg.Kind names with the virtual
+// WASI and one host module per capability of the ABI.
 func NewEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
-	rc := wazero.NewRuntimeConfigCompiler()
-	if !platformCompiles() {
-		rc = wazero.NewRuntimeConfigInterpreter()
+	if cfg.MemoryLimitPages == 0 {
+		cfg.MemoryLimitPages = 16384
 	}
-	pages := cfg.MemoryLimitPages
-	if pages == 0 {
-		pages = 16384
+	var rt wasmRuntime
+	var err error
+	switch cfg.Kind {
+	case "", EngineWazero:
+		cfg.Kind = EngineWazero
+		rt, err = newWazero(ctx, cfg)
+	case EngineWasmtime:
+		rt, err = newWasmtime(ctx, cfg)
+	default:
+		return nil, fmt.Errorf("host: unknown engine %q (known: %s, %s)", cfg.Kind, EngineWazero, EngineWasmtime)
 	}
-	rc = rc.WithMemoryLimitPages(pages)
-	if cfg.CacheDir != "" {
-		cache, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
-		if err != nil {
-			return nil, fmt.Errorf("host: compilation cache %s: %w", cfg.CacheDir, err)
-		}
-		rc = rc.WithCompilationCache(cache)
-	}
-	rt := wazero.NewRuntimeWithConfig(ctx, rc)
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
-		rt.Close(ctx)
+	if err != nil {
 		return nil, err
 	}
-	for _, c := range abi.Capabilities {
-		if err := instantiateCapability(ctx, rt, c); err != nil {
-			rt.Close(ctx)
-			return nil, err
-		}
-	}
-	return &Engine{rt: rt, compiled: map[[32]byte]*Module{}}, nil
+	return &Engine{kind: cfg.Kind, rt: rt, compiled: map[[32]byte]*Module{}}, nil
 }
 
+// EngineAvailable reports whether this binary has the engine kind: wazero
+// always, wasmtime in builds with the tag wasmtime.
+func EngineAvailable(kind string) bool {
+	switch kind {
+	case "", EngineWazero:
+		return true
+	case EngineWasmtime:
+		return wasmtimeBuilt
+	}
+	return false
+}
+
+// Kind returns the engine's kind (EngineWazero or EngineWasmtime).
+func (e *Engine) Kind() string { return e.kind }
+
 // Close releases the runtime and every compiled module.
-func (e *Engine) Close(ctx context.Context) error { return e.rt.Close(ctx) }
+func (e *Engine) Close(ctx context.Context) error { return e.rt.close(ctx) }
 
 // ErrNotWasm is returned by Compile for bytes that are not a WebAssembly
 // module.
@@ -94,49 +157,22 @@ func (e *Engine) Compile(ctx context.Context, code []byte) (*Module, error) {
 	if len(code) < 8 || string(code[:4]) != "\x00asm" {
 		return nil, ErrNotWasm
 	}
-	cm, err := e.rt.CompileModule(ctx, code)
-	if err != nil {
+	m := &Module{SHA256: sum[:]}
+	if err := e.rt.compile(ctx, code, m); err != nil {
 		return nil, fmt.Errorf("compile: %w", err)
 	}
-	m := &Module{SHA256: sum[:], Name: cm.Name(), compiled: cm}
-	for _, f := range cm.ImportedFunctions() {
-		mod, name, _ := f.Import()
-		m.Imports = append(m.Imports, Import{Module: mod, Name: name})
-	}
-	for _, mem := range cm.ImportedMemories() {
-		mod, name, _ := mem.Import()
-		m.Imports = append(m.Imports, Import{Module: mod, Name: name})
-	}
-	if _, ok := cm.ExportedFunctions()["_start"]; !ok {
+	if !m.start {
 		return nil, fmt.Errorf("compile: module exports no _start function (build a command module: GOOS=wasip1, or a C main)")
 	}
 	e.compiled[sum] = m
 	return m, nil
 }
 
-// instantiateCapability registers the host module of capability c. Its call
-// and take functions serve every run; each finds its session in the context
-// the guest was started with.
-func instantiateCapability(ctx context.Context, rt wazero.Runtime, c abi.Capability) error {
-	i32, i64 := api.ValueTypeI32, api.ValueTypeI64
-	ci := capIndex(c)
-	_, err := rt.NewHostModuleBuilder(c.Module()).
-		NewFunctionBuilder().
-		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
-			s := sessionFrom(ctx)
-			stack[0] = uint64(s.call(ctx, mod.Memory(), ci,
-				api.DecodeU32(stack[0]), api.DecodeU32(stack[1]), api.DecodeU32(stack[2]),
-				api.DecodeU32(stack[3]), api.DecodeU32(stack[4])))
-		}), []api.ValueType{i32, i32, i32, i32, i32}, []api.ValueType{i64}).
-		WithParameterNames("op", "req_ptr", "req_len", "resp_ptr", "resp_cap").
-		Export(abi.FuncCall).
-		NewFunctionBuilder().
-		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
-			s := sessionFrom(ctx)
-			stack[0] = uint64(s.take(mod.Memory(), ci, api.DecodeU32(stack[0]), api.DecodeU32(stack[1])))
-		}), []api.ValueType{i32, i32}, []api.ValueType{i64}).
-		WithParameterNames("resp_ptr", "resp_cap").
-		Export(abi.FuncTake).
-		Instantiate(ctx)
-	return err
+// memory is a guest's linear memory as the host functions see it: Read
+// returns a view of n bytes at ptr, Write copies b to ptr; both report
+// false, and do nothing, when the range is not entirely inside the memory.
+// wazero's api.Memory is one.
+type memory interface {
+	Read(ptr, n uint32) ([]byte, bool)
+	Write(ptr uint32, b []byte) bool
 }

@@ -24,6 +24,9 @@ func FuzzParseGrant(f *testing.F) {
 		"capabilities: {runn: {}}\n",
 		"capabilities: {kv: &a {namespace: x}, run: *a}\n",
 		"capabilities: {kv: {namespace: !!binary Y3Jhd2xlcg==}}\n",
+		"capabilities:\n  tool:\n    tools:\n      - {name: g, exec: /usr/bin/grep, args: {fixed: [-c], flags: [{name: -i}], positional: [{pattern: 'x+', path: ro}], max: 2}, read: [/usr], workspace: true, env: {A: b}, limits: {wall: 1s, procs: 4}, idempotent: true}\n",
+		"capabilities: {tool: {tools: [{name: g, exec: /g, read: [], write: [], env: {}, args: {fixed: [], flags: [], positional: []}}]}}\n",
+		"capabilities: {tool: {tools: [{name: g, exec: /g, network: none, limits: {memory: 0, output: 16MiB}}]}}\n",
 		"",
 	} {
 		f.Add([]byte(s))

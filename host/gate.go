@@ -1,28 +1,161 @@
 package host
 
-import "github.com/agentrt/agentrt/abi"
+import (
+	"context"
+	"errors"
+	"fmt"
 
-// The gate decides whether a call may run. Its stages run in this order, and
-// a call is dispatched only if every stage allows it:
+	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/journal"
+	"github.com/agentrt/agentrt/policy"
+	"github.com/cedar-policy/cedar-go/types"
+)
+
+// The gate decides whether a call may run. Its layers run in this order, and
+// a call is dispatched only if every layer allows it:
 //
-//  1. capability: the run's grant includes the op's capability and the
-//     resource the request names (an HTTP host, a kv namespace). The
-//     capability half is enforced at link time; the resource half by the
-//     capability's handler, which alone can read its request.
-//  2. policy, 3. budget, 4. approval: later stages, each added by its own
-//     change as a stage here.
+//  1. capability: the run's grant, the verified claims of its capability
+//     token, includes the op's capability and the resource the request
+//     names (an HTTP host, a kv namespace, a tool). The capability half is
+//     enforced at link time; the resource half by the capability's handler
+//     (its check stage), which alone can read its request.
+//  2. policy: the cell's Cedar policies (Deps.Policy), platform and
+//     customer sets, both of which must allow the call.
+//  3. budget: not built yet; a later change adds it here, between policy
+//     and approval, from the token's budget ceilings.
+//  4. approval: the permission modes (Deps.Modes) can turn an allow into
+//     ask or deny, never a deny into allow; ask parks the call until the
+//     Approver answers.
 //
-// A denial is journaled as the call's failed entry and returned to the guest
-// with StatusDenied.
+// Then the journal. A denial is journaled as the call's failed entry, with
+// the reason in its response, and returned to the guest with StatusDenied
+// (StatusBadRequest, StatusTooLarge for malformed calls). When the cell runs
+// a policy or modes, the gate's record of the decision (GateRecord) is
+// journaled with the call: on an effect's intent, or on a pure or refused
+// call's one entry.
 type denial struct {
 	status abi.Status
 	body   []byte
 }
 
-// gate runs the stages that apply before anything is journaled as intent:
-// today the capability stage, that is the op itself and then the op's own
-// resource check. An unknown op is a bad request.
-func (s *session) gate(c *Call, h handler) *denial {
+// Gate layers, as GateRecord names the one that refused a call.
+const (
+	LayerCapability = "capability"
+	LayerPolicy     = "policy"
+	LayerMode       = "mode"
+)
+
+// GateRecord is what the gate decided on a call, as the journal records it
+// (journal.Entry.Gate, gate-record in journal/SPEC.md).
+type GateRecord struct {
+	Allow bool `cbor:"allow" json:"allow"`
+	// Layer is the layer that refused the call; empty when it was allowed.
+	Layer  string           `cbor:"layer,omitempty" json:"layer,omitempty"`
+	Policy *policy.Decision `cbor:"policy,omitempty" json:"policy,omitempty"`
+	// Mode is the permission modes' verdict, Rule the rule that set it.
+	Mode policy.Effect `cbor:"mode,omitempty" json:"mode,omitempty"`
+	Rule string        `cbor:"rule,omitempty" json:"rule,omitempty"`
+	// Approved and Approver are the answer to an ask.
+	Approved bool   `cbor:"approved,omitempty" json:"approved,omitempty"`
+	Approver string `cbor:"approver,omitempty" json:"approver,omitempty"`
+	// Reason is a denial's reason, as the guest got it.
+	Reason string `cbor:"reason,omitempty" json:"reason,omitempty"`
+}
+
+// Approval is a call parked by a permission mode's ask.
+type Approval struct {
+	Run      journal.RunID
+	Step     uint64
+	Op       string
+	Resource string
+	Method   string
+	// Rule is the mode rule that asked.
+	Rule string
+}
+
+// An Approver answers the calls the permission modes park (the approval
+// seam): today a person at the terminal of `agentrt run`, or the API of
+// `agentrt cell serve`; a later change adds signed quorum approvals.
+// Approve blocks until someone answers or ctx ends; who says who answered.
+type Approver interface {
+	Approve(ctx context.Context, a Approval) (approved bool, who string, err error)
+}
+
+// ErrNoApprover is the reason an ask is refused when no one can answer.
+var ErrNoApprover = errors.New("the permission modes ask for approval, and no one can answer (run it on a terminal or in a cell daemon)")
+
+// gate runs the layers before anything is journaled as intent. It returns
+// the denial, if any, and the record to journal (nil when the cell runs no
+// policy or modes). An error is a stop: the run's context ended while the
+// call waited for an approval; nothing of the call is journaled.
+func (s *session) gate(ctx context.Context, c *Call, h handler) (*denial, []byte, error) {
+	if d := s.capabilityLayer(c, h); d != nil || (s.deps.Policy == nil && s.deps.Modes == nil) {
+		if d != nil && (s.deps.Policy != nil || s.deps.Modes != nil) && c.known {
+			return d, s.record(&GateRecord{Layer: LayerCapability, Reason: errorMessage(d.body)}), nil
+		}
+		return d, nil, nil
+	}
+	if s.entities == nil {
+		s.initPolicy()
+	}
+	f, err := s.facts(c)
+	if err != nil {
+		// The capability layer checked the request; this is ours.
+		st, b := errorResponse(abi.StatusInternal, "gate: %v", err)
+		return &denial{st, b}, nil, nil
+	}
+	call := policy.Call{Op: c.Op.Name, Resource: string(f.resource.ID), Method: f.method}
+	if f.resource == (types.EntityUID{}) {
+		call.Resource = s.run.String()
+	}
+	rec := &GateRecord{Allow: true}
+	cd := &cachedDecision{dec: policy.Decision{Allowed: true}}
+	if s.deps.Policy != nil {
+		cd = s.decide(c, &f)
+		rec.Policy = &cd.dec
+		if !cd.dec.Allowed {
+			rec.Allow, rec.Layer, rec.Reason = false, LayerPolicy, policyReason(&cd.dec)
+			st, b := errorResponse(abi.StatusDenied, "%s", rec.Reason)
+			return &denial{st, b}, s.record(rec), nil
+		}
+	}
+	v := policy.Verdict{}
+	if s.deps.Modes != nil {
+		v = s.deps.Modes.Apply(cd.dec, call)
+	}
+	rec.Mode, rec.Rule = v.Effect, v.Rule
+	switch v.Effect {
+	case "", policy.Allow:
+		// The record of an allowed call depends on nothing the cache key
+		// does not hold: it is encoded once.
+		if cd.allowed == nil {
+			cd.allowed = s.record(rec)
+		}
+		return nil, cd.allowed, nil
+	case policy.Ask:
+		ok, who, err := s.ask(ctx, c, call, v.Rule)
+		if err != nil {
+			return nil, nil, err
+		}
+		rec.Approved, rec.Approver = ok, who
+		if ok {
+			return nil, s.record(rec), nil
+		}
+		rec.Reason = fmt.Sprintf("%s was not approved (permission mode rule %q asked; %s answered no)", c.Op.Name, v.Rule, who)
+		if who == "" {
+			rec.Reason = fmt.Sprintf("%s was not approved: %v", c.Op.Name, ErrNoApprover)
+		}
+	default:
+		rec.Reason = fmt.Sprintf("%s is denied by permission mode rule %q", c.Op.Name, v.Rule)
+	}
+	rec.Allow, rec.Layer = false, LayerMode
+	st, b := errorResponse(abi.StatusDenied, "%s", rec.Reason)
+	return &denial{st, b}, s.record(rec), nil
+}
+
+// capabilityLayer is the gate's first layer: the request's size and op,
+// the capability, and the op's own resource check.
+func (s *session) capabilityLayer(c *Call, h handler) *denial {
 	if c.TooLarge {
 		st, b := errorResponse(abi.StatusTooLarge, "request exceeds the limit of %d bytes", s.maxRequest)
 		return &denial{st, b}
@@ -39,4 +172,63 @@ func (s *session) gate(c *Call, h handler) *denial {
 		return h.check(s, c)
 	}
 	return nil
+}
+
+// ask parks the call until the approver answers. With no approver the
+// answer is no.
+func (s *session) ask(ctx context.Context, c *Call, call policy.Call, rule string) (bool, string, error) {
+	if s.deps.Approver == nil {
+		return false, "", nil
+	}
+	// A stop asked while the call waits (cancel, drain) ends the wait: the
+	// call is not journaled, and a resume asks again.
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.halt:
+			cancel()
+		case <-actx.Done():
+		}
+	}()
+	ok, who, err := s.deps.Approver.Approve(actx, Approval{Run: s.run, Step: c.Step, Op: c.Op.Name,
+		Resource: call.Resource, Method: call.Method, Rule: rule})
+	if actx.Err() != nil {
+		return false, "", fmt.Errorf("%w while step %d (%s) waited for approval", ErrInterrupted, c.Step, c.Op.Name)
+	}
+	if err != nil {
+		return false, "", fmt.Errorf("host: approval of step %d: %w", c.Step, err)
+	}
+	return ok, who, nil
+}
+
+// record encodes a gate record for the journal.
+func (s *session) record(r *GateRecord) []byte {
+	b, err := abi.Marshal(r)
+	if err != nil {
+		panic(err) // a GateRecord always encodes
+	}
+	return b
+}
+
+// policyReason says why the policy denied, for the guest and the journal.
+func policyReason(d *policy.Decision) string {
+	switch {
+	case d.Reason != "":
+		return "policy: " + d.Reason
+	case len(d.Errors) > 0:
+		return fmt.Sprintf("policy: denied: policy %s failed to evaluate (%s)", d.Errors[0].Policy, d.Errors[0].Message)
+	case len(d.Determining) > 0:
+		return fmt.Sprintf("policy: denied by %s (%s set)", d.Determining[0], d.By)
+	}
+	return fmt.Sprintf("policy: denied: no policy of the %s set permits it", d.By)
+}
+
+// errorMessage returns the message of an Error body.
+func errorMessage(body []byte) string {
+	var e abi.Error
+	if abi.Unmarshal(body, &e) != nil {
+		return ""
+	}
+	return e.Message
 }

@@ -23,6 +23,7 @@ type Grant struct {
 	HTTP   *HTTPGrant   `yaml:"http,omitempty" cbor:"http,omitempty"`
 	Clock  *ClockGrant  `yaml:"clock,omitempty" cbor:"clock,omitempty"`
 	Random *RandomGrant `yaml:"random,omitempty" cbor:"random,omitempty"`
+	Tool   *ToolGrant   `yaml:"tool,omitempty" cbor:"tool,omitempty"`
 }
 
 // RunGrant allows the run capability (input, output, log, introspect).
@@ -110,6 +111,11 @@ func (g *Grant) Check() error {
 			}
 		}
 	}
+	if g.Tool != nil {
+		if err := g.Tool.check(); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -137,6 +143,8 @@ func (g *Grant) Has(c abi.Capability) bool {
 		return g.Clock != nil
 	case abi.CapRandom:
 		return g.Random != nil
+	case abi.CapTool:
+		return g.Tool != nil
 	}
 	return false
 }

@@ -12,7 +12,7 @@ var runIndex = capIndex(abi.CapRun)
 
 // numCaps is the number of capabilities of the ABI; capabilities are
 // indexed by their position in abi.Capabilities.
-const numCaps = 5
+const numCaps = 6
 
 // maxOpCode bounds the op codes of every capability.
 const maxOpCode = 8

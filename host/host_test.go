@@ -65,8 +65,17 @@ func TestLinkRefusesUngrantedCapability(t *testing.T) {
 	if len(le.Missing) != 1 || le.Missing[0] != abi.CapKV || !strings.Contains(err.Error(), "kv") {
 		t.Fatalf("LinkError %+v (%v), want kv missing", le, err)
 	}
+	// The refusal is journaled: a start with the token and grant, and a
+	// failed end saying why, sealed and verifiable.
 	runs, err := env.Store.Runs(context.Background())
-	if err != nil || len(runs) != 0 {
-		t.Fatalf("a refused module left %d runs (err %v)", len(runs), err)
+	if err != nil || len(runs) != 1 || runs[0].ID != le.Run || runs[0].Status != journal.StatusFailed {
+		t.Fatalf("a refused module left runs %+v (err %v), want one failed run %s", runs, err, le.Run)
+	}
+	sum, err := journal.VerifyStore(context.Background(), env.Store, le.Run, journal.TrustKeys(env.Key.Public().(ed25519.PublicKey)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Entries != 2 || sum.End == nil || !strings.Contains(sum.End.Error, "imports capabilities its grant lacks: kv") || len(sum.Header.Token) == 0 {
+		t.Fatalf("the refusal's journal: %d entries, end %+v, token %d bytes", sum.Entries, sum.End, len(sum.Header.Token))
 	}
 }

@@ -2,6 +2,7 @@ package host
 
 import (
 	"fmt"
+	"github.com/agentrt/agentrt/journal"
 	"slices"
 	"strings"
 
@@ -23,6 +24,9 @@ type LinkError struct {
 	// BadFuncs lists imports of a capability module other than call and
 	// take.
 	BadFuncs []string
+	// Run is the run whose journal records the refusal (a start and a
+	// failed end), when one was started.
+	Run journal.RunID
 }
 
 func (e *LinkError) Error() string {

@@ -36,6 +36,9 @@ type livePath struct {
 	// meta is the run's index record, written again at each checkpoint
 	// (RunMeta.Checkpoint).
 	meta *journal.RunMeta
+	// gate is the gate's record of the call being journaled, for its
+	// intent or its one entry.
+	gate []byte
 }
 
 func (p *livePath) entry(phase journal.Phase, c *Call) *journal.Entry {
@@ -43,7 +46,12 @@ func (p *livePath) entry(phase journal.Phase, c *Call) *journal.Entry {
 }
 
 func (p *livePath) serve(ctx context.Context, s *session, c *Call, h handler) (abi.Status, []byte, error) {
-	if d := s.gate(c, h); d != nil {
+	d, gate, err := s.gate(ctx, c, h)
+	if err != nil {
+		return 0, nil, err
+	}
+	p.gate = gate
+	if d != nil {
 		return p.record(ctx, c, true, d.status, d.body)
 	}
 	if c.Op.Class != abi.Effect {
@@ -57,7 +65,7 @@ func (p *livePath) serve(ctx context.Context, s *session, c *Call, h handler) (a
 		return status, resp, err
 	}
 	intent := p.entry(journal.PhaseIntent, c)
-	intent.Request = c.Request
+	intent.Request, intent.Gate, p.gate = c.Request, p.gate, nil
 	executing := p.entry(journal.PhaseExecuting, c)
 	executing.Key = c.Key
 	if err := p.w.Add(intent); err != nil {
@@ -97,8 +105,9 @@ func (p *livePath) add(c *Call, withRequest bool, status abi.Status, resp []byte
 	}
 	e := p.entry(phase, c)
 	if withRequest {
-		e.Request = c.Request
+		e.Request, e.Gate = c.Request, p.gate
 	}
+	p.gate = nil
 	e.Response, e.OutputHash, e.Status = resp, journal.Sum(resp), uint32(status)
 	return p.w.Add(e)
 }

@@ -141,10 +141,14 @@ func (p *resumePath) decide(ctx context.Context, s *session, c *Call, h handler)
 
 // idempotent reports whether the effect of c may be dispatched again with
 // the same idempotency key: the op is idempotent, or it is an HTTP request
-// and the grant says its servers honour Idempotency-Key.
+// and the grant says its servers honour Idempotency-Key, or it runs a tool
+// the grant declares idempotent.
 func (s *session) idempotent(c *Call) bool {
 	if c.Op.Idempotent {
 		return true
+	}
+	if c.Op.Cap == abi.CapTool {
+		return s.toolIdempotent(c)
 	}
 	return c.Op.Cap == abi.CapHTTP && s.grant.HTTP != nil && s.grant.HTTP.Idempotent
 }

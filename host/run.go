@@ -12,8 +12,9 @@ import (
 	"time"
 
 	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/capability"
 	"github.com/agentrt/agentrt/journal"
-	"github.com/tetratelabs/wazero/sys"
+	"github.com/agentrt/agentrt/policy"
 )
 
 // Deps are the outside parts a Host works with.
@@ -35,6 +36,26 @@ type Deps struct {
 	// Leases keeps the runs' leases; nil: the Store's, when it has them.
 	// Without one, runs are written without leases.
 	Leases journal.Leases
+	// Tools serves the tool capability (workspaces, sandbox options).
+	Tools ToolDeps
+	// Policy is the gate's policy layer; nil: none (the capability layer
+	// alone decides).
+	Policy *policy.Engine
+	// Modes are the permission modes applied after the policy; nil: none.
+	Modes *policy.Modes
+	// Approver answers the calls a mode asks about; nil: an ask is a no.
+	// A cell with an approver runs its calls in the "interactive" mode of
+	// the policy context, without one "unattended".
+	Approver Approver
+	// Clearance is the data clearance of the cell's runs, as the policy
+	// context and the Cell entity carry it.
+	Clearance int64
+	// TokenRoots are the keys trusted to issue capability tokens, besides
+	// the cell's own.
+	TokenRoots []ed25519.PublicKey
+	// Nonces remembers the tokens presented to the cell, so that one is
+	// never presented twice; nil: not remembered.
+	Nonces capability.NonceCache
 }
 
 // Config tunes a Host.
@@ -100,6 +121,11 @@ type RunSpec struct {
 	WallBase int64
 	// Parent is the run that started this one, if any.
 	Parent journal.RunID
+	// Token is the capability token the run is started with. Without one,
+	// Grant (or the default grant) is issued as a token by the cell's key
+	// on the fly; with one, Grant, when set, must be within it and
+	// supplies the tool definitions and the kv namespace.
+	Token []byte
 }
 
 // Result is the outcome of a run.
@@ -164,19 +190,19 @@ func (st *Started) Abandon() {
 // Start journals the start of a run of spec.Code and returns it ready to
 // execute.
 func (h *Host) Start(ctx context.Context, spec RunSpec) (*Started, error) {
-	grant := spec.Grant
-	if grant == nil {
-		grant = DefaultGrant()
-	}
-	if err := grant.Check(); err != nil {
-		return nil, fmt.Errorf("host: grant: %w", err)
+	if spec.Grant != nil {
+		if err := spec.Grant.Check(); err != nil {
+			return nil, fmt.Errorf("host: grant: %w", err)
+		}
 	}
 	spec.Name = strings.ToValidUTF8(spec.Name, "\uFFFD")
-	m, err := h.engine.Compile(ctx, spec.Code)
+	now := h.deps.Now()
+	token, grant, err := h.verifyToken(spec.Token, spec.Grant, now)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkLink(m.Imports, grant); err != nil {
+	m, err := h.engine.Compile(ctx, spec.Code)
+	if err != nil {
 		return nil, err
 	}
 	grantBytes, err := grant.Canonical()
@@ -186,7 +212,6 @@ func (h *Host) Start(ctx context.Context, spec RunSpec) (*Started, error) {
 	if err := h.deps.Store.PutModule(ctx, m.SHA256, spec.Code); err != nil {
 		return nil, fmt.Errorf("host: store module: %w", err)
 	}
-	now := h.deps.Now()
 	seed := spec.Seed
 	if seed == nil {
 		seed = make([]byte, 32)
@@ -204,10 +229,21 @@ func (h *Host) Start(ctx context.Context, spec RunSpec) (*Started, error) {
 	run := journal.NewRunID(now)
 	hdr := &journal.Header{
 		ModuleSHA256: m.SHA256, ABI: abi.Version, Input: spec.Input, Seed: seed, WallBase: wall,
-		Grant: grantBytes, ModuleName: spec.Name,
+		Grant: grantBytes, ModuleName: spec.Name, Token: token,
 	}
 	if !spec.Parent.IsZero() {
 		hdr.Parent = spec.Parent[:]
+	}
+	if err := checkLink(m.Imports, grant); err != nil {
+		var le *LinkError
+		if errors.As(err, &le) && len(le.Unknown) == 0 && len(le.BadFuncs) == 0 {
+			// Refused by its token before it runs: the journal records
+			// the attempt and why, a start and a failed end, so the
+			// refusal is auditable. (A module that imports what no ABI
+			// has is malformed, and refused like one.)
+			return nil, h.refuse(ctx, run, hdr, m, spec.Name, now, err)
+		}
+		return nil, err
 	}
 	w := journal.NewWriter(h.deps.Store, journal.NewChain(run, h.deps.Key))
 	meta := journal.RunMeta{ID: run, Status: journal.StatusRunning, ModuleSHA256: m.SHA256, ModuleName: spec.Name,
@@ -345,24 +381,24 @@ func (e *Engine) execute(ctx context.Context, m *Module, s *session) error {
 // instance runs one segment of session s in a fresh instance of m (see
 // execute for what it returns); s.next is set when a checkpoint ended it.
 func (e *Engine) instance(ctx context.Context, m *Module, s *session) error {
-	inst, err := e.rt.InstantiateModule(ctx, m.compiled, moduleConfig(s))
+	inst, err := e.rt.instantiate(ctx, m, s)
 	if err != nil {
 		return fmt.Errorf("host: instantiate: %w", err)
 	}
-	defer inst.Close(ctx)
-	_, err = inst.ExportedFunction("_start").Call(ctx)
+	defer inst.close(ctx)
+	err = inst.start(ctx)
 	if s.fatal != nil || s.next != nil {
 		return err
 	}
-	var exit *sys.ExitError
+	var exit *exitError
 	switch {
 	case err == nil:
 		return nil
 	case errors.As(err, &exit):
-		if exit.ExitCode() == 0 {
+		if exit.code == 0 {
 			return nil
 		}
-		return &GuestError{ExitCode: exit.ExitCode()}
+		return &GuestError{ExitCode: exit.code}
 	default:
 		return &GuestError{Trap: err.Error()}
 	}
@@ -379,6 +415,9 @@ type ExecSpec struct {
 	Sink func(Event)
 	// MaxRequest must equal the recording host's limit; zero: abi.MaxRequest.
 	MaxRequest int
+	// Refused says the recording holds no call and an end: possibly a run
+	// its grant refused at link time, whose refusal is then its outcome.
+	Refused bool
 }
 
 // Outcome is how a re-execution ended.
@@ -403,6 +442,14 @@ func (e *Engine) Execute(ctx context.Context, spec ExecSpec) (*Outcome, error) {
 		return nil, err
 	}
 	if err := checkLink(m.Imports, grant); err != nil {
+		var le *LinkError
+		if errors.As(err, &le) && len(le.Unknown) == 0 && len(le.BadFuncs) == 0 && spec.Refused {
+			// A run refused by its grant records a failed end and no
+			// calls: the refusal is its outcome, for a replay to
+			// compare. Any other recording cannot be replayed by a
+			// module its grant refuses.
+			return &Outcome{GuestErr: err}, nil
+		}
 		return nil, err
 	}
 	maxReq := spec.MaxRequest
@@ -421,4 +468,28 @@ func (e *Engine) Execute(ctx context.Context, spec ExecSpec) (*Outcome, error) {
 		return &Outcome{Output: s.output, Steps: s.steps}, gerr
 	}
 	return &Outcome{Output: s.output, Steps: s.steps, GuestErr: gerr}, nil
+}
+
+// refuse journals a run refused before it ran (a module that imports
+// capabilities its token lacks): its start entry and a failed end entry
+// with the reason, durably. It returns why, naming the run.
+func (h *Host) refuse(ctx context.Context, run journal.RunID, hdr *journal.Header, m *Module, name string, now time.Time, why error) error {
+	w := journal.NewWriter(h.deps.Store, journal.NewChain(run, h.deps.Key))
+	end := &journal.End{Status: journal.StatusFailed, Error: strings.ToValidUTF8(why.Error(), "\uFFFD")}
+	meta := journal.RunMeta{ID: run, Status: journal.StatusFailed, ModuleSHA256: m.SHA256, ModuleName: name,
+		Started: now.UnixNano(), Ended: now.UnixNano(), Error: end.Error, Cell: h.deps.Key.Public().(ed25519.PublicKey)}
+	err := errors.Join(
+		w.Add(&journal.Entry{Phase: journal.PhaseStart, Header: hdr, Time: now.UnixNano()}),
+		w.Add(&journal.Entry{Phase: journal.PhaseEnd, End: end, Time: now.UnixNano()}))
+	if err == nil {
+		err = w.Commit(ctx, &meta, true)
+	}
+	if err != nil {
+		return errors.Join(why, fmt.Errorf("host: journal the refusal: %w", err))
+	}
+	var le *LinkError
+	if errors.As(why, &le) {
+		le.Run = run
+	}
+	return why
 }

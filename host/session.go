@@ -9,7 +9,7 @@ import (
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/journal"
-	"github.com/tetratelabs/wazero/api"
+	"github.com/cedar-policy/cedar-go/types"
 )
 
 // Call is one import call on its way through the host: what the gate checks,
@@ -53,8 +53,8 @@ type Source interface {
 	Serve(ctx context.Context, c *Call) (abi.Status, []byte, error)
 }
 
-// path journals or replays calls.
-type path interface {
+// callPath journals or replays calls: the live path or a resumed one.
+type callPath interface {
 	serve(ctx context.Context, s *session, c *Call, h handler) (abi.Status, []byte, error)
 }
 
@@ -74,7 +74,7 @@ type session struct {
 	run        journal.RunID
 	header     *journal.Header
 	grant      *Grant
-	path       path
+	path       callPath
 	deps       *Deps
 	maxRequest int
 	steps      uint64
@@ -99,12 +99,23 @@ type session struct {
 	// state it starts from and its clock. clock is the instance's clock.
 	seg   segment
 	clock *virtualClock
+	// mem is the memory of the instance running the segment, set by the
+	// engine adapter when it instantiates the module.
+	mem memory
 	// next, set by a checkpoint, is the segment to start when the
 	// instance has ended.
 	next *segment
 	// startHash is the hash of the run's start entry, named by every
 	// checkpoint.
 	startHash []byte
+	// entities and runUID are the policy entities of the run (gate_policy.go),
+	// built on the first call that needs them; decisions caches the
+	// policy's decisions, and policyUses says which varying context
+	// attributes its key must hold.
+	entities   types.EntityMap
+	runUID     types.EntityUID
+	decisions  map[string]*cachedDecision
+	policyUses struct{ time, spent bool }
 }
 
 // segment is where a segment of a run starts: a run that checkpoints is
@@ -182,8 +193,9 @@ func sessionFrom(ctx context.Context) *session {
 }
 
 // stop aborts the guest because the host cannot go on (the journal failed,
-// replay diverged): wazero turns the panic into an error returned from the
-// guest's entry point, with the wasm stack trace of the call site.
+// replay diverged): the engine adapter turns the panic into an error
+// returned from the guest's entry point, with the wasm stack trace of the
+// call site.
 func (s *session) stop(err error) {
 	if s.fatal == nil {
 		s.fatal = err
@@ -197,7 +209,7 @@ func (s *session) stop(err error) {
 func (s *session) fault(err error) { panic(err) }
 
 // call implements the call import of every capability module.
-func (s *session) call(ctx context.Context, mem api.Memory, ci int, opcode, reqPtr, reqLen, respPtr, respCap uint32) abi.Result {
+func (s *session) call(ctx context.Context, ci int, opcode, reqPtr, reqLen, respPtr, respCap uint32) abi.Result {
 	select {
 	case <-s.done:
 		s.stop(fmt.Errorf("%w after %d calls", ErrInterrupted, s.steps))
@@ -214,6 +226,7 @@ func (s *session) call(ctx context.Context, mem api.Memory, ci int, opcode, reqP
 	s.steps++
 	c := &s.cur
 	*c = Call{Step: s.steps, Op: &slot.op, known: slot.known}
+	mem := s.mem
 	req, ok := mem.Read(reqPtr, reqLen)
 	if !ok {
 		s.fault(fmt.Errorf("request buffer [%d, +%d) is outside guest memory", reqPtr, reqLen))
@@ -255,7 +268,7 @@ func (s *session) call(ctx context.Context, mem api.Memory, ci int, opcode, reqP
 
 // deliver copies a response into the guest's buffer, or keeps it pending
 // for take when it does not fit.
-func (s *session) deliver(mem api.Memory, ci int, ptr, capacity uint32, r pendingResponse) abi.Result {
+func (s *session) deliver(mem memory, ci int, ptr, capacity uint32, r pendingResponse) abi.Result {
 	n := uint32(len(r.body))
 	if n > capacity {
 		s.pending[ci] = r
@@ -268,7 +281,7 @@ func (s *session) deliver(mem api.Memory, ci int, ptr, capacity uint32, r pendin
 }
 
 // take implements the take import: it hands over a pending response.
-func (s *session) take(mem api.Memory, ci int, ptr, capacity uint32) abi.Result {
+func (s *session) take(ci int, ptr, capacity uint32) abi.Result {
 	r := s.pending[ci]
 	if !r.ok {
 		return abi.Pack(abi.StatusNoPending, 0)
@@ -277,7 +290,7 @@ func (s *session) take(mem api.Memory, ci int, ptr, capacity uint32) abi.Result 
 		return abi.Pack(abi.StatusBufferTooSmall, uint32(len(r.body)))
 	}
 	s.pending[ci] = pendingResponse{}
-	return s.deliver(mem, ci, ptr, capacity, r)
+	return s.deliver(s.mem, ci, ptr, capacity, r)
 }
 
 // errorResponse builds the status and CBOR Error body of a failed call.

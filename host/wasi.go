@@ -3,9 +3,8 @@ package host
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"io"
 	"math/rand/v2"
-
-	"github.com/tetratelabs/wazero"
 )
 
 // clockStep is how far the virtual clock moves on every read.
@@ -36,32 +35,38 @@ func (c *virtualClock) sleep(ns int64) {
 	}
 }
 
-// moduleConfig is the virtual WASI a guest runs in: a virtual clock, a
-// random stream seeded by the run seed, stdout and stderr into the event
-// log, and no filesystem, environment, arguments beyond the module name, or
-// network. Each segment of a run that checkpoints gets an instance of its
-// own: its clock goes on from the checkpoint's, its random stream is seeded
-// for the segment, and s.clock is set to its clock.
-func moduleConfig(s *session) wazero.ModuleConfig {
+// virtualWASI is the environment of one guest instance as WASI shows it:
+// a virtual clock, a random stream seeded by the run seed, stdout and
+// stderr into the event log, one argument (the module name), and no
+// filesystem, environment or network (abi/SPEC.md §10). Each segment of a
+// run that checkpoints gets one of its own: its clock goes on from the
+// checkpoint's, its random stream is seeded for the segment. Every engine
+// adapter serves WASI from it: wazero through moduleConfig, the others
+// through preview1 (wasi_preview1.go).
+type virtualWASI struct {
+	clock          *virtualClock
+	rand           *rand.ChaCha8
+	args           []string
+	stdout, stderr io.Writer
+}
+
+// newVirtualWASI returns the virtual WASI of the current segment of s and
+// sets s.clock to its clock.
+func newVirtualWASI(s *session) *virtualWASI {
 	h, events := s.header, s.events
 	clock := &virtualClock{base: h.WallBase, now: s.seg.clock}
 	s.clock = clock
-	seed := segmentSeed(h.Seed, s.seg.number)
 	name := h.ModuleName
 	if name == "" {
 		name = "agent"
 	}
-	return wazero.NewModuleConfig().
-		WithName("").
-		WithArgs(name).
-		WithStdout(events.writer(EventStdout)).
-		WithStderr(events.writer(EventStderr)).
-		WithRandSource(rand.NewChaCha8(seed)).
-		WithNanotime(clock.nanotime, 1).
-		WithWalltime(clock.walltime, 1).
-		WithNanosleep(clock.sleep).
-		WithOsyield(func() {}).
-		WithStartFunctions()
+	return &virtualWASI{
+		clock:  clock,
+		rand:   rand.NewChaCha8(segmentSeed(h.Seed, s.seg.number)),
+		args:   []string{name},
+		stdout: events.writer(EventStdout),
+		stderr: events.writer(EventStderr),
+	}
 }
 
 // segmentSeed returns the seed of the random stream of segment n of a run

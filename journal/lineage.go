@@ -261,7 +261,8 @@ func (c *Call) Consumes(h []byte) bool {
 // has no resource. A request that does not decode has none either: the host
 // refused it with bad_request. kv resources are "<namespace>/<key>" (the
 // namespace is the grant's, recorded in the header); kv.list's is
-// "<namespace>/<prefix>*", the keys it may have read.
+// "<namespace>/<prefix>*", the keys it may have read; tool.run's is
+// "tool:<name>".
 var resourceOf = map[string]func(ns string, req []byte) (string, bool){
 	"kv.get": func(ns string, req []byte) (string, bool) {
 		var r abi.KVGetRequest
@@ -292,6 +293,11 @@ var resourceOf = map[string]func(ns string, req []byte) (string, bool){
 			return "", false
 		}
 		return strings.ToLower(u.Host), true
+	},
+	"tool.run": func(_ string, req []byte) (string, bool) {
+		var r abi.ToolRunRequest
+		err := abi.Unmarshal(req, &r)
+		return "tool:" + r.Name, err == nil
 	},
 }
 

@@ -148,6 +148,25 @@ func NewEngine(platform, customer []Source) (*Engine, error) {
 	return e, nil
 }
 
+// Mentions reports whether any policy of either set has word in its
+// canonical text. A caller that leaves a context attribute out of a cache
+// key of decisions asks this first: a decision can depend on an attribute
+// only if some policy names it. (A word in an annotation counts too; that
+// only makes the caller cache less.)
+func (e *Engine) Mentions(word string) bool {
+	for _, s := range []*Set{e.platform, e.customer} {
+		if s == nil {
+			continue
+		}
+		for _, t := range s.texts {
+			if strings.Contains(t, word) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // HasCustomer reports whether the engine has a customer layer.
 func (e *Engine) HasCustomer() bool { return e.customer != nil }
 

@@ -2,8 +2,14 @@ package policy
 
 import (
 	"bytes"
+	"crypto/ed25519"
+	"encoding/hex"
+	"errors"
+	"time"
+
 	"encoding/json"
 	"fmt"
+	"github.com/agentrt/agentrt/capability"
 	"maps"
 	"os"
 	"path/filepath"
@@ -32,6 +38,12 @@ type fixture struct {
 	Context       json.RawMessage   `json:"context,omitempty"`
 	LoadError     *fixtureLoadError `json:"load_error,omitempty"`
 	Requests      []fixtureRequest  `json:"requests,omitempty"`
+	// TokenRoots, Cell and Now are how the tokens of the fixture's
+	// requests are verified: the trusted root keys and the verifying
+	// cell's key (hex), and the time (RFC 3339).
+	TokenRoots []string `json:"token_roots,omitempty"`
+	Cell       string   `json:"cell,omitempty"`
+	Now        string   `json:"now,omitempty"`
 }
 
 type fixtureSource struct {
@@ -58,11 +70,11 @@ type fixtureRequest struct {
 	Resource    json.RawMessage `json:"resource"`
 	Context     json.RawMessage `json:"context,omitempty"`
 	Entities    json.RawMessage `json:"entities,omitempty"`
-	// Token is reserved for the capability layer: checked by the gate when
-	// present. This runner has no gate, so it skips such a case rather
-	// than pretend to check it.
-	Token  json.RawMessage `json:"token,omitempty"`
-	Expect fixtureExpect   `json:"expect"`
+	// Token is a token file (tokens/NAME.cbor): the gate's capability
+	// layers run first, the token's verification and its claims' check of
+	// the action and resource (rule 0 of README.md).
+	Token  string        `json:"token,omitempty"`
+	Expect fixtureExpect `json:"expect"`
 }
 
 type fixtureExpect struct {
@@ -72,6 +84,9 @@ type fixtureExpect struct {
 	Errors      []string `json:"errors"`
 	Mode        Effect   `json:"mode,omitempty"`
 	ModeRule    string   `json:"mode_rule,omitempty"`
+	// Reason is, for a denial by token, the failure class of the token's
+	// verification (capability/SPEC.md, e.g. "expired").
+	Reason string `json:"reason,omitempty"`
 }
 
 func decodeStrict(b []byte, v any) error {
@@ -232,10 +247,10 @@ func TestParity(t *testing.T) {
 			}
 			for i, r := range f.Requests {
 				t.Run(fmt.Sprintf("%02d", i), func(t *testing.T) {
-					if len(r.Token) > 0 {
-						t.Skip("token: checked by the gate, which this runner does not have")
-					}
 					req := f.request(t, r)
+					if r.Token != "" && !tokenLayers(t, f, r, req) {
+						return
+					}
 					checkDecision(t, r, req, e.Decide(req), modes)
 				})
 			}
@@ -301,4 +316,61 @@ func checkLoadError(t *testing.T, err error, want fixtureLoadError) {
 	if !slices.Equal(got, want.Problems) {
 		t.Errorf("problems:\n got  %+v\n want %+v\n%v", got, want.Problems, le)
 	}
+}
+
+// tokenLayers runs the gate's capability layers on a request with a token:
+// the token's verification, then its claims' check of the action's family
+// and the resource. It reports whether the request passed them (and goes on
+// to the policy); a denial is checked against the expectation here.
+func tokenLayers(t *testing.T, f fixture, r fixtureRequest, req Request) bool {
+	t.Helper()
+	tok, err := os.ReadFile(filepath.Join(parityDir, filepath.FromSlash(r.Token)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var roots []ed25519.PublicKey
+	for _, h := range f.TokenRoots {
+		roots = append(roots, ed25519.PublicKey(unhexKey(t, h)))
+	}
+	now, err := time.Parse(time.RFC3339, f.Now)
+	if err != nil {
+		t.Fatalf("fixture now %q: %v", f.Now, err)
+	}
+	deny := func(by By, reason string) bool {
+		x := r.Expect
+		if x.Allowed == nil || *x.Allowed || x.By != by || !strings.Contains(reason, x.Reason) {
+			t.Errorf("%s: the %s layer denied (%s); want allowed=%v by=%s reason %q", r.Description, by, reason, deref(x.Allowed), x.By, x.Reason)
+		}
+		return false
+	}
+	// Each request stands for a run presenting its token once: no nonce
+	// cache across requests (the replay check is capability's own test).
+	v, err := capability.Verify(tok, roots, capability.Options{Now: now, Audience: unhexKey(t, f.Cell)})
+	if err != nil {
+		var ce *capability.Error
+		if !errors.As(err, &ce) {
+			t.Fatalf("%s: %v", r.Description, err)
+		}
+		return deny(ByToken, ce.Class.Error())
+	}
+	if reason := CapabilityAllows(v.Claims.Caps, req); reason != "" {
+		return deny(ByCapability, reason)
+	}
+	return true
+}
+
+func deref(b *bool) any {
+	if b == nil {
+		return nil
+	}
+	return *b
+}
+
+func unhexKey(t *testing.T, h string) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(h)
+	if err != nil || len(b) != ed25519.PublicKeySize {
+		t.Fatalf("key %q is not 32 bytes of hex", h)
+	}
+	return b
 }

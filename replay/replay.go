@@ -30,15 +30,47 @@ type DivergenceError = host.DivergenceError
 type Journal struct {
 	Summary *journal.Summary
 	rec     host.Recording
+	// requests[i] is the request of recorded call i (nil when the journal
+	// kept none), and seqs[i] the seq of its first entry: what a
+	// divergence report shows and names.
+	requests [][]byte
+	seqs     []uint64
+	endSeq   uint64
 }
 
 // Load verifies the journal of run in store and collects its calls.
 func Load(ctx context.Context, store journal.Store, run journal.RunID, trust journal.TrustFunc) (*Journal, error) {
-	sum, rec, err := host.LoadRecording(ctx, store, run, trust)
+	j, v := newLoader(trust)
+	sum, err := journal.VerifyStoreWith(ctx, store, run, v)
 	if err != nil {
 		return nil, err
 	}
-	return &Journal{Summary: sum, rec: *rec}, nil
+	j.Summary = sum
+	return j, nil
+}
+
+// newLoader returns a journal to fill and the verifier that fills it, entry
+// by entry as each passes its checks.
+func newLoader(trust journal.TrustFunc) (*Journal, *journal.Verifier) {
+	j := &Journal{}
+	v := journal.NewVerifier(trust)
+	v.OnEntry = func(e *journal.Entry, _ *journal.Record) error {
+		j.add(e)
+		return nil
+	}
+	return j, v
+}
+
+func (j *Journal) add(e *journal.Entry) {
+	n := j.rec.Len()
+	j.rec.Add(e)
+	if j.rec.Len() > n {
+		j.requests = append(j.requests, e.Request)
+		j.seqs = append(j.seqs, e.Seq)
+	}
+	if e.Phase == journal.PhaseEnd {
+		j.endSeq = e.Seq
+	}
 }
 
 // Report is the result of a successful replay.
@@ -58,20 +90,38 @@ type Options struct {
 	Code []byte
 	// Sink sees the guest's events.
 	Sink func(host.Event)
+	// MaxRequest is the recording host's request size limit; zero:
+	// abi.MaxRequest, the default of every host.
+	MaxRequest int
 }
 
 // Replay re-executes the journal's module on engine against the journal.
 // code is the recorded module. It returns a *DivergenceError at the first
 // difference.
 func (j *Journal) Replay(ctx context.Context, engine *host.Engine, code []byte, opts Options) (*Report, error) {
+	rep, _, err := j.replay(ctx, engine, code, opts)
+	return rep, err
+}
+
+// replay is Replay; it also returns the field-level differences of the
+// requests when the guest sent a different request at a recorded step.
+func (j *Journal) replay(ctx context.Context, engine *host.Engine, code []byte, opts Options) (*Report, []Change, error) {
 	hdr := j.Summary.Header
 	if opts.Code != nil {
 		code = opts.Code
 	} else if !bytes.Equal(journal.Sum(code), hdr.ModuleSHA256) {
-		return nil, fmt.Errorf("replay: module hashes to %x, the run header records %x", journal.Sum(code), hdr.ModuleSHA256)
+		return nil, nil, fmt.Errorf("replay: module hashes to %x, the run header records %x", journal.Sum(code), hdr.ModuleSHA256)
 	}
-	rec := j.rec // a copy: each replay serves from the first call
-	out, err := engine.Execute(ctx, host.ExecSpec{Run: j.Summary.Run, Header: hdr, Code: code, Source: &rec, Sink: opts.Sink})
+	src := &diffSource{rec: j.rec, requests: j.requests} // a copy: each replay serves from the first call
+	rep, err := j.execute(ctx, engine, code, opts, src)
+	return rep, src.changes, err
+}
+
+func (j *Journal) execute(ctx context.Context, engine *host.Engine, code []byte, opts Options, src *diffSource) (*Report, error) {
+	hdr := j.Summary.Header
+	rec := &src.rec
+	out, err := engine.Execute(ctx, host.ExecSpec{Run: j.Summary.Run, Header: hdr, Code: code, Source: src, Sink: opts.Sink, MaxRequest: opts.MaxRequest,
+		Refused: rec.Len() == 0 && rec.Finished()})
 	var div *DivergenceError
 	if errors.As(err, &div) {
 		return nil, div
@@ -82,7 +132,7 @@ func (j *Journal) Replay(ctx context.Context, engine *host.Engine, code []byte, 
 	if err != nil {
 		return nil, err
 	}
-	if err := compareEnd(j.Summary.End, out, &rec); err != nil {
+	if err := compareEnd(j.Summary.End, out, rec); err != nil {
 		return nil, err
 	}
 	return &Report{Run: j.Summary.Run, Entries: j.Summary.Entries, Seals: j.Summary.Seals, Calls: rec.Len(), Output: out.Output}, nil

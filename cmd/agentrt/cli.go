@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"strings"
 
+	"github.com/agentrt/agentrt/capability"
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/host/cell"
 	"github.com/agentrt/agentrt/internal/wasmbuild"
@@ -25,6 +26,11 @@ type cli struct {
 	stdout, stderr io.Writer
 	dataDir        string
 	cacheDir       string
+	// policies and modes override the data directory's gate files.
+	policies, modes string
+	// engine is the WebAssembly engine of the cell a command opens
+	// (--engine).
+	engine string
 }
 
 // hinted is an error with a suggested fix, printed on its own line.
@@ -85,6 +91,14 @@ func hintFor(err error) string {
 		return "a finished run is neither cancelled nor resumed; replay it with: agentrt replay RUN"
 	case errors.As(err, &h):
 		return h.hint
+	case errors.Is(err, capability.ErrReplay):
+		return "a token is presented to a cell once: issue or attenuate a fresh one for each run (agentrt token attenuate)"
+	case errors.Is(err, capability.ErrExpired), errors.Is(err, capability.ErrNotYetValid):
+		return "see the token's window with: agentrt token inspect FILE"
+	case errors.Is(err, capability.ErrUntrustedRoot):
+		return "trust its issuer: add the issuer's key (agentrt keys prints one) to DATA/token_roots, or issue the token with this cell's key"
+	case errors.Is(err, capability.ErrAudience):
+		return "the token was issued for another cell: issue one for this cell (agentrt keys prints its key)"
 	case errors.As(err, &le):
 		return "add the missing capabilities to the grant file and pass it with --grant (see examples/*/grant.yaml)"
 	case errors.Is(err, badgerstore.ErrLocked):
@@ -129,6 +143,8 @@ Quick start:
 	}
 	root.PersistentFlags().StringVar(&c.dataDir, "data", "", "data directory of the cell (default $"+cell.EnvData+", else a per-user data directory)")
 	root.PersistentFlags().StringVar(&c.cacheDir, "cache", "", "compilation cache directory, which cells may share (default $"+cell.EnvCache+", else DATA/cache)")
+	root.PersistentFlags().StringVar(&c.policies, "policies", "", "customer Cedar policies, a directory of .cedar files or one file (default DATA/"+cell.PoliciesDir+" when it exists)")
+	root.PersistentFlags().StringVar(&c.modes, "modes", "", "permission modes file (default DATA/"+cell.ModesFile+" when it exists)")
 	root.AddCommand(
 		c.buildCmd(),
 		c.runCmd(),
@@ -139,11 +155,13 @@ Quick start:
 		c.keysCmd(),
 		c.logsCmd(),
 		c.purgeCmd(),
+		c.auditCmd(),
 		c.sandboxCmd(),
 		c.tokenCmd(),
 		c.policyCmd(),
 		c.cellCmd(),
 		c.cancelCmd(),
+		c.approveCmd(),
 	)
 	return root
 }
@@ -178,8 +196,14 @@ func (c *cli) open(ctx context.Context, opts cell.Options) (*cell.Cell, error) {
 		return nil, err
 	}
 	opts.CacheDir = c.cacheDir
+	opts.Policies, opts.Modes = c.policies, c.modes
 	if opts.CacheDir == "" {
 		opts.CacheDir = os.Getenv(cell.EnvCache)
 	}
-	return cell.Open(ctx, dir, opts)
+	opts.Engine = c.engine
+	cl, err := cell.Open(ctx, dir, opts)
+	if errors.Is(err, host.ErrEngineUnavailable) {
+		return nil, withHint(err, "build agentrt with the engine (cgo): CGO_ENABLED=1 go build -tags wasmtime -o bin/agentrt ./cmd/agentrt; or run with --engine wazero")
+	}
+	return cl, err
 }

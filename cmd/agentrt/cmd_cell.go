@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"os/user"
 	"syscall"
 	"time"
 
@@ -56,7 +57,8 @@ them with agentrt cancel RUN.`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			logger := log.New(c.stderr, "agentrt cell: ", log.LstdFlags)
-			cl, err := c.open(context.Background(), cell.Options{})
+			approvals := cell.NewApprovals()
+			cl, err := c.open(context.Background(), cell.Options{Approver: approvals})
 			if err != nil {
 				return err
 			}
@@ -75,7 +77,7 @@ them with agentrt cancel RUN.`,
 				}
 				lns = append(lns, ln)
 			}
-			srv := cell.NewServer(cl, cell.ServerOptions{Logf: logger.Printf})
+			srv := cell.NewServer(cl, cell.ServerOptions{Logf: logger.Printf, Approvals: approvals})
 			cl.AddSink(srv.Sink)
 			hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 			serveErr := make(chan error, len(lns))
@@ -208,4 +210,71 @@ func remoteHint(err error) error {
 		return withHint(err, "is the cell running? start it with: agentrt cell serve")
 	}
 	return err
+}
+
+func (c *cli) approveCmd() *cobra.Command {
+	var (
+		target, by string
+		step       uint64
+		deny, list bool
+	)
+	cmd := &cobra.Command{
+		Use:   "approve [RUN]",
+		Short: "Answer a call a permission mode parked for approval in a cell daemon",
+		Long: `Answer a call that waits for approval: a permission mode (DATA/modes.yaml) said
+"ask" for it, and the run executing in a cell daemon (agentrt cell serve) is
+parked until someone answers. The answer and who gave it are journaled with
+the call. With --deny the call is refused (the agent gets a denied error).
+
+agentrt approve --list lists the calls waiting. RUN is a run id, a unique
+prefix of one, or "last"; --step names the call when the run has several.`,
+		Example: "  agentrt approve --list\n  agentrt approve last\n  agentrt approve 18ec7ae8 --step 12 --deny",
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			cl, err := c.cellClient(target)
+			if err != nil {
+				return err
+			}
+			if cl == nil {
+				return withHint(errors.New("no cell daemon holds this data directory"), "calls wait for approval only in a cell daemon: agentrt cell serve (a foreground agentrt run asks at its terminal)")
+			}
+			if list || len(args) == 0 {
+				waiting, err := cl.Approvals(ctx)
+				if err != nil {
+					return remoteHint(err)
+				}
+				if len(waiting) == 0 {
+					fmt.Fprintln(c.stderr, "no call is waiting for approval")
+				}
+				for _, a := range waiting {
+					fmt.Fprintf(c.stdout, "%s\tstep %d\t%s %s %s\trule %q\n", a.RunID, a.Step, a.Op, a.Method, a.Resource, a.Rule)
+				}
+				return nil
+			}
+			if by == "" {
+				by = "cli"
+				if u, err := user.Current(); err == nil {
+					by = u.Username
+				}
+			}
+			a, err := cl.Approve(ctx, args[0], cell.Answer{Step: step, Approve: !deny, By: by})
+			if err != nil {
+				return remoteHint(err)
+			}
+			verb := "approved"
+			if deny {
+				verb = "denied"
+			}
+			fmt.Fprintf(c.stdout, "run %s step %d (%s) %s\n", a.RunID, a.Step, a.Op, verb)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&target, "cell", "", "the cell to ask (unix:PATH or http://127.0.0.1:PORT); default: the data directory's socket")
+	f.Uint64Var(&step, "step", 0, "the step of the call to answer (default: the run's only waiting call)")
+	f.BoolVar(&deny, "deny", false, "refuse the call instead of approving it")
+	f.BoolVar(&list, "list", false, "list the calls waiting for approval")
+	f.StringVar(&by, "by", "", "who answers, as journaled (default: this user's name)")
+	return cmd
 }

@@ -10,6 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/host/cell"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/spf13/cobra"
@@ -225,6 +227,17 @@ func entryJSON(in journal.Inspected) map[string]any {
 	if e.Header != nil {
 		o["module_sha256"] = hex.EncodeToString(e.Header.ModuleSHA256)
 		o["module"] = e.Header.ModuleName
+		if len(e.Header.Token) > 0 {
+			o["token_sha256"] = hex.EncodeToString(journal.Sum(e.Header.Token))
+		}
+	}
+	if len(e.Gate) > 0 {
+		var g host.GateRecord
+		if abi.Unmarshal(e.Gate, &g) == nil {
+			o["gate"] = g
+		} else {
+			o["gate"] = hex.EncodeToString(e.Gate)
+		}
 	}
 	if e.End != nil {
 		o["run_status"] = e.End.Status

@@ -84,6 +84,7 @@ answer to "is my new version compatible with the runs in flight?".`,
 	}
 	cmd.Flags().StringVar(&moduleFile, "module", "", "replay against this module instead of the recorded one")
 	cmd.Flags().StringVar(&trustFile, "trust", "", "file of trusted cell keys, one authorized_keys line each (default: this cell's key)")
+	c.engineFlag(cmd)
 	return cmd
 }
 

@@ -61,5 +61,6 @@ RUN is a run id, a unique prefix of one, or "last" for the newest run.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print one JSON object {"run_id","status","output"} on stdout`)
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "do not show the guest's stdout, stderr and log lines")
 	cmd.Flags().StringVar(&target, "cell", "", "resume the run in a cell daemon (unix:DATA/agentrt.sock or http://127.0.0.1:PORT) and follow it")
+	c.engineFlag(cmd)
 	return cmd
 }

@@ -21,8 +21,8 @@ import (
 
 func (c *cli) runCmd() *cobra.Command {
 	var (
-		input, inputFile, grantFile, seedHex, target string
-		asJSON, quiet                                bool
+		input, inputFile, grantFile, seedHex, target, tokenFile string
+		asJSON, quiet                                           bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run MODULE.wasm",
@@ -37,7 +37,18 @@ The grant file (YAML or JSON) names the capabilities the agent may use:
     kv: {namespace: crawler}
     http: {hosts: ["127.0.0.1:8080"]}
 Without --grant the agent gets the run capability alone. A module that imports
-a capability its grant lacks is refused before it runs.
+a capability its grant lacks is refused before it runs (the refusal is
+journaled: a run with a start and a failed end).
+
+With --token the run is granted by a capability token (agentrt token issue,
+attenuate): verified against this cell's key and DATA/token_roots, for this
+cell, unexpired, never presented before. A plain grant is issued as a token by
+this cell's key on the fly, so every run passes the same verification.
+
+Every call then passes the cell's policy (the platform defaults and the
+customer's Cedar policies in DATA/policies or --policies) and the permission
+modes (DATA/modes.yaml or --modes): a mode that asks is answered at this
+terminal; without one, an ask is a no.
 
 The guest's stdout, stderr and log lines are shown on stderr as they happen,
 and the output on stdout at the end. agentrt cancel RUN, from another terminal,
@@ -67,6 +78,11 @@ command then detaches from the run, which goes on in the cell.`,
 				spec.Input = []byte(input)
 			}
 			var grantText []byte
+			if tokenFile != "" {
+				if spec.Token, err = os.ReadFile(tokenFile); err != nil {
+					return err
+				}
+			}
 			if grantFile != "" {
 				if spec.Grant, err = host.LoadGrant(grantFile); err != nil {
 					return err
@@ -81,7 +97,7 @@ command then detaches from the run, which goes on in the cell.`,
 				}
 			}
 			submit := func(cl *cell.Client) (*cell.Stream, error) {
-				return cl.SubmitFollow(ctx, cell.Submission{Module: spec.Code, Name: spec.Name, Input: spec.Input, Grant: string(grantText), Seed: seedHex})
+				return cl.SubmitFollow(ctx, cell.Submission{Module: spec.Code, Name: spec.Name, Input: spec.Input, Grant: string(grantText), Seed: seedHex, Token: spec.Token})
 			}
 			if target != "" {
 				return c.followOnCell(ctx, target, submit, asJSON, quiet)
@@ -103,10 +119,12 @@ command then detaches from the run, which goes on in the cell.`,
 	f.StringVar(&input, "input", "", "the run input (usually JSON)")
 	f.StringVar(&inputFile, "input-file", "", "read the run input from a file")
 	f.StringVar(&grantFile, "grant", "", "grant file (YAML or JSON) naming the capabilities the agent may use")
+	f.StringVar(&tokenFile, "token", "", "capability token (agentrt token issue/attenuate) granting the run; with --grant, the grant must be within it")
 	f.StringVar(&seedHex, "seed", "", "seed of the guest's random stream, 64 hex digits (default: fresh)")
 	f.BoolVar(&asJSON, "json", false, `print one JSON object {"run_id","status","output"} on stdout`)
 	f.BoolVarP(&quiet, "quiet", "q", false, "do not show the guest's stdout, stderr and log lines")
 	f.StringVar(&target, "cell", "", "submit the run to a cell daemon (unix:DATA/agentrt.sock or http://127.0.0.1:PORT) and follow it")
+	c.engineFlag(cmd)
 	return cmd
 }
 
@@ -170,6 +188,8 @@ func (c *cli) followOnCell(ctx context.Context, target string, open func(*cell.C
 				why = "it is " + string(l.End.Status)
 			}
 			return withHint(fmt.Errorf("run %s stopped before its end: %s", run, why), "continue it with: agentrt resume %s", run)
+		case l.Kind == cell.EventApproval:
+			fmt.Fprintf(c.stderr, "agentrt: %s\n  answer with: agentrt approve %s [--deny] --cell %s\n", l.Data, run, target)
 		case !quiet:
 			printEvent(c.stderr, host.Event{Kind: l.Kind, Level: l.Level, Data: []byte(l.Data)})
 		}
@@ -214,7 +234,7 @@ func (c *cli) openShowing(ctx context.Context, quiet bool) (*cell.Cell, func(), 
 	if !quiet {
 		sink = func(e host.Event) { printEvent(c.stderr, e) }
 	}
-	cl, err := c.open(ctx, cell.Options{Sink: sink})
+	cl, err := c.open(ctx, cell.Options{Sink: sink, Approver: terminalApprover(c.stdin, c.stderr)})
 	if err != nil {
 		return nil, nil, err
 	}

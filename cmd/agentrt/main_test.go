@@ -1,10 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/internal/testutil"
 	"github.com/rogpeppe/go-internal/testscript"
 )
@@ -19,7 +21,7 @@ func TestMain(m *testing.M) {
 // are built once, here, and found through $MODULES.
 func TestScripts(t *testing.T) {
 	modules := t.TempDir()
-	for name, dir := range map[string]string{"smoke": "host/testdata/agents/smoke", "probe": "host/testdata/agents/probe"} {
+	for name, dir := range map[string]string{"smoke": "host/testdata/agents/smoke", "probe": "host/testdata/agents/probe", "tools": "host/testdata/agents/tools"} {
 		if err := os.WriteFile(filepath.Join(modules, name+".wasm"), testutil.BuildGo(t, dir), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -35,6 +37,13 @@ func TestScripts(t *testing.T) {
 			env.Setenv("MODULES", modules)
 			env.Setenv("AGENTRT_DATA", filepath.Join(env.WorkDir, "data"))
 			return nil
+		},
+		// [wasmtime]: this test binary has the wasmtime engine.
+		Condition: func(cond string) (bool, error) {
+			if cond == "wasmtime" {
+				return host.EngineAvailable(host.EngineWasmtime), nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 	})
 }

@@ -12,4 +12,5 @@ var (
 	httpTransport   = notWasm
 	clockTransport  = notWasm
 	randomTransport = notWasm
+	toolTransport   = notWasm
 )

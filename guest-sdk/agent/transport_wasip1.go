@@ -38,6 +38,12 @@ func randomCall(op uint32, req unsafe.Pointer, reqLen uint32, resp unsafe.Pointe
 //go:wasmimport agentrt:random take
 func randomTake(resp unsafe.Pointer, respCap uint32) uint64
 
+//go:wasmimport agentrt:tool call
+func toolCall(op uint32, req unsafe.Pointer, reqLen uint32, resp unsafe.Pointer, respCap uint32) uint64
+
+//go:wasmimport agentrt:tool take
+func toolTake(resp unsafe.Pointer, respCap uint32) uint64
+
 // One transport per capability, each naming its imports directly, so the
 // linker keeps only the import modules an agent reaches.
 func runTransport(op uint32, req []byte) (abi.Status, []byte, error) {
@@ -58,6 +64,10 @@ func clockTransport(op uint32, req []byte) (abi.Status, []byte, error) {
 
 func randomTransport(op uint32, req []byte) (abi.Status, []byte, error) {
 	return roundTrip(randomCall, randomTake, op, req)
+}
+
+func toolTransport(op uint32, req []byte) (abi.Status, []byte, error) {
+	return roundTrip(toolCall, toolTake, op, req)
 }
 
 func ptr(b []byte) unsafe.Pointer {

@@ -92,6 +92,7 @@ enum {
   AGENTRT_OP_HTTP_REQUEST = 1,
   AGENTRT_OP_CLOCK_NOW = 1,
   AGENTRT_OP_RANDOM_BYTES = 1,
+  AGENTRT_OP_TOOL_RUN = 1,
 };
 
 /* Log levels of agentrt_log. */
@@ -172,6 +173,41 @@ typedef struct agentrt_http_response {
   bool truncated; /* the host cut the body at its limit */
   void *mem_;
 } agentrt_http_response_t;
+
+/* A native tool's run (agentrt_tool_run): the tool the grant registers as
+ * name, with nargs arguments after the grant's fixed ones, each one argv
+ * element (no shell), and stdin_data as its standard input (NULL or
+ * stdin_len 0: an empty one). */
+typedef struct agentrt_tool_request {
+  const char *name;
+  const char *const *args;
+  size_t nargs;
+  const void *stdin_data;
+  size_t stdin_len;
+} agentrt_tool_request_t;
+
+/* A file the tool created or changed in its read-write area. path is
+ * relative to the tool's working directory when beneath it, else absolute. */
+typedef struct agentrt_tool_file {
+  agentrt_str_t path;
+  uint64_t size;
+  agentrt_bytes_t sha256;
+} agentrt_tool_file_t;
+
+/* How a tool's run ended. Free with agentrt_tool_result_free. */
+typedef struct agentrt_tool_result {
+  int64_t exit_code;           /* 128 + n for a tool ended by signal n */
+  agentrt_str_t signal;        /* "SIGKILL", or "" */
+  agentrt_bytes_t stdout_data; /* at most the tool's output limit */
+  agentrt_bytes_t stderr_data;
+  bool stdout_truncated, stderr_truncated; /* cut at the output limit */
+  bool timed_out;              /* the wall-clock limit passed; the tool was killed */
+  agentrt_str_t *limits;       /* limits run into: "wall", "cpu", "memory", "output", ... */
+  size_t nlimits;
+  agentrt_tool_file_t *files;  /* sorted by path */
+  size_t nfiles;
+  void *mem_;
+} agentrt_tool_result_t;
 
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                   */
@@ -565,6 +601,7 @@ AGENTRT__CAPABILITY(kv)
 AGENTRT__CAPABILITY(http)
 AGENTRT__CAPABILITY(clock)
 AGENTRT__CAPABILITY(random)
+AGENTRT__CAPABILITY(tool)
 
 static inline agentrt_status_t agentrt__malformed(agentrt__resp *out, const char *what) {
   free(out->body);
@@ -1026,6 +1063,106 @@ static inline agentrt_status_t agentrt_random_bytes(void *dst, uint32_t n) {
   }
   memcpy(dst, b.data, n);
   agentrt_buf_free(&b);
+  return AGENTRT_STATUS_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The tool capability: agentrt:tool                                        */
+
+/* agentrt_tool_result_free releases what agentrt_tool_run returned. */
+static inline void agentrt_tool_result_free(agentrt_tool_result_t *res) {
+  free(res->limits);
+  free(res->files);
+  free(res->mem_);
+  memset(res, 0, sizeof *res);
+}
+
+/* agentrt__rd_files reads a non-empty list of tool-file maps (the field is
+ * omitempty: absent when there are none). */
+static inline bool agentrt__rd_files(agentrt__rd *r, agentrt_tool_file_t **fs, size_t *n) {
+  int mt;
+  uint64_t a;
+  if (!agentrt__rd_head(r, &mt, &a) || mt != 4 || a == 0 || a > AGENTRT__MAX_ITEMS || a > (uint64_t)(r->end - r->p))
+    return false;
+  *n = (size_t)a;
+  *fs = (agentrt_tool_file_t *)calloc(*n, sizeof **fs);
+  if (!*fs) return false;
+  for (size_t i = 0; i < *n; i++) {
+    size_t pairs;
+    if (!agentrt__rd_head(r, &mt, &a) || mt != 5 || a != 3) return false;
+    pairs = 3;
+    if (!agentrt__rd_key(r, &pairs, "path") || !agentrt__rd_text(r, &(*fs)[i].path) ||
+        !agentrt__rd_key(r, &pairs, "size") || !agentrt__rd_uint(r, UINT64_MAX, &(*fs)[i].size) ||
+        !agentrt__rd_key(r, &pairs, "sha256") || !agentrt__rd_bytes(r, &(*fs)[i].sha256))
+      return false;
+  }
+  return true;
+}
+
+/* agentrt_tool_run runs a native tool the grant registers (tool.run), under
+ * the host's OS sandbox. Nothing goes through a shell: quotes, '*', '$' and
+ * ';' in an argument reach the tool as they are. The host checks every
+ * argument against the tool's schema first: AGENTRT_STATUS_DENIED, with a
+ * message naming the argument and the rule, and nothing runs. A tool that
+ * ran is AGENTRT_STATUS_OK whatever its exit status: read res->exit_code.
+ * AGENTRT_STATUS_FAILED: the sandbox could not be set up and the tool did
+ * not run. AGENTRT_STATUS_IN_DOUBT: a crash left a run of a tool the grant
+ * does not declare idempotent unknown, and it was not run again. */
+static inline agentrt_status_t agentrt_tool_run(const agentrt_tool_request_t *req, agentrt_tool_result_t *res) {
+  agentrt__wr w = {0};
+  agentrt__resp out;
+  bool has_args = req->nargs > 0, has_stdin = req->stdin_data != NULL && req->stdin_len > 0;
+  memset(res, 0, sizeof *res);
+  /* Canonical order: args (4), name (4, after args bytewise), stdin (5). */
+  agentrt__wr_head(&w, 5, 1 + has_args + has_stdin);
+  if (has_args) {
+    agentrt__wr_cstr(&w, "args");
+    agentrt__wr_head(&w, 4, req->nargs);
+    for (size_t i = 0; i < req->nargs; i++) agentrt__wr_cstr(&w, req->args[i]);
+  }
+  agentrt__wr_cstr(&w, "name");
+  agentrt__wr_cstr(&w, req->name);
+  if (has_stdin) {
+    agentrt__wr_cstr(&w, "stdin");
+    agentrt__wr_bytes(&w, req->stdin_data, req->stdin_len);
+  }
+  agentrt_status_t st = agentrt__tool_roundtrip(AGENTRT_OP_TOOL_RUN, &w, &out);
+  if (st) return st;
+  agentrt__rd r = {out.body, out.body + out.len};
+  size_t pairs;
+  bool empty;
+  bool ok = agentrt__rd_begin(&r, &pairs, &empty);
+  if (ok && !empty) {
+    ok = agentrt__rd_key(&r, &pairs, "exit") && agentrt__rd_int64(&r, &res->exit_code);
+    /* files, limits, signal, timed_out and the *_truncated flags are
+     * omitempty: present only when not empty (not false). */
+    if (ok && agentrt__rd_key(&r, &pairs, "files")) ok = agentrt__rd_files(&r, &res->files, &res->nfiles);
+    if (ok && agentrt__rd_key(&r, &pairs, "limits"))
+      ok = agentrt__rd_texts(&r, &res->limits, &res->nlimits) && res->nlimits > 0;
+    if (ok && agentrt__rd_key(&r, &pairs, "signal")) ok = agentrt__rd_text(&r, &res->signal) && res->signal.len > 0;
+    ok = ok && agentrt__rd_key(&r, &pairs, "stderr") && agentrt__rd_bytes(&r, &res->stderr_data) &&
+         agentrt__rd_key(&r, &pairs, "stdout") && agentrt__rd_bytes(&r, &res->stdout_data);
+    if (ok && agentrt__rd_key(&r, &pairs, "timed_out")) ok = agentrt__rd_bool(&r, &res->timed_out) && res->timed_out;
+    if (ok && agentrt__rd_key(&r, &pairs, "stderr_truncated"))
+      ok = agentrt__rd_bool(&r, &res->stderr_truncated) && res->stderr_truncated;
+    if (ok && agentrt__rd_key(&r, &pairs, "stdout_truncated"))
+      ok = agentrt__rd_bool(&r, &res->stdout_truncated) && res->stdout_truncated;
+  }
+  if (!ok || !agentrt__rd_end(&r, pairs)) {
+    free(res->limits);
+    free(res->files);
+    memset(res, 0, sizeof *res);
+    return agentrt__malformed(&out, "tool.run");
+  }
+  agentrt__term_str(&res->signal);
+  agentrt__term_bytes(&res->stdout_data);
+  agentrt__term_bytes(&res->stderr_data);
+  for (size_t i = 0; i < res->nlimits; i++) agentrt__term_str(&res->limits[i]);
+  for (size_t i = 0; i < res->nfiles; i++) {
+    agentrt__term_str(&res->files[i].path);
+    agentrt__term_bytes(&res->files[i].sha256);
+  }
+  res->mem_ = out.body;
   return AGENTRT_STATUS_OK;
 }
 

@@ -179,6 +179,16 @@ func requestLine(op string, data []byte) (string, error) {
 			return "", err
 		}
 		args = append(args, strconv.FormatUint(uint64(r.N), 10))
+	case "tool.run":
+		r, err := decode[abi.ToolRunRequest](data)
+		if err != nil {
+			return "", err
+		}
+		args = append(args, textTok(r.Name), strconv.Itoa(len(r.Args)))
+		for _, a := range r.Args {
+			args = append(args, textTok(a))
+		}
+		args = append(args, bytesTok(r.Stdin))
 	default:
 		return "", fmt.Errorf("no command for op %q", op)
 	}
@@ -205,6 +215,8 @@ func probeLine(op string, n int) string {
 		return op + " " + textTok("GET") + " " + textTok("http://example.com/") + " 0 -"
 	case "random.bytes":
 		return op + " " + strconv.Itoa(n)
+	case "tool.run":
+		return op + " " + textTok("t") + " 0 -"
 	}
 	return op
 }
@@ -282,6 +294,21 @@ func render(op string, data []byte) (string, error) {
 			return "", err
 		}
 		out = append(out, viewTok(r.Bytes))
+	case "tool.run":
+		r, err := decode[abi.ToolRunResponse](data)
+		if err != nil {
+			return "", err
+		}
+		out = append(out, strconv.FormatInt(r.Exit, 10), textTok(r.Signal), viewTok(r.Stdout), viewTok(r.Stderr),
+			strconv.FormatBool(r.StdoutTruncated), strconv.FormatBool(r.StderrTruncated), strconv.FormatBool(r.TimedOut),
+			strconv.Itoa(len(r.Limits)))
+		for _, l := range r.Limits {
+			out = append(out, textTok(l))
+		}
+		out = append(out, strconv.Itoa(len(r.Files)))
+		for _, f := range r.Files {
+			out = append(out, textTok(f.Path), strconv.FormatUint(f.Size, 10), viewTok(f.SHA256))
+		}
 	default:
 		return "", fmt.Errorf("no rendering for op %q", op)
 	}
@@ -597,6 +624,7 @@ func TestImportsOnlyWhatIsCalled(t *testing.T) {
 		{abi.CapHTTP, `agentrt_http_request_t r = {.method = "GET", .url = "http://a/"}; agentrt_http_response_t resp; return agentrt_http_request(&r, &resp);`},
 		{abi.CapClock, `int64_t t; return agentrt_clock_now(&t);`},
 		{abi.CapRandom, `uint8_t b[8]; return agentrt_random_bytes(b, sizeof b);`},
+		{abi.CapTool, `agentrt_tool_request_t r = {.name = "grep"}; agentrt_tool_result_t res; return agentrt_tool_run(&r, &res);`},
 	}
 	ctx := context.Background()
 	// The interpreter only validates at compile time: enough to list

@@ -19,6 +19,7 @@ import (
 	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/journal/badgerstore"
 	"github.com/agentrt/agentrt/journal/cellkey"
+	"github.com/agentrt/agentrt/policy"
 )
 
 // EnvData names the environment variable that picks the data directory, and
@@ -61,6 +62,10 @@ func DefaultDataDir() (string, error) {
 // StoreDir returns the store's directory inside a data directory.
 func StoreDir(dataDir string) string { return filepath.Join(dataDir, "store") }
 
+// WorkDir returns the directory inside a data directory that holds the
+// runs' tool workspaces, one per run: DATA/work/<run id>.
+func WorkDir(dataDir string) string { return filepath.Join(dataDir, "work") }
+
 // Cell is an open data directory.
 type Cell struct {
 	Dir    string
@@ -95,10 +100,33 @@ type Options struct {
 	Sink func(host.Event)
 	// NoCache turns the compilation cache off.
 	NoCache bool
+	// Engine is the WebAssembly engine (host.EngineConfig.Kind); empty:
+	// the default, wazero.
+	Engine string
 	// CacheDir holds the compilation cache; empty: DATA/cache. Cells may
 	// share one: entries are keyed by the module's hash and the compiler.
 	CacheDir string
+	// Policies is a directory (or file) of customer Cedar policies; empty:
+	// DATA/policies when it exists, else no customer layer. The platform
+	// defaults always apply.
+	Policies string
+	// Modes is a permission modes file; empty: DATA/modes.yaml when it
+	// exists, else none.
+	Modes string
+	// Approver answers the calls the modes ask about; nil: an ask is a no.
+	Approver host.Approver
 }
+
+// Files of a data directory that configure its gate.
+const (
+	// PoliciesDir holds the customer's Cedar policies (*.cedar).
+	PoliciesDir = "policies"
+	// ModesFile holds the permission modes (policy.ParseModes).
+	ModesFile = "modes.yaml"
+	// TokenRootsFile lists, one OpenSSH public key a line, the keys
+	// trusted to issue capability tokens besides the cell's own.
+	TokenRootsFile = "token_roots"
+)
 
 // Open opens (creating on first use) the cell in dir.
 func Open(ctx context.Context, dir string, opts Options) (*Cell, error) {
@@ -113,7 +141,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Cell, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := host.EngineConfig{CacheDir: filepath.Join(dir, "cache")}
+	cfg := host.EngineConfig{Kind: opts.Engine, CacheDir: filepath.Join(dir, "cache")}
 	if opts.CacheDir != "" {
 		cfg.CacheDir = opts.CacheDir
 	}
@@ -129,7 +157,12 @@ func Open(ctx context.Context, dir string, opts Options) (*Cell, error) {
 	if opts.Sink != nil {
 		c.sinks = append(c.sinks, opts.Sink)
 	}
-	if c.Host, err = host.New(eng, host.Deps{Store: st, KV: st, Events: st, Key: key, Sink: c.sink}, host.Config{}); err != nil {
+	deps := host.Deps{Store: st, KV: st, Events: st, Key: key, Sink: c.sink, Nonces: st, Approver: opts.Approver}
+	deps.Tools = host.ToolDeps{Workspaces: WorkDir(dir)}
+	if err = gateDeps(dir, opts, &deps); err == nil {
+		c.Host, err = host.New(eng, deps, host.Config{})
+	}
+	if err != nil {
 		st.Close()
 		eng.Close(ctx)
 		return nil, err
@@ -188,4 +221,45 @@ func FindRun(ctx context.Context, st journal.Store, s string) (journal.RunID, er
 		return found[0], nil
 	}
 	return journal.RunID{}, fmt.Errorf("%q: %w (%d runs)", s, ErrAmbiguous, len(found))
+}
+
+// gateDeps loads the gate's configuration of the cell in dir: the policy
+// (platform defaults and the customer's policies), the permission modes
+// and the trusted token roots.
+func gateDeps(dir string, opts Options, deps *host.Deps) error {
+	var customer []policy.Source
+	pdir, explicit := opts.Policies, opts.Policies != ""
+	if !explicit {
+		pdir = filepath.Join(dir, PoliciesDir)
+	}
+	if _, err := os.Stat(pdir); err == nil || explicit {
+		var err error
+		if customer, err = policy.LoadDir(pdir); err != nil {
+			return fmt.Errorf("cell: customer policies %s: %w", pdir, err)
+		}
+	}
+	eng, err := policy.NewEngine(policy.Platform(), customer)
+	if err != nil {
+		return fmt.Errorf("cell: policies: %w", err)
+	}
+	deps.Policy = eng
+	mfile, explicit := opts.Modes, opts.Modes != ""
+	if !explicit {
+		mfile = filepath.Join(dir, ModesFile)
+	}
+	if b, err := os.ReadFile(mfile); err == nil {
+		if deps.Modes, err = policy.ParseModes(b); err != nil {
+			return fmt.Errorf("cell: %s: %w", mfile, err)
+		}
+	} else if explicit || !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("cell: permission modes: %w", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, TokenRootsFile)); err == nil {
+		if deps.TokenRoots, err = cellkey.ParseTrustFile(b); err != nil {
+			return fmt.Errorf("cell: %s: %w", TokenRootsFile, err)
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
 }

@@ -200,3 +200,15 @@ func (s *Stream) Next() (StreamLine, error) {
 
 // Close ends the stream.
 func (s *Stream) Close() error { return s.body.Close() }
+
+// Approvals lists the calls waiting for approval in the cell.
+func (c *Client) Approvals(ctx context.Context) ([]ApprovalInfo, error) {
+	var out []ApprovalInfo
+	return out, c.call(ctx, http.MethodGet, "/v1/approvals", nil, &out)
+}
+
+// Approve answers a call of run waiting for approval.
+func (c *Client) Approve(ctx context.Context, run string, a Answer) (ApprovalInfo, error) {
+	var out ApprovalInfo
+	return out, c.call(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(run)+"/approve", a, &out)
+}

@@ -26,7 +26,9 @@ type RunInfo struct {
 	Status journal.RunStatus `json:"status"`
 	Live   bool              `json:"live"`
 	// Stopping says the run was asked to stop and is finishing its step.
-	Stopping     bool            `json:"stopping,omitempty"`
+	Stopping bool `json:"stopping,omitempty"`
+	// Waiting lists the run's calls parked for approval.
+	Waiting      []ApprovalInfo  `json:"waiting,omitempty"`
 	Module       string          `json:"module,omitempty"`
 	ModuleSHA256 string          `json:"module_sha256"`
 	Started      time.Time       `json:"started"`
@@ -44,6 +46,11 @@ type RunInfo struct {
 func (s *Server) info(m journal.RunMeta) RunInfo {
 	ri := Info(m, s.cell.Host.Live(m.ID))
 	ri.Stopping = s.cell.Host.Stopping(m.ID)
+	if s.approvals != nil {
+		for _, a := range s.approvals.Pending(m.ID) {
+			ri.Waiting = append(ri.Waiting, approvalInfo(a))
+		}
+	}
 	return ri
 }
 
@@ -82,6 +89,9 @@ type Submission struct {
 	Grant string `json:"grant,omitempty"`
 	// Seed is 64 hex digits; empty: fresh.
 	Seed string `json:"seed,omitempty"`
+	// Token is a capability token (base64 in JSON) granting the run; a
+	// grant, when also given, must be within it.
+	Token []byte `json:"token,omitempty"`
 }
 
 // Submitted answers POST /v1/runs and POST /v1/runs/{run}/resume.
@@ -112,7 +122,10 @@ type Server struct {
 	// control limits the API to reading and cancelling: a process that
 	// runs one agent in the foreground serves only that.
 	control bool
-	logf    func(format string, args ...any)
+	// approvals are the calls parked for approval, when the cell's
+	// approver is this server's.
+	approvals *Approvals
+	logf      func(format string, args ...any)
 
 	mu     sync.Mutex
 	subs   map[journal.RunID]map[chan StreamLine]bool
@@ -127,15 +140,27 @@ type ServerOptions struct {
 	// Logf reports what the server does (runs started, recovered,
 	// stopped); nil: the standard logger.
 	Logf func(format string, args ...any)
+	// Approvals, when set, is the cell's approver (Options.Approver):
+	// the API lists the calls it parked and answers them.
+	Approvals *Approvals
 }
 
 // NewServer returns a server for c. The cell must have been opened with
 // the server's Sink (Options.Sink = s.Sink) for events to stream live; see
 // Serve, which does both.
 func NewServer(c *Cell, opts ServerOptions) *Server {
-	s := &Server{cell: c, control: opts.ControlOnly, logf: opts.Logf, subs: map[journal.RunID]map[chan StreamLine]bool{}}
+	s := &Server{cell: c, control: opts.ControlOnly, logf: opts.Logf, approvals: opts.Approvals, subs: map[journal.RunID]map[chan StreamLine]bool{}}
 	if s.logf == nil {
 		s.logf = log.Printf
+	}
+	if s.approvals != nil {
+		s.approvals.mu.Lock()
+		s.approvals.notify = func(a host.Approval) {
+			s.logf("run %s step %d (%s %s) waits for approval", a.Run, a.Step, a.Op, a.Resource)
+			s.publish(a.Run, StreamLine{Time: time.Now().UTC(), Kind: EventApproval,
+				Data: fmt.Sprintf("step %d (%s %s %s) waits for approval (permission mode rule %q)", a.Step, a.Op, a.Method, a.Resource, a.Rule)})
+		}
+		s.approvals.mu.Unlock()
 	}
 	return s
 }
@@ -275,6 +300,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/runs/{run}", s.getRun)
 	mux.HandleFunc("POST /v1/runs/{run}/cancel", s.cancelRun)
 	mux.HandleFunc("GET /v1/runs/{run}/events", s.events)
+	mux.HandleFunc("GET /v1/approvals", s.listApprovals)
+	mux.HandleFunc("POST /v1/runs/{run}/approve", s.approve)
 	if !s.control {
 		mux.HandleFunc("POST /v1/runs", s.submit)
 		mux.HandleFunc("POST /v1/runs/{run}/resume", s.resume)
@@ -369,7 +396,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, code, fmt.Errorf("submission: %w", err), `send {"module": BASE64, "input": BASE64, "grant": "YAML text"}`)
 		return
 	}
-	spec := host.RunSpec{Code: sub.Module, Name: sub.Name, Input: sub.Input}
+	spec := host.RunSpec{Code: sub.Module, Name: sub.Name, Input: sub.Input, Token: sub.Token}
 	if sub.Grant != "" {
 		g, err := host.ParseGrant([]byte(sub.Grant))
 		if err != nil {
@@ -554,6 +581,49 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	// output into one event stamped with its first part's time, so a part
 	// of a burst written just as the stream starts may show twice.)
 	sw.follow(r.Context(), live, last)
+}
+
+// EventApproval is the kind of the stream line that says a call waits for
+// approval.
+const EventApproval host.EventKind = "approval"
+
+func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
+	out := []ApprovalInfo{}
+	if s.approvals != nil {
+		for _, a := range s.approvals.Pending(journal.RunID{}) {
+			out = append(out, approvalInfo(a))
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
+	run, ok := s.findRun(w, r)
+	if !ok {
+		return
+	}
+	var ans Answer
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&ans); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("answer: %w", err), `send {"approve": true|false, "by": "NAME", "step": N}`)
+		return
+	}
+	if ans.By == "" {
+		writeError(w, http.StatusBadRequest, errors.New("answer: say who answers (\"by\")"), "the journal records who approved a call")
+		return
+	}
+	if s.approvals == nil {
+		writeError(w, http.StatusNotFound, ErrNotPending, "this cell asks no one: it runs no permission modes that ask")
+		return
+	}
+	a, err := s.approvals.Answer(run, ans.Step, ans.Approve, "api:"+ans.By)
+	if err != nil {
+		writeError(w, http.StatusNotFound, err, "GET /v1/approvals lists the calls waiting")
+		return
+	}
+	s.logf("run %s step %d %s by %s", run, a.Step, map[bool]string{true: "approved", false: "denied"}[ans.Approve], ans.By)
+	writeJSON(w, http.StatusOK, approvalInfo(a))
 }
 
 // APIError is the body of every error answer.

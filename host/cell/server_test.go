@@ -6,10 +6,13 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/host/cell"
 	"github.com/agentrt/agentrt/internal/testutil"
 	"github.com/agentrt/agentrt/journal"
@@ -132,8 +135,10 @@ func TestBadSubmissionsGetClearErrors(t *testing.T) {
 			}
 		})
 	}
-	if runs, err := c.Store.Runs(ctx); err != nil || len(runs) != 0 {
-		t.Fatalf("refused submissions stored %d runs (%v)", len(runs), err)
+	// Only the module its grant refused is journaled (a start and a failed
+	// end); malformed submissions store nothing.
+	if runs, err := c.Store.Runs(ctx); err != nil || len(runs) != 1 || runs[0].Status != journal.StatusFailed {
+		t.Fatalf("refused submissions stored runs %+v (%v), want the one refused by its grant", runs, err)
 	}
 }
 
@@ -208,5 +213,90 @@ func TestListenRefusesWhatIsNotLocal(t *testing.T) {
 	long := filepath.Join(t.TempDir(), strings.Repeat("d", 120), cell.SocketName)
 	if _, err := cell.ListenSocket(long); !errors.Is(err, cell.ErrSocketPath) {
 		t.Errorf("a %d-byte socket path: %v, want ErrSocketPath", len(long), err)
+	}
+}
+
+// TestApprovalsThroughTheAPI: with a permission mode that asks before
+// kv.put of key k0, a run on the daemon parks at that call, the stream says
+// so, the API lists it and the run's info shows it; an answer lets it
+// through, and the journal records who approved it. A denial fails the
+// smoke agent, which needs the write.
+func TestApprovalsThroughTheAPI(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, cell.ModesFile), []byte("rules:\n  - {name: ask-k0, op: kv.put, resource: smoke, effect: ask}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	approvals := cell.NewApprovals()
+	c, err := cell.Open(ctx, dir, cell.Options{NoCache: true, Approver: approvals})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := cell.NewServer(c, cell.ServerOptions{Logf: t.Logf, Approvals: approvals})
+	c.AddSink(srv.Sink)
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		hs.Close()
+		srv.Shutdown(ctx)
+		c.Close(ctx)
+	})
+	cl, err := cell.Dial(hs.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := testutil.BuildGo(t, "host/testdata/agents/smoke")
+	for _, approve := range []bool{true, false} {
+		st, err := cl.SubmitFollow(ctx, cell.Submission{Module: code, Name: "smoke.wasm", Input: []byte("x"), Grant: smokeGrant})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var run string
+		var end *cell.RunInfo
+		for end == nil {
+			l, err := st.Next()
+			if err != nil {
+				t.Fatalf("stream: %v", err)
+			}
+			switch {
+			case l.RunID != "":
+				run = l.RunID
+			case l.Kind == cell.EventApproval:
+				ri, err := cl.Run(ctx, run)
+				if err != nil || len(ri.Waiting) != 1 || ri.Waiting[0].Op != "kv.put" || ri.Waiting[0].Rule != "ask-k0" {
+					t.Fatalf("the parked run's info: %+v %v", ri.Waiting, err)
+				}
+				if list, err := cl.Approvals(ctx); err != nil || len(list) != 1 {
+					t.Fatalf("approvals: %+v %v", list, err)
+				}
+				if _, err := cl.Approve(ctx, run, cell.Answer{Approve: approve, By: "tester"}); err != nil {
+					t.Fatal(err)
+				}
+			case l.End != nil:
+				end = l.End
+			}
+		}
+		st.Close()
+		want := journal.StatusCompleted
+		if !approve {
+			want = journal.StatusFailed
+		}
+		if end.Status != want {
+			t.Fatalf("approve=%v: the run ended %s (%s), want %s", approve, end.Status, end.Error, want)
+		}
+		id, _ := journal.ParseRunID(run)
+		var rec *host.GateRecord
+		journal.ReadEntries(ctx, c.Store, id, func(e *journal.Entry, _ *journal.Record) error {
+			var g host.GateRecord
+			if rec == nil && e.Op == "kv.put" && len(e.Gate) > 0 && abi.Unmarshal(e.Gate, &g) == nil && g.Mode == "ask" {
+				rec = &g
+			}
+			return nil
+		})
+		if rec == nil || rec.Approved != approve || rec.Approver != "api:tester" {
+			t.Fatalf("approve=%v: gate record %+v", approve, rec)
+		}
+	}
+	if _, err := cl.Approve(ctx, "last", cell.Answer{Approve: true, By: "x"}); err == nil || !strings.Contains(err.Error(), "no call of the run is waiting") {
+		t.Fatalf("answering nothing: %v", err)
 	}
 }

@@ -64,12 +64,29 @@ var (
 	engine     *host.Engine
 )
 
-// SharedEngine returns one engine for the whole test binary, compiling each
-// module once.
+// EngineKind is the engine tests run on: $AGENTRT_TEST_ENGINE, or the
+// default (wazero). AGENTRT_TEST_ENGINE=wasmtime needs the build tag
+// wasmtime.
+func EngineKind() string { return os.Getenv("AGENTRT_TEST_ENGINE") }
+
+// NewEngine starts an engine of kind with the tests' compilation cache;
+// it closes when t ends.
+func NewEngine(t testing.TB, kind string) *host.Engine {
+	t.Helper()
+	e, err := host.NewEngine(context.Background(), host.EngineConfig{Kind: kind, CacheDir: filepath.Join(os.TempDir(), "agentrt-test-cache")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close(context.Background()) })
+	return e
+}
+
+// SharedEngine returns one engine (of EngineKind) for the whole test
+// binary, compiling each module once.
 func SharedEngine(t testing.TB) *host.Engine {
 	engineOnce.Do(func() {
 		var err error
-		engine, err = host.NewEngine(context.Background(), host.EngineConfig{CacheDir: filepath.Join(os.TempDir(), "agentrt-test-cache")})
+		engine, err = host.NewEngine(context.Background(), host.EngineConfig{Kind: EngineKind(), CacheDir: filepath.Join(os.TempDir(), "agentrt-test-cache")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,6 +96,12 @@ func SharedEngine(t testing.TB) *host.Engine {
 
 // NewEnv opens a fresh store and host. They close when t ends.
 func NewEnv(t testing.TB, deps host.Deps, cfg host.Config) *Env {
+	t.Helper()
+	return NewEnvOn(t, SharedEngine(t), deps, cfg)
+}
+
+// NewEnvOn is NewEnv with a host on engine.
+func NewEnvOn(t testing.TB, engine *host.Engine, deps host.Deps, cfg host.Config) *Env {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := badgerstore.Open(filepath.Join(dir, "store"))
@@ -91,11 +114,11 @@ func NewEnv(t testing.TB, deps host.Deps, cfg host.Config) *Env {
 		t.Fatal(err)
 	}
 	deps.Store, deps.KV, deps.Events, deps.Key = st, st, st, key
-	h, err := host.New(SharedEngine(t), deps, cfg)
+	h, err := host.New(engine, deps, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Env{Dir: dir, Store: st, Engine: SharedEngine(t), Host: h, Key: key}
+	return &Env{Dir: dir, Store: st, Engine: engine, Host: h, Key: key}
 }
 
 // BuildVariant builds the Go agent in dir (relative to the repository root)

@@ -195,6 +195,33 @@ static void run(const char *op) {
     if (failed(agentrt_random_bytes(b, n))) return;
     put_view(b, n);
     printf("\n");
+  } else if (strcmp(op, "tool.run") == 0) {
+    agentrt_tool_request_t req = {0};
+    req.name = arg_text();
+    req.nargs = (size_t)arg_uint();
+    const char **args = calloc(req.nargs + 1, sizeof *args);
+    for (size_t i = 0; i < req.nargs; i++) args[i] = arg_text();
+    req.args = args;
+    req.stdin_data = arg_bytes(&req.stdin_len);
+    agentrt_tool_result_t res;
+    if (failed(agentrt_tool_run(&req, &res))) return;
+    printf(" %" PRId64, res.exit_code);
+    put_view(res.signal.data, res.signal.len);
+    put_view(res.stdout_data.data, res.stdout_data.len);
+    put_view(res.stderr_data.data, res.stderr_data.len);
+    put_bool(res.stdout_truncated);
+    put_bool(res.stderr_truncated);
+    put_bool(res.timed_out);
+    printf(" %zu", res.nlimits);
+    for (size_t i = 0; i < res.nlimits; i++) put_view(res.limits[i].data, res.limits[i].len);
+    printf(" %zu", res.nfiles);
+    for (size_t i = 0; i < res.nfiles; i++) {
+      put_view(res.files[i].path.data, res.files[i].path.len);
+      printf(" %" PRIu64, res.files[i].size);
+      put_view(res.files[i].sha256.data, res.files[i].sha256.len);
+    }
+    printf("\n");
+    agentrt_tool_result_free(&res);
   } else {
     die("unknown command");
   }

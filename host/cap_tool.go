@@ -1,0 +1,443 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/agentrt/agentrt/abi"
+	sandbox "github.com/agentrt/agentrt/native-sandbox"
+)
+
+// The tool capability: native programs the grant registers, each run under
+// the host's OS sandbox (native-sandbox) with argv only, never a shell.
+//
+//	tool.run (ToolRunRequest) -> ToolRunResponse   effect; idempotent when
+//	                                               the grant's tool says so
+//
+// The gate's check stage, before anything is journaled as intent, finds the
+// tool in the grant and checks every argument against its schema (flags,
+// positional patterns, paths inside the tool's areas). Then the path
+// journals intent and executing durably and launches exec + fixed + the
+// guest's arguments. The response carries the exit status, the signal, the
+// captured output with its truncation flags, the limits run into and the
+// files the tool created or changed in its read-write area, by hash. A tool
+// that ran is a successful call whatever its exit status.
+//
+// Errors: StatusBadRequest for a malformed request, an empty name or an
+// argument holding NUL; StatusDenied for a tool the grant does not register
+// or an argument its schema refuses, naming the argument and the rule;
+// StatusFailed when the sandbox cannot be set up as the grant demands (no
+// bubblewrap, no user namespaces, a missing executable, an unsupported
+// platform): nothing ran, and nothing ever runs unsandboxed.
+func init() {
+	register("tool.run", handler{check: checkTool, serve: serveTool})
+}
+
+// ToolDeps are what the tool capability needs from its host.
+type ToolDeps struct {
+	// Workspaces is the directory under which each run that uses a tool
+	// with workspace: true gets its own, <Workspaces>/<run id>. Empty:
+	// agentrt-work under the system's temporary directory. The cell sets
+	// DATA/work.
+	Workspaces string
+	// Sandbox are options for every launch (sandbox.WithBwrap,
+	// sandbox.WithHelper).
+	Sandbox []sandbox.Option
+}
+
+// Limits of the files a tool run reports.
+const (
+	// maxToolFiles is the most files a response lists; past it, Limits
+	// says "files".
+	maxToolFiles = 1000
+	// maxToolScan is the most directory entries looked at in the
+	// read-write area, before and after a run.
+	maxToolScan = 100000
+)
+
+// limitFiles is the limit a response names when it lists maxToolFiles
+// files and more were written (or the area was too large to scan).
+const limitFiles = "files"
+
+// toolPlan is where one run of a tool sees the world: its areas and working
+// directory, as host paths.
+type toolPlan struct {
+	tool *ToolSpec
+	// workspace is the run's workspace, when the tool has one.
+	workspace string
+	workdir   string
+	// ro and rw are the areas path arguments may name: the grant's read
+	// paths, and its write paths plus the workspace.
+	ro, rw []string
+}
+
+func (s *session) toolPlan(t *ToolSpec) *toolPlan {
+	p := &toolPlan{tool: t, ro: t.Read, rw: slices.Clone(t.Write)}
+	if t.Workspace {
+		root := s.deps.Tools.Workspaces
+		if root == "" {
+			root = filepath.Join(os.TempDir(), "agentrt-work")
+		}
+		if abs, err := filepath.Abs(root); err == nil {
+			root = abs
+		}
+		p.workspace = filepath.Join(root, s.run.String())
+		p.rw = append(p.rw, p.workspace)
+	}
+	switch {
+	case t.Workdir != "":
+		p.workdir = t.Workdir
+	case p.workspace != "":
+		p.workdir = p.workspace
+	case len(t.Write) > 0:
+		p.workdir = t.Write[0]
+	case len(t.Read) > 0:
+		p.workdir = t.Read[0]
+	}
+	return p
+}
+
+func checkTool(s *session, c *Call) *denial {
+	var r abi.ToolRunRequest
+	if st, b, ok := decodeRequest(c, &r); !ok {
+		return &denial{st, b}
+	}
+	if r.Name == "" {
+		st, b := errorResponse(abi.StatusBadRequest, "tool.run: no tool name")
+		return &denial{st, b}
+	}
+	for i, a := range r.Args {
+		if strings.ContainsRune(a, 0) {
+			st, b := errorResponse(abi.StatusBadRequest, "tool.run: argument %d holds a NUL byte, which no argv can carry", i+1)
+			return &denial{st, b}
+		}
+	}
+	t := s.grant.Tool.lookup(r.Name)
+	if t == nil {
+		st, b := errorResponse(abi.StatusDenied, "tool.run: no tool %q in the grant (granted: %s)", r.Name, s.grant.Tool.names())
+		return &denial{st, b}
+	}
+	if msg := s.toolPlan(t).checkArgs(r.Args); msg != "" {
+		st, b := errorResponse(abi.StatusDenied, "tool.run: tool %s: %s", t.Name, msg)
+		return &denial{st, b}
+	}
+	return nil
+}
+
+// checkArgs checks the guest's arguments against the tool's schema and
+// returns what is wrong, naming the argument (by its 1-based position in
+// the request) and the rule, or "".
+func (p *toolPlan) checkArgs(args []string) string {
+	a := &p.tool.Args
+	most := a.Max
+	if most == 0 {
+		most = len(a.Positional)
+	}
+	npos := 0
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		if len(arg) > 1 && arg[0] == '-' {
+			name, value, inline := arg, "", false
+			if strings.HasPrefix(arg, "--") {
+				if k, v, ok := strings.Cut(arg, "="); ok {
+					name, value, inline = k, v, true
+				}
+			}
+			f := p.flag(name)
+			if f == nil {
+				return fmt.Sprintf("argument %d %q: flag %s is not in the tool's schema (allowed: %s)", i+1, arg, name, p.flagNames())
+			}
+			if f.Value == "" && f.Path == "" {
+				if inline {
+					return fmt.Sprintf("argument %d %q: flag %s takes no value", i+1, arg, name)
+				}
+				continue
+			}
+			if !inline {
+				if i+1 == len(args) {
+					return fmt.Sprintf("argument %d %q: flag %s needs a value (as the next argument, or %s=VALUE)", i+1, arg, name, name)
+				}
+				i++
+				value = args[i]
+			}
+			if msg := p.checkValue(value, f.Value, f.Path); msg != "" {
+				return fmt.Sprintf("argument %d %q: the value of flag %s %s", i+1, args[i], name, msg)
+			}
+			continue
+		}
+		npos++
+		if npos > most {
+			if most == 0 {
+				return fmt.Sprintf("argument %d %q: the tool takes no positional values (only flags: %s)", i+1, arg, p.flagNames())
+			}
+			return fmt.Sprintf("argument %d %q: more than %d positional values (args.max)", i+1, arg, most)
+		}
+		slot := a.Positional[min(npos, len(a.Positional))-1]
+		if msg := p.checkValue(arg, slot.Pattern, slot.Path); msg != "" {
+			return fmt.Sprintf("argument %d %q: positional value %d %s", i+1, arg, npos, msg)
+		}
+	}
+	return ""
+}
+
+func (p *toolPlan) flag(name string) *ToolFlag {
+	for i := range p.tool.Args.Flags {
+		if p.tool.Args.Flags[i].Name == name {
+			return &p.tool.Args.Flags[i]
+		}
+	}
+	return nil
+}
+
+func (p *toolPlan) flagNames() string {
+	if len(p.tool.Args.Flags) == 0 {
+		return "none"
+	}
+	names := make([]string, len(p.tool.Args.Flags))
+	for i, f := range p.tool.Args.Flags {
+		names[i] = f.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// checkValue checks a positional or flag value against a pattern (none:
+// any value) and, when kind is "ro" or "rw", as a path in that area.
+func (p *toolPlan) checkValue(v, pattern, kind string) string {
+	if pattern != "" {
+		re, err := compileArgPattern(pattern)
+		if err != nil {
+			return err.Error() // Check refused such a grant; kept for safety
+		}
+		if !re.MatchString(v) {
+			return fmt.Sprintf("does not match the pattern %q", pattern)
+		}
+	}
+	if kind == "" {
+		return ""
+	}
+	if v == "" {
+		return "is empty, not a path"
+	}
+	for _, el := range strings.FieldsFunc(v, func(r rune) bool { return r < 0x80 && os.IsPathSeparator(uint8(r)) }) {
+		if el == ".." {
+			return "holds a '..' element; give the path without it"
+		}
+	}
+	abs := v
+	if !filepath.IsAbs(v) {
+		if p.workdir == "" {
+			return "is a relative path, and the tool has no working directory to resolve it in"
+		}
+		abs = filepath.Join(p.workdir, v)
+	}
+	abs = filepath.Clean(abs)
+	areas, what := p.rw, "read-write"
+	if kind == "ro" {
+		areas, what = append(slices.Clone(p.ro), p.rw...), "readable"
+	}
+	for _, root := range areas {
+		if hostWithin(abs, root) {
+			return ""
+		}
+	}
+	if len(areas) == 0 {
+		return fmt.Sprintf("is a path (%s), and the tool has no %s area", abs, what)
+	}
+	return fmt.Sprintf("is a path (%s) outside the tool's %s area (%s)", abs, what, strings.Join(areas, ", "))
+}
+
+// hostWithin reports whether the clean absolute host path p is root or lies
+// beneath it.
+func hostWithin(p, root string) bool {
+	rel, err := filepath.Rel(root, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
+}
+
+func serveTool(ctx context.Context, s *session, c *Call) (abi.Status, []byte) {
+	var r abi.ToolRunRequest
+	_ = abi.Unmarshal(c.Request, &r) // checked by the gate
+	t := s.grant.Tool.lookup(r.Name)
+	if t == nil {
+		// Only a journal whose grant changed under it gets here.
+		return errorResponse(abi.StatusFailed, "tool.run: no tool %q in the grant", r.Name)
+	}
+	p := s.toolPlan(t)
+	lim, err := t.Limits.parse()
+	if err != nil {
+		return errorResponse(abi.StatusFailed, "tool.run: tool %s: %v", t.Name, err)
+	}
+	if p.workspace != "" {
+		if err := os.MkdirAll(p.workspace, 0o700); err != nil {
+			return errorResponse(abi.StatusFailed, "tool.run: tool %s: workspace: %v", t.Name, err)
+		}
+	}
+	spec := &sandbox.Spec{
+		ReadWrite: p.rw,
+		Workdir:   p.workdir,
+		Env:       t.Env,
+		Limits: sandbox.Limits{CPU: lim.cpu, Wall: lim.wall, Memory: lim.memory, Processes: lim.procs,
+			Output: lim.output},
+	}
+	if !withinAny(t.Exec, t.Read) {
+		spec.ReadOnly = append(spec.ReadOnly, t.Exec)
+	}
+	for _, rp := range t.Read {
+		// A read path this host lacks holds nothing to read: leaving it
+		// out narrows nothing, and lets one grant serve hosts with and
+		// without, say, /lib64.
+		if _, err := os.Lstat(rp); err == nil {
+			spec.ReadOnly = append(spec.ReadOnly, rp)
+		}
+	}
+	argv := append(append([]string{t.Exec}, t.Args.Fixed...), r.Args...)
+	opts := slices.Clone(s.deps.Tools.Sandbox)
+	if len(r.Stdin) > 0 {
+		opts = append(opts, sandbox.WithStdin(bytes.NewReader(r.Stdin)))
+	}
+	before := scanArea(p.rw)
+	res, err := sandbox.Launch(ctx, spec, argv, opts...)
+	if err != nil {
+		msg := err.Error()
+		var re *sandbox.RefusedError
+		if errors.As(err, &re) && re.Hint != "" {
+			msg += " (hint: " + re.Hint + ")"
+		}
+		return errorResponse(abi.StatusFailed, "tool.run: tool %s: %s", t.Name, msg)
+	}
+	out := &abi.ToolRunResponse{
+		Exit:            int64(res.ExitCode),
+		Stdout:          nonNil(res.Stdout),
+		Stderr:          nonNil(res.Stderr),
+		StdoutTruncated: res.StdoutTruncated,
+		StderrTruncated: res.StderrTruncated,
+		TimedOut:        res.TimedOut,
+	}
+	if res.Signal != 0 {
+		out.Signal = signalName(res.Signal)
+	}
+	for _, l := range res.Exceeded {
+		out.Limits = append(out.Limits, string(l))
+	}
+	var more bool
+	out.Files, more = writtenFiles(before, scanArea(p.rw), p.workdir)
+	if more || before.more {
+		out.Limits = append(out.Limits, limitFiles)
+	}
+	return okResponse(out)
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// toolIdempotent reports whether the tool c runs is declared idempotent in
+// the grant, so that a run a crash left in doubt may be launched again.
+func (s *session) toolIdempotent(c *Call) bool {
+	var r abi.ToolRunRequest
+	if s.grant.Tool == nil || abi.Unmarshal(c.Request, &r) != nil {
+		return false
+	}
+	t := s.grant.Tool.lookup(r.Name)
+	return t != nil && t.Idempotent
+}
+
+// stamp is what tells a file changed: its size, modification time and
+// mode. A tool's launch takes far longer than the file system's timestamp
+// granularity, so a rewrite during the run changes the time.
+type stamp struct {
+	size, mtime int64
+	mode        fs.FileMode
+}
+
+// area is a scan of the regular files of the read-write roots.
+type area struct {
+	files map[string]stamp
+	// more says the scan stopped at maxToolScan entries.
+	more bool
+}
+
+// scanArea stats every regular file under roots (not following symbolic
+// links).
+func scanArea(roots []string) *area {
+	a := &area{files: map[string]stamp{}}
+	n := 0
+	for _, root := range roots {
+		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return nil // an unreadable entry is not reported; the rest is
+			}
+			if n++; n > maxToolScan {
+				a.more = true
+				return filepath.SkipAll
+			}
+			if !d.Type().IsRegular() {
+				return nil
+			}
+			fi, err := d.Info()
+			if err != nil {
+				return nil
+			}
+			a.files[p] = stamp{fi.Size(), fi.ModTime().UnixNano(), fi.Mode()}
+			return nil
+		})
+	}
+	return a
+}
+
+// writtenFiles lists the files of after that are new or changed since
+// before, by hash, sorted by path; more says some were left out.
+func writtenFiles(before, after *area, workdir string) ([]abi.ToolFile, bool) {
+	var paths []string
+	for p, st := range after.files {
+		if old, ok := before.files[p]; !ok || old != st {
+			paths = append(paths, p)
+		}
+	}
+	slices.Sort(paths)
+	more := after.more
+	if len(paths) > maxToolFiles {
+		paths, more = paths[:maxToolFiles], true
+	}
+	var out []abi.ToolFile
+	for _, p := range paths {
+		sum, size, err := hashFile(p)
+		if err != nil {
+			continue // gone or unreadable since the scan
+		}
+		name := filepath.ToSlash(p)
+		if workdir != "" && hostWithin(p, workdir) {
+			if rel, err := filepath.Rel(workdir, p); err == nil {
+				name = filepath.ToSlash(rel)
+			}
+		}
+		out = append(out, abi.ToolFile{Path: name, Size: uint64(size), SHA256: sum})
+	}
+	slices.SortFunc(out, func(a, b abi.ToolFile) int { return strings.Compare(a.Path, b.Path) })
+	return out, more
+}
+
+func hashFile(p string) ([]byte, int64, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return nil, 0, err
+	}
+	return h.Sum(nil), n, nil
+}

@@ -1,0 +1,511 @@
+package host_test
+
+// Tests of the tool capability that launch real programs (grep, cp, tee,
+// echo, git, dash) under the real sandbox: bubblewrap, seccomp, Landlock.
+// They need what make deps installs; a missing piece fails them rather than
+// skipping, so that a machine that cannot sandbox never passes as green.
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/host"
+	"github.com/agentrt/agentrt/internal/testutil"
+	"github.com/agentrt/agentrt/journal"
+	"github.com/agentrt/agentrt/journal/badgerstore"
+	sandbox "github.com/agentrt/agentrt/native-sandbox"
+)
+
+type toolStep struct {
+	Tool  string   `json:"tool"`
+	Args  []string `json:"args,omitempty"`
+	Stdin string   `json:"stdin,omitempty"`
+}
+
+type toolOutcome struct {
+	Tool   string               `json:"tool"`
+	Err    string               `json:"err"`
+	Result *abi.ToolRunResponse `json:"result"`
+}
+
+// sysRead are the system directories a dynamically linked tool needs.
+var sysRead = []string{"/usr", "/lib", "/lib64", "/bin"}
+
+// toolBox is the tree a tool test works in: read-only inputs, a writable
+// output directory, a git repository and the root of the run workspaces.
+type toolBox struct {
+	in, out, repo, work string
+}
+
+func newToolBox(t *testing.T) *toolBox {
+	t.Helper()
+	for _, p := range []string{"/usr/bin/bwrap", "/usr/bin/grep", "/usr/bin/git", "/usr/bin/cp", "/usr/bin/tee", "/usr/bin/echo", "/usr/bin/dash"} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("%s is missing: run make deps (%v)", p, err)
+		}
+	}
+	root := t.TempDir()
+	b := &toolBox{in: filepath.Join(root, "in"), out: filepath.Join(root, "out"), repo: filepath.Join(root, "repo"), work: filepath.Join(root, "work")}
+	for _, d := range []string{b.in, b.out} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(t, filepath.Join(b.in, "a.txt"), "one TODO\ntwo\nTODO three\n")
+	writeFile(t, filepath.Join(b.in, "b.txt"), "nothing to do here\n")
+	gitRepo(t, b.repo, map[string]string{"README.md": "# demo\n"}, map[string]string{"main.go": "package main\n"})
+	return b
+}
+
+func writeFile(t *testing.T, p, s string) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// gitRepo makes a repository in dir with one commit per map of files.
+func gitRepo(t *testing.T, dir string, commits ...map[string]string) {
+	t.Helper()
+	git := func(args ...string) {
+		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
+			"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com",
+			"GIT_AUTHOR_DATE=2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE=2026-01-01T00:00:00Z")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	git("init", "-q", "-b", "main")
+	for i, files := range commits {
+		for name, content := range files {
+			writeFile(t, filepath.Join(dir, name), content)
+		}
+		git("add", ".")
+		git("commit", "-q", "-m", []string{"first commit", "add main"}[min(i, 1)])
+	}
+}
+
+func sys(extra ...string) []string { return append(slices.Clone(sysRead), extra...) }
+
+// grant registers the tools of the tests.
+func (b *toolBox) grant() *host.Grant {
+	env := map[string]string{"LC_ALL": "C"}
+	lim := host.ToolLimits{Wall: "60s"}
+	file := host.ToolPositional{Pattern: `[A-Za-z0-9._/-]+`, Path: "ro"}
+	return &host.Grant{Run: &host.RunGrant{}, Tool: &host.ToolGrant{Tools: []host.ToolSpec{
+		{Name: "grep-count", Exec: "/usr/bin/grep",
+			Args: host.ToolArgs{Fixed: []string{"-c"}, Flags: []host.ToolFlag{{Name: "-i"}, {Name: "-e", Value: "[A-Za-z]+"}},
+				Positional: []host.ToolPositional{file}, Max: 3},
+			Read: sys(b.in), Workdir: b.in, Env: env,
+			Limits: host.ToolLimits{Wall: "60s", CPU: "10s", Memory: "512MiB", Procs: 16, Output: "64KiB"}},
+		{Name: "copy", Exec: "/usr/bin/cp",
+			Args: host.ToolArgs{Positional: []host.ToolPositional{file, {Pattern: `[A-Za-z0-9._/-]+`, Path: "rw"}}},
+			Read: sys(b.in), Write: []string{b.out}, Env: env, Limits: lim},
+		{Name: "note", Exec: "/usr/bin/tee",
+			Args: host.ToolArgs{Positional: []host.ToolPositional{{Pattern: `[a-z]+\.txt`, Path: "rw"}}},
+			Read: sys(), Workspace: true, Env: env, Limits: lim},
+		{Name: "echo", Exec: "/usr/bin/echo", Args: host.ToolArgs{Positional: []host.ToolPositional{{Pattern: `.*`}}, Max: 8},
+			Read: sys(), Write: []string{b.out}, Env: env, Limits: lim},
+		{Name: "git-log", Exec: "/usr/bin/git",
+			Args: host.ToolArgs{Fixed: []string{"log", "--oneline", "--no-decorate", "--no-color"}, Flags: []host.ToolFlag{{Name: "-n", Value: "[0-9]{1,3}"}}},
+			Read: sys(b.repo), Workdir: b.repo, Env: map[string]string{"LC_ALL": "C", "HOME": b.repo, "GIT_CONFIG_NOSYSTEM": "1"}, Limits: lim},
+		// The script is the grant's, fixed; the guest passes nothing. It
+		// counts its launches in out/runs.log.
+		{Name: "mark", Exec: "/usr/bin/dash", Args: host.ToolArgs{Fixed: []string{"-c", "echo run >> runs.log"}},
+			Read: sys(), Write: []string{b.out}, Env: env, Limits: lim},
+	}}}
+}
+
+// launches counts the lines of out/runs.log: one per launch of mark.
+func (b *toolBox) launches(t *testing.T) int {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(b.out, "runs.log"))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(data), "run\n")
+}
+
+func runTools(t *testing.T, env *testutil.Env, g *host.Grant, steps []toolStep) (*host.Result, []toolOutcome) {
+	t.Helper()
+	in, err := json.Marshal(steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := env.Host.Run(context.Background(), host.RunSpec{Code: testutil.BuildGo(t, "host/testdata/agents/tools"), Grant: g, Input: in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != journal.StatusCompleted {
+		t.Fatalf("run ended %s: %v", res.Status, res.Err)
+	}
+	return res, decodeOutcomes(t, res.Output)
+}
+
+func decodeOutcomes(t *testing.T, out []byte) []toolOutcome {
+	t.Helper()
+	var outs []toolOutcome
+	if err := json.Unmarshal(out, &outs); err != nil {
+		t.Fatalf("output %s: %v", out, err)
+	}
+	return outs
+}
+
+// toolEntries returns the journal entries of the tool.run steps, by step.
+func toolEntries(t *testing.T, env *testutil.Env, run journal.RunID) map[uint64][]*journal.Entry {
+	out := map[uint64][]*journal.Entry{}
+	for _, e := range entries(t, env, run) {
+		if e.Op == "tool.run" {
+			out[e.Step] = append(out[e.Step], e)
+		}
+	}
+	return out
+}
+
+func phases(es []*journal.Entry) string {
+	var p []string
+	for _, e := range es {
+		p = append(p, e.Phase.String())
+	}
+	return strings.Join(p, " ")
+}
+
+func TestToolsReadTheirInputsWriteTheirOutputsAndReplayWithoutLaunching(t *testing.T) {
+	b := newToolBox(t)
+	env := testutil.NewEnv(t, host.Deps{Tools: host.ToolDeps{Workspaces: b.work}}, host.Config{})
+	res, outs := runTools(t, env, b.grant(), []toolStep{
+		{Tool: "grep-count", Args: []string{"-e", "TODO", "a.txt", "b.txt"}},
+		{Tool: "copy", Args: []string{filepath.Join(b.in, "a.txt"), "copy.txt"}},
+		{Tool: "note", Args: []string{"notes.txt"}, Stdin: "remember the milk\n"},
+		{Tool: "git-log", Args: []string{"-n", "5"}},
+		{Tool: "grep-count", Args: []string{"-i", "-e", "nope", "a.txt"}},
+		{Tool: "mark"},
+	})
+	for _, o := range outs {
+		if o.Err != "" || o.Result == nil {
+			t.Fatalf("%s: %s", o.Tool, o.Err)
+		}
+	}
+	if r := outs[0].Result; string(r.Stdout) != "a.txt:2\nb.txt:0\n" || r.Exit != 0 || len(r.Files) != 0 {
+		t.Errorf("grep-count: exit %d, stdout %q, stderr %q, files %v", r.Exit, r.Stdout, r.Stderr, r.Files)
+	}
+	// cp read its input and wrote its output in the write area, reported by hash.
+	a, err := os.ReadFile(filepath.Join(b.in, "a.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied, err := os.ReadFile(filepath.Join(b.out, "copy.txt"))
+	if err != nil || !bytes.Equal(copied, a) {
+		t.Fatalf("out/copy.txt: %q %v, want the content of in/a.txt", copied, err)
+	}
+	sum := sha256.Sum256(a)
+	want := []abi.ToolFile{{Path: "copy.txt", Size: uint64(len(a)), SHA256: sum[:]}}
+	if r := outs[1].Result; r.Exit != 0 || !slices.EqualFunc(r.Files, want, toolFileEqual) {
+		t.Errorf("copy: exit %d, stderr %q, files %+v, want %+v", r.Exit, r.Stderr, r.Files, want)
+	}
+	// tee read its stdin and wrote into the run's own workspace.
+	note, err := os.ReadFile(filepath.Join(b.work, res.Run.String(), "notes.txt"))
+	if err != nil || string(note) != "remember the milk\n" {
+		t.Fatalf("workspace notes.txt: %q %v", note, err)
+	}
+	if r := outs[2].Result; string(r.Stdout) != "remember the milk\n" || len(r.Files) != 1 || r.Files[0].Path != "notes.txt" || r.Files[0].Size != 18 {
+		t.Errorf("note: stdout %q, files %+v", r.Stdout, r.Files)
+	}
+	if r := outs[3].Result; !regexp.MustCompile(`^[0-9a-f]{7,} add main\n[0-9a-f]{7,} first commit\n$`).Match(r.Stdout) {
+		t.Errorf("git log: exit %d, stdout %q, stderr %q", r.Exit, r.Stdout, r.Stderr)
+	}
+	// A tool that ran and failed is a successful call carrying its status.
+	if r := outs[4].Result; r.Exit != 1 || string(r.Stdout) != "0\n" {
+		t.Errorf("grep without a match: exit %d, stdout %q", r.Exit, r.Stdout)
+	}
+	if n := b.launches(t); n != 1 {
+		t.Fatalf("mark ran %d times, want 1", n)
+	}
+
+	// The journal holds intent (with the request), executing (with the
+	// idempotency key) and completed (with the response) for each run.
+	steps := toolEntries(t, env, res.Run)
+	if len(steps) != len(outs) {
+		t.Fatalf("%d tool.run steps journaled, want %d", len(steps), len(outs))
+	}
+	i := 0
+	for _, step := range slices.Sorted(maps.Keys(steps)) {
+		es := steps[step]
+		if phases(es) != "intent executing completed" {
+			t.Fatalf("step %d journaled %q", step, phases(es))
+		}
+		var req abi.ToolRunRequest
+		if err := abi.Unmarshal(es[0].Request, &req); err != nil || req.Name != outs[i].Tool {
+			t.Errorf("step %d intent request %+v (%v), want tool %s", step, req, err, outs[i].Tool)
+		}
+		if es[1].Key != res.Run.String()+"-"+strconv.FormatUint(step, 10) {
+			t.Errorf("step %d executing key %q", step, es[1].Key)
+		}
+		var resp abi.ToolRunResponse
+		if err := abi.Unmarshal(es[2].Response, &resp); err != nil || !bytes.Equal(resp.Stdout, outs[i].Result.Stdout) || resp.Exit != outs[i].Result.Exit {
+			t.Errorf("step %d completed response %+v (%v), want the guest's %+v", step, resp, err, outs[i].Result)
+		}
+		i++
+	}
+
+	// Replay answers every call from the journal: nothing is launched.
+	writeFile(t, filepath.Join(b.out, "copy.txt"), "changed since\n")
+	replaysTo(t, env, res.Run, testutil.BuildGo(t, "host/testdata/agents/tools"), res.Output)
+	if n := b.launches(t); n != 1 {
+		t.Fatalf("after replay mark has run %d times, want 1: replay launched it", n)
+	}
+	if got, _ := os.ReadFile(filepath.Join(b.out, "copy.txt")); string(got) != "changed since\n" {
+		t.Fatalf("replay ran cp again: out/copy.txt is %q", got)
+	}
+}
+
+func toolFileEqual(a, b abi.ToolFile) bool {
+	return a.Path == b.Path && a.Size == b.Size && bytes.Equal(a.SHA256, b.SHA256)
+}
+
+func TestToolSchemaRefusesArgumentsBeforeTheIntent(t *testing.T) {
+	b := newToolBox(t)
+	env := testutil.NewEnv(t, host.Deps{Tools: host.ToolDeps{Workspaces: b.work}}, host.Config{})
+	tests := []struct {
+		step toolStep
+		want string
+	}{
+		{toolStep{Tool: "rm", Args: []string{"-rf", "/"}},
+			`denied: tool.run: no tool "rm" in the grant (granted: grep-count, copy, note, echo, git-log, mark)`},
+		{toolStep{Tool: "grep-count", Args: []string{"--include=*.go", "a.txt"}},
+			`denied: tool.run: tool grep-count: argument 1 "--include=*.go": flag --include is not in the tool's schema (allowed: -i, -e)`},
+		{toolStep{Tool: "git-log", Args: []string{"--output=/tmp/x"}},
+			`denied: tool.run: tool git-log: argument 1 "--output=/tmp/x": flag --output is not in the tool's schema (allowed: -n)`},
+		{toolStep{Tool: "grep-count", Args: []string{"-e", "1x", "a.txt"}},
+			`denied: tool.run: tool grep-count: argument 2 "1x": the value of flag -e does not match the pattern "[A-Za-z]+"`},
+		{toolStep{Tool: "grep-count", Args: []string{"a.txt", "-e"}},
+			`denied: tool.run: tool grep-count: argument 2 "-e": flag -e needs a value (as the next argument, or -e=VALUE)`},
+		{toolStep{Tool: "grep-count", Args: []string{"-i=yes", "a.txt"}},
+			`denied: tool.run: tool grep-count: argument 1 "-i=yes": flag -i=yes is not in the tool's schema (allowed: -i, -e)`},
+		{toolStep{Tool: "grep-count", Args: []string{"-e", "TODO", "a.txt;id"}},
+			`denied: tool.run: tool grep-count: argument 3 "a.txt;id": positional value 1 does not match the pattern "[A-Za-z0-9._/-]+"`},
+		{toolStep{Tool: "grep-count", Args: []string{"-e", "root", "/etc/passwd"}},
+			`denied: tool.run: tool grep-count: argument 3 "/etc/passwd": positional value 1 is a path (/etc/passwd) outside the tool's readable area (`},
+		{toolStep{Tool: "grep-count", Args: []string{"-e", "x", "../out/copy.txt"}},
+			`denied: tool.run: tool grep-count: argument 3 "../out/copy.txt": positional value 1 holds a '..' element; give the path without it`},
+		{toolStep{Tool: "grep-count", Args: []string{"-e", "x", "a.txt", "b.txt", "a.txt", "b.txt"}},
+			`denied: tool.run: tool grep-count: argument 6 "b.txt": more than 3 positional values (args.max)`},
+		{toolStep{Tool: "copy", Args: []string{filepath.Join(b.in, "a.txt"), filepath.Join(b.in, "evil.txt")}},
+			`denied: tool.run: tool copy: argument 2 "` + filepath.Join(b.in, "evil.txt") + `": positional value 2 is a path (` + filepath.Join(b.in, "evil.txt") + `) outside the tool's read-write area (` + b.out + `)`},
+		{toolStep{Tool: "mark", Args: []string{"x"}},
+			`denied: tool.run: tool mark: argument 1 "x": the tool takes no positional values (only flags: none)`},
+		{toolStep{Tool: "grep-count", Args: []string{"-e", "TODO", "a\x00b"}},
+			`bad_request: tool.run: argument 3 holds a NUL byte, which no argv can carry`},
+	}
+	var steps []toolStep
+	for _, tt := range tests {
+		steps = append(steps, tt.step)
+	}
+	// Shell metacharacters are data: echo prints them, and no shell
+	// runs the command substitution.
+	meta := []string{"$(touch pwned)", "a;b", "|", "*", "`touch pwned`", "&&", "'x'"}
+	steps = append(steps, toolStep{Tool: "echo", Args: meta}, toolStep{Tool: "mark"})
+	res, outs := runTools(t, env, b.grant(), steps)
+	journaled := toolEntries(t, env, res.Run)
+	for i, tt := range tests {
+		if o := outs[i]; o.Result != nil || !strings.HasPrefix(o.Err, tt.want) {
+			t.Errorf("%s %q:\n got %q\nwant %q", tt.step.Tool, tt.step.Args, o.Err, tt.want)
+		}
+		// Step i+2: run.input is step 1. A refusal is one failed entry:
+		// nothing was journaled as intent, so nothing was launched.
+		if p := phases(journaled[uint64(i+2)]); p != "failed" {
+			t.Errorf("%s %q journaled %q, want one failed entry", tt.step.Tool, tt.step.Args, p)
+		}
+	}
+	echo := outs[len(tests)].Result
+	if echo == nil || string(echo.Stdout) != strings.Join(meta, " ")+"\n" {
+		t.Fatalf("echo of metacharacters: %+v (%s)", echo, outs[len(tests)].Err)
+	}
+	if _, err := os.Stat(filepath.Join(b.out, "pwned")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a shell ran the metacharacters: out/pwned: %v", err)
+	}
+	if n := b.launches(t); n != 1 {
+		t.Fatalf("mark ran %d times, want 1", n)
+	}
+}
+
+// interruptTool runs the slow tool and stops the run while it is running:
+// as if the host died with the tool in flight.
+func interruptTool(t *testing.T, b *toolBox, env *testutil.Env, g *host.Grant) journal.RunID {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		// The tool writes runs.log first thing, then waits: cut it there.
+		deadline := time.Now().Add(time.Minute)
+		for time.Now().Before(deadline) && ctx.Err() == nil {
+			if b.launches(t) > 0 {
+				cancel()
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	in, _ := json.Marshal([]toolStep{{Tool: "slow"}})
+	res, err := env.Host.Run(ctx, host.RunSpec{Code: testutil.BuildGo(t, "host/testdata/agents/tools"), Grant: g, Input: in})
+	if !errors.Is(err, host.ErrInterrupted) {
+		t.Fatalf("run: %v, want ErrInterrupted", err)
+	}
+	if p := phases(toolEntries(t, env, res.Run)[2]); p != "intent executing" {
+		t.Fatalf("the interrupted tool journaled %q, want it in doubt (intent executing)", p)
+	}
+	return res.Run
+}
+
+func slowGrant(b *toolBox, idempotent bool) *host.Grant {
+	g := b.grant()
+	g.Tool.Tools = append(g.Tool.Tools, host.ToolSpec{Name: "slow", Exec: "/usr/bin/dash",
+		Args: host.ToolArgs{Fixed: []string{"-c", "echo run >> runs.log; test -e release || exec sleep 50"}},
+		Read: sys(), Write: []string{b.out}, Limits: host.ToolLimits{Wall: "55s"}, Idempotent: idempotent})
+	return g
+}
+
+func resumeTools(t *testing.T, b *toolBox, env *testutil.Env, run journal.RunID) toolOutcome {
+	t.Helper()
+	// Let a second launch finish at once.
+	writeFile(t, filepath.Join(b.out, "release"), "")
+	res, err := env.Host.Resume(context.Background(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != journal.StatusCompleted {
+		t.Fatalf("resumed run ended %s: %v", res.Status, res.Err)
+	}
+	replaysTo(t, env, run, testutil.BuildGo(t, "host/testdata/agents/tools"), res.Output)
+	return decodeOutcomes(t, res.Output)[0]
+}
+
+func TestToolInDoubtIsNotRunAgainUnlessIdempotent(t *testing.T) {
+	b := newToolBox(t)
+	env := testutil.NewEnv(t, host.Deps{Tools: host.ToolDeps{Workspaces: b.work}}, host.Config{})
+	run := interruptTool(t, b, env, slowGrant(b, false))
+	o := resumeTools(t, b, env, run)
+	if !strings.HasPrefix(o.Err, "in_doubt: tool.run of step 2 was in flight when the run stopped") {
+		t.Fatalf("the tool in doubt answered %q %+v", o.Err, o.Result)
+	}
+	if n := b.launches(t); n != 1 {
+		t.Fatalf("the non-idempotent tool ran %d times, want once", n)
+	}
+	if p := phases(toolEntries(t, env, run)[2]); p != "intent executing failed" {
+		t.Fatalf("step 2 journaled %q", p)
+	}
+}
+
+func TestToolInDoubtRunsAgainWhenIdempotent(t *testing.T) {
+	b := newToolBox(t)
+	env := testutil.NewEnv(t, host.Deps{Tools: host.ToolDeps{Workspaces: b.work}}, host.Config{})
+	run := interruptTool(t, b, env, slowGrant(b, true))
+	o := resumeTools(t, b, env, run)
+	if o.Err != "" || o.Result == nil || o.Result.Exit != 0 {
+		t.Fatalf("the idempotent tool in doubt answered %q %+v", o.Err, o.Result)
+	}
+	if n := b.launches(t); n != 2 {
+		t.Fatalf("the idempotent tool ran %d times, want twice (once cut, once on resume)", n)
+	}
+	if p := phases(toolEntries(t, env, run)[2]); p != "intent executing completed" {
+		t.Fatalf("step 2 journaled %q", p)
+	}
+}
+
+func TestToolFailsClosedWithoutTheSandbox(t *testing.T) {
+	b := newToolBox(t)
+	missing := filepath.Join(t.TempDir(), "bwrap")
+	env := testutil.NewEnv(t, host.Deps{Tools: host.ToolDeps{Workspaces: b.work, Sandbox: []sandbox.Option{sandbox.WithBwrap(missing)}}}, host.Config{})
+	res, outs := runTools(t, env, b.grant(), []toolStep{{Tool: "mark"}})
+	want := "failed: tool.run: tool mark: sandbox: launch refused: bwrap not found at " + missing + " (hint: install bubblewrap"
+	if outs[0].Result != nil || !strings.HasPrefix(outs[0].Err, want) {
+		t.Fatalf("got %q %+v, want %q...", outs[0].Err, outs[0].Result, want)
+	}
+	if n := b.launches(t); n != 0 {
+		t.Fatalf("mark ran %d times without a sandbox", n)
+	}
+	// An effect that failed at dispatch: intent and executing were durable
+	// first, and the outcome is failed.
+	if p := phases(toolEntries(t, env, res.Run)[2]); p != "intent executing failed" {
+		t.Fatalf("journaled %q", p)
+	}
+}
+
+// launchOrder is a journal.Store that notes, for every tool.run entry it
+// commits, whether the commit was durable and how many times mark had run
+// when the commit began.
+type launchOrder struct {
+	journal.Store
+	b   *toolBox
+	t   *testing.T
+	got []string
+}
+
+func (l *launchOrder) Commit(ctx context.Context, batch *journal.Batch) error {
+	n := l.b.launches(l.t)
+	for _, r := range batch.Records {
+		e, err := journal.DecodeEntry(r.Entry)
+		if err != nil {
+			return err
+		}
+		switch {
+		case e.Op != "tool.run":
+		case e.Phase == journal.PhaseCompleted:
+			// Outcomes may be group-committed: only the order matters.
+			l.got = append(l.got, fmt.Sprintf("%s launches=%d", e.Phase, n))
+		default:
+			l.got = append(l.got, fmt.Sprintf("%s durable=%v launches=%d", e.Phase, batch.Durable, n))
+		}
+	}
+	return l.Store.Commit(ctx, batch)
+}
+
+// TestToolLaunchesOnlyAfterItsIntentIsDurable defends the write-ahead
+// invariant for tools: the intent and executing entries are durable before
+// the program starts, and the outcome is written after it ran.
+func TestToolLaunchesOnlyAfterItsIntentIsDurable(t *testing.T) {
+	b := newToolBox(t)
+	st, err := badgerstore.Open(filepath.Join(t.TempDir(), "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	log := &launchOrder{Store: st, b: b, t: t}
+	_, key, _ := ed25519.GenerateKey(nil)
+	h, err := host.New(testutil.SharedEngine(t), host.Deps{Store: log, KV: st, Key: key, Tools: host.ToolDeps{Workspaces: b.work}}, host.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, _ := json.Marshal([]toolStep{{Tool: "mark"}})
+	res, err := h.Run(context.Background(), host.RunSpec{Code: testutil.BuildGo(t, "host/testdata/agents/tools"), Grant: b.grant(), Input: in})
+	if err != nil || res.Status != journal.StatusCompleted {
+		t.Fatalf("run: %v %+v", err, res)
+	}
+	want := []string{"intent durable=true launches=0", "executing durable=true launches=0", "completed launches=1"}
+	if !slices.Equal(log.got, want) {
+		t.Fatalf("tool.run entries committed as\n%q\nwant\n%q", log.got, want)
+	}
+}

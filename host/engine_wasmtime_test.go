@@ -1,0 +1,42 @@
+//go:build wasmtime && cgo
+
+package host
+
+import (
+	"context"
+	"testing"
+)
+
+// TestWasmtimeWASIMatchesWazero runs the generated WASI programs of
+// TestPreview1MatchesWazero on the wasmtime adapter: every call, byte of
+// memory, output and clock reading must be wazero's.
+func TestWasmtimeWASIMatchesWazero(t *testing.T) {
+	ctx := context.Background()
+	wz, err := newWazero(ctx, EngineConfig{MemoryLimitPages: 16384})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wz.close(ctx)
+	wt, err := newWasmtime(ctx, EngineConfig{MemoryLimitPages: 16384})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wt.close(ctx)
+	for i, code := range wasiPrograms(t, 24) {
+		want := runWASIOn(t, wz, code)
+		got := runWASIOn(t, wt, code)
+		if d := got.diff(want); d != "" {
+			t.Errorf("program %d: wasmtime %s", i, d)
+		}
+		m1, m2 := &Module{}, &Module{}
+		if err := wz.compile(ctx, code, m1); err != nil {
+			t.Fatal(err)
+		}
+		if err := wt.compile(ctx, code, m2); err != nil {
+			t.Fatal(err)
+		}
+		if m1.Name != m2.Name || len(m1.Imports) != len(m2.Imports) || m1.start != m2.start {
+			t.Fatalf("program %d: wasmtime compiles to %q %d imports %v, wazero to %q %d imports %v", i, m2.Name, len(m2.Imports), m2.start, m1.Name, len(m1.Imports), m1.start)
+		}
+	}
+}

@@ -1,0 +1,139 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/agentrt/agentrt/abi"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"github.com/tetratelabs/wazero/sys"
+)
+
+// wazeroRuntime is the default engine adapter: pure Go, and the reference
+// the virtual WASI of the other adapters is tested against (wazero's own
+// wasi_snapshot_preview1, configured by moduleConfig).
+type wazeroRuntime struct{ rt wazero.Runtime }
+
+func newWazero(ctx context.Context, cfg EngineConfig) (*wazeroRuntime, error) {
+	rc := wazero.NewRuntimeConfigCompiler()
+	if !platformCompiles() {
+		rc = wazero.NewRuntimeConfigInterpreter()
+	}
+	rc = rc.WithMemoryLimitPages(cfg.MemoryLimitPages)
+	if cfg.CacheDir != "" {
+		cache, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("host: compilation cache %s: %w", cfg.CacheDir, err)
+		}
+		rc = rc.WithCompilationCache(cache)
+	}
+	rt := wazero.NewRuntimeWithConfig(ctx, rc)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+		rt.Close(ctx)
+		return nil, err
+	}
+	for _, c := range abi.Capabilities {
+		if err := instantiateCapability(ctx, rt, c); err != nil {
+			rt.Close(ctx)
+			return nil, err
+		}
+	}
+	return &wazeroRuntime{rt: rt}, nil
+}
+
+func (w *wazeroRuntime) close(ctx context.Context) error { return w.rt.Close(ctx) }
+
+func (w *wazeroRuntime) compile(ctx context.Context, code []byte, m *Module) error {
+	cm, err := w.rt.CompileModule(ctx, code)
+	if err != nil {
+		return err
+	}
+	m.Name, m.compiled = cm.Name(), cm
+	for _, f := range cm.ImportedFunctions() {
+		mod, name, _ := f.Import()
+		m.Imports = append(m.Imports, Import{Module: mod, Name: name})
+	}
+	for _, mem := range cm.ImportedMemories() {
+		mod, name, _ := mem.Import()
+		m.Imports = append(m.Imports, Import{Module: mod, Name: name})
+	}
+	_, m.start = cm.ExportedFunctions()["_start"]
+	return nil
+}
+
+func (w *wazeroRuntime) instantiate(ctx context.Context, m *Module, s *session) (instance, error) {
+	inst, err := w.rt.InstantiateModule(ctx, m.compiled.(wazero.CompiledModule), moduleConfig(s))
+	if err != nil {
+		return nil, err
+	}
+	// The capability modules are called by this instance only, so its
+	// memory is the one every call of the segment reads and writes.
+	s.mem = nil
+	if mem := inst.Memory(); mem != nil {
+		s.mem = mem
+	}
+	return wazeroInstance{inst}, nil
+}
+
+type wazeroInstance struct{ api.Module }
+
+// start runs _start; wazero turns a host function's panic into an error
+// that wraps it and ends with the wasm stack trace.
+func (i wazeroInstance) start(ctx context.Context) error {
+	_, err := i.ExportedFunction("_start").Call(ctx)
+	var exit *sys.ExitError
+	if errors.As(err, &exit) {
+		return &exitError{code: exit.ExitCode()}
+	}
+	return err
+}
+
+func (i wazeroInstance) close(ctx context.Context) { i.Close(ctx) }
+
+// moduleConfig is the virtual WASI (see newVirtualWASI) as wazero's
+// wasi_snapshot_preview1 serves it: the same clock, random stream and
+// standard streams, no filesystem, environment or network.
+func moduleConfig(s *session) wazero.ModuleConfig {
+	v := newVirtualWASI(s)
+	return wazero.NewModuleConfig().
+		WithName("").
+		WithArgs(v.args...).
+		WithStdout(v.stdout).
+		WithStderr(v.stderr).
+		WithRandSource(v.rand).
+		WithNanotime(v.clock.nanotime, 1).
+		WithWalltime(v.clock.walltime, 1).
+		WithNanosleep(v.clock.sleep).
+		WithOsyield(func() {}).
+		WithStartFunctions()
+}
+
+// instantiateCapability registers the host module of capability c. Its call
+// and take functions serve every run; each finds its session in the context
+// the guest was started with, and the memory in the session.
+func instantiateCapability(ctx context.Context, rt wazero.Runtime, c abi.Capability) error {
+	i32, i64 := api.ValueTypeI32, api.ValueTypeI64
+	ci := capIndex(c)
+	_, err := rt.NewHostModuleBuilder(c.Module()).
+		NewFunctionBuilder().
+		WithGoFunction(api.GoFunc(func(ctx context.Context, stack []uint64) {
+			s := sessionFrom(ctx)
+			stack[0] = uint64(s.call(ctx, ci,
+				api.DecodeU32(stack[0]), api.DecodeU32(stack[1]), api.DecodeU32(stack[2]),
+				api.DecodeU32(stack[3]), api.DecodeU32(stack[4])))
+		}), []api.ValueType{i32, i32, i32, i32, i32}, []api.ValueType{i64}).
+		WithParameterNames("op", "req_ptr", "req_len", "resp_ptr", "resp_cap").
+		Export(abi.FuncCall).
+		NewFunctionBuilder().
+		WithGoFunction(api.GoFunc(func(ctx context.Context, stack []uint64) {
+			s := sessionFrom(ctx)
+			stack[0] = uint64(s.take(ci, api.DecodeU32(stack[0]), api.DecodeU32(stack[1])))
+		}), []api.ValueType{i32, i32}, []api.ValueType{i64}).
+		WithParameterNames("resp_ptr", "resp_cap").
+		Export(abi.FuncTake).
+		Instantiate(ctx)
+	return err
+}

@@ -1,0 +1,254 @@
+package host
+
+import (
+	"crypto/ed25519"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/policy"
+	"github.com/cedar-policy/cedar-go/types"
+	"github.com/fxamacker/cbor/v2"
+)
+
+// The policy layer's view of a call, per policy/schema.cedarschema: the
+// principal is the Run (in its Agent and its Cell), the resource is what
+// the call touches, the context the facts of the call.
+
+// Entity types of the policy schema.
+const (
+	entRun       types.EntityType = "Run"
+	entAgent     types.EntityType = "Agent"
+	entCell      types.EntityType = "Cell"
+	entHost      types.EntityType = "Host"
+	entNamespace types.EntityType = "Namespace"
+	entTool      types.EntityType = "Tool"
+)
+
+// callFacts are what the policy sees of one call besides the session's
+// constants: the resource and the op's own context attributes.
+type callFacts struct {
+	resource types.EntityUID // zero: the run itself
+	ip       string          // a Host named by an IP address
+	attrs    []fact          // the op's context attributes, in schema order
+	method   string          // the HTTP method, for the permission modes
+}
+
+type fact struct {
+	name string
+	str  string
+	num  int64
+	set  []string
+	kind byte // 's' string, 'n' number, 'S' set of strings
+}
+
+// facts decodes what the policy needs of c, which the capability layer has
+// checked (so its request decodes).
+func (s *session) facts(c *Call) (callFacts, error) {
+	var f callFacts
+	switch c.Op.Cap {
+	case abi.CapKV:
+		f.resource = types.NewEntityUID(entNamespace, types.String(s.grant.KV.Namespace))
+		if c.Op.Code == abi.OpKVList {
+			var r abi.KVListRequest
+			if err := abi.Unmarshal(c.Request, &r); err != nil {
+				return f, err
+			}
+			f.attrs = []fact{{name: "prefix", str: r.Prefix, kind: 's'}}
+			break
+		}
+		// Read loosely, for the key alone: the capability layer has
+		// checked the request strictly.
+		var r struct {
+			Key string `cbor:"key"`
+		}
+		if err := cbor.Unmarshal(c.Request, &r); err != nil {
+			return f, err
+		}
+		f.attrs = []fact{{name: "key", str: r.Key, kind: 's'}}
+	case abi.CapHTTP:
+		var r abi.HTTPRequest
+		if err := abi.Unmarshal(c.Request, &r); err != nil {
+			return f, err
+		}
+		u, err := url.Parse(r.URL)
+		if err != nil {
+			return f, err
+		}
+		name := strings.ToLower(u.Hostname())
+		port := u.Port()
+		if port == "" {
+			port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+		}
+		p, _ := strconv.Atoi(port)
+		path := u.EscapedPath()
+		if path == "" {
+			path = "/"
+		}
+		if ip := net.ParseIP(name); ip != nil {
+			f.ip = ip.String()
+		}
+		f.resource = types.NewEntityUID(entHost, types.String(name))
+		f.method = strings.ToUpper(r.Method)
+		f.attrs = []fact{{name: "method", str: f.method, kind: 's'}, {name: "scheme", str: u.Scheme, kind: 's'},
+			{name: "port", num: int64(p), kind: 'n'}, {name: "path", str: path, kind: 's'}}
+	case abi.CapRandom:
+		var r abi.RandomBytesRequest
+		if err := abi.Unmarshal(c.Request, &r); err != nil {
+			return f, err
+		}
+		f.attrs = []fact{{name: "n", num: int64(r.N), kind: 'n'}}
+	case abi.CapRun, abi.CapClock:
+	case abi.CapTool:
+		var r struct {
+			Name string   `cbor:"name"`
+			Args []string `cbor:"args"`
+		}
+		if err := cbor.Unmarshal(c.Request, &r); err != nil {
+			return f, err
+		}
+		f.resource = types.NewEntityUID(entTool, types.String(r.Name))
+		f.attrs = []fact{{name: "args", set: r.Args, kind: 'S'}}
+	default:
+		return f, fmt.Errorf("no policy resource for op %s", c.Op.Name)
+	}
+	return f, nil
+}
+
+// cacheKey returns the key under which the session keeps the policy's
+// decision on a call with these facts: everything the decision can depend
+// on but the session's constants (principal, entities, mode, clearance),
+// and the call's time and spending when no policy mentions them.
+func (s *session) cacheKey(c *Call, f *callFacts) string {
+	var b strings.Builder
+	b.WriteString(c.Op.Name)
+	b.WriteByte(0)
+	b.WriteString(string(f.resource.Type))
+	b.WriteByte(0)
+	b.WriteString(string(f.resource.ID))
+	b.WriteByte(0)
+	b.WriteString(f.ip)
+	for _, a := range f.attrs {
+		b.WriteByte(0)
+		switch a.kind {
+		case 's':
+			b.WriteString(a.str)
+		case 'n':
+			b.WriteString(strconv.FormatInt(a.num, 10))
+		case 'S':
+			for _, v := range a.set {
+				b.WriteString(strconv.Quote(v))
+			}
+		}
+	}
+	if s.policyUses.time {
+		fmt.Fprintf(&b, "\x00t%d", s.deps.Now().Unix())
+	}
+	if s.policyUses.spent {
+		fmt.Fprintf(&b, "\x00s%d", c.Step-1)
+	}
+	return b.String()
+}
+
+// policyRequest builds the policy request of a call from its facts.
+func (s *session) policyRequest(c *Call, f *callFacts) policy.Request {
+	mode := "unattended"
+	if s.deps.Approver != nil {
+		mode = "interactive"
+	}
+	ctx := types.RecordMap{
+		"mode":      types.String(mode),
+		"spent":     types.NewRecord(types.RecordMap{"calls": types.Long(c.Step - 1), "tokens": types.Long(0), "micros": types.Long(0)}),
+		"clearance": types.Long(s.deps.Clearance),
+		"time":      types.Long(s.deps.Now().Unix()),
+	}
+	for _, a := range f.attrs {
+		switch a.kind {
+		case 's':
+			ctx[types.String(a.name)] = types.String(a.str)
+		case 'n':
+			ctx[types.String(a.name)] = types.Long(a.num)
+		case 'S':
+			vs := make([]types.Value, len(a.set))
+			for i, v := range a.set {
+				vs[i] = types.String(v)
+			}
+			ctx[types.String(a.name)] = types.NewSet(vs...)
+		}
+	}
+	resource, ents := s.runUID, s.entities
+	if f.resource != (types.EntityUID{}) {
+		resource = f.resource
+		attrs := types.RecordMap{"name": types.String(f.resource.ID)}
+		if f.ip != "" {
+			if a, err := types.ParseIPAddr(f.ip); err == nil {
+				attrs["ip"] = a
+			}
+		}
+		// The session's entities, plus the resource: a copy, since a
+		// decision must not see another call's resource.
+		ents = make(types.EntityMap, len(s.entities)+1)
+		for k, v := range s.entities {
+			ents[k] = v
+		}
+		ents[resource] = types.Entity{UID: resource, Attributes: types.NewRecord(attrs)}
+	}
+	return policy.Request{Principal: s.runUID, Action: c.Op.Name, Resource: resource, Context: types.NewRecord(ctx), Entities: ents}
+}
+
+// initPolicy builds the entities every policy request of the session
+// carries (the run, its agent and its cell) and notes which varying
+// context attributes the policies mention.
+func (s *session) initPolicy() {
+	cell := hex.EncodeToString(s.deps.Key.Public().(ed25519.PublicKey)[:8])
+	agent := s.header.ModuleName
+	if agent == "" {
+		agent = "agent"
+	}
+	s.runUID = types.NewEntityUID(entRun, types.String(s.run.String()))
+	agentUID := types.NewEntityUID(entAgent, types.String(agent))
+	cellUID := types.NewEntityUID(entCell, types.String(cell))
+	s.entities = types.EntityMap{
+		s.runUID: {UID: s.runUID, Parents: types.NewEntityUIDSet(agentUID, cellUID),
+			Attributes: types.NewRecord(types.RecordMap{"id": types.String(s.run.String())})},
+		agentUID: {UID: agentUID, Attributes: types.NewRecord(types.RecordMap{"name": types.String(agent),
+			"module_sha256": types.String(hex.EncodeToString(s.header.ModuleSHA256))})},
+		cellUID: {UID: cellUID, Attributes: types.NewRecord(types.RecordMap{"name": types.String(cell),
+			"clearance": types.Long(s.deps.Clearance)})},
+	}
+	s.decisions = map[string]*cachedDecision{}
+	if s.deps.Policy != nil {
+		s.policyUses.time = s.deps.Policy.Mentions("time")
+		s.policyUses.spent = s.deps.Policy.Mentions("spent")
+	}
+}
+
+// maxCachedDecisions bounds a session's cache of policy decisions; it
+// starts over when full.
+const maxCachedDecisions = 4096
+
+// cachedDecision is a policy decision the session keeps, with the encoded
+// gate record of the call when it went through.
+type cachedDecision struct {
+	dec     policy.Decision
+	allowed []byte
+}
+
+// decide returns the policy's decision on c with facts f, from the
+// session's cache when the same call was decided before.
+func (s *session) decide(c *Call, f *callFacts) *cachedDecision {
+	key := s.cacheKey(c, f)
+	if d, ok := s.decisions[key]; ok {
+		return d
+	}
+	d := &cachedDecision{dec: s.deps.Policy.Decide(s.policyRequest(c, f))}
+	if len(s.decisions) >= maxCachedDecisions {
+		clear(s.decisions)
+	}
+	s.decisions[key] = d
+	return d
+}

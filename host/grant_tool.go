@@ -1,0 +1,385 @@
+package host
+
+import (
+	"fmt"
+	slashpath "path"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// ToolGrant allows the tool capability: running the native programs it
+// registers, each under the host's OS sandbox, with the arguments its
+// schema admits. In a grant file:
+//
+//	tool:
+//	  tools:
+//	    - name: count-todo
+//	      exec: /usr/bin/grep
+//	      args:
+//	        fixed: [-c, TODO]
+//	        flags: [{name: -i}, {name: --max-count, value: '[0-9]{1,4}'}]
+//	        positional: [{pattern: '[A-Za-z0-9._/-]+', path: ro}]
+//	        max: 8
+//	      read: [/usr, /lib, /lib64, /srv/repo]
+//	      workspace: true
+//	      env: {LC_ALL: C}
+//	      limits: {wall: 30s, cpu: 10s, memory: 256MiB, procs: 16, output: 1MiB}
+//	      idempotent: true
+type ToolGrant struct {
+	Tools []ToolSpec `yaml:"tools" cbor:"tools"`
+}
+
+// ToolSpec registers one tool: what runs, with which arguments, seeing
+// which paths, within which limits.
+type ToolSpec struct {
+	// Name is what the guest calls the tool by.
+	Name string `yaml:"name" cbor:"name"`
+	// Exec is the program's absolute path. It is readable in the sandbox.
+	Exec string `yaml:"exec" cbor:"exec"`
+	// Args is the argument schema.
+	Args ToolArgs `yaml:"args" cbor:"args"`
+	// Read lists the files and directories the tool may read (and
+	// execute). Entries that do not exist on the host are left out of
+	// the sandbox, so one grant serves hosts with and without /lib64.
+	Read []string `yaml:"read" cbor:"read"`
+	// Write lists the directories the tool may also write.
+	Write []string `yaml:"write" cbor:"write"`
+	// Workspace gives each run a writable directory of its own,
+	// <workspaces>/<run id> (the cell's DATA/work/<run id>), shared by
+	// every tool of the run that asks for one and kept after the run.
+	Workspace bool `yaml:"workspace,omitempty" cbor:"workspace,omitempty"`
+	// Workdir is the working directory. Empty: the workspace, else the
+	// first Write path, else the first Read path.
+	Workdir string `yaml:"workdir,omitempty" cbor:"workdir,omitempty"`
+	// Network is "none" (or empty). Allowlists are refused: the sandbox
+	// cannot enforce them yet.
+	Network string `yaml:"network,omitempty" cbor:"network,omitempty"`
+	// Env is the tool's whole environment; nothing of the host's passes.
+	Env map[string]string `yaml:"env" cbor:"env"`
+	// Limits bound each run of the tool.
+	Limits ToolLimits `yaml:"limits" cbor:"limits"`
+	// Idempotent says running the tool again with the same arguments does
+	// no harm, so a run a crash left in doubt is launched again on
+	// resume. Otherwise the guest is told it is in doubt.
+	Idempotent bool `yaml:"idempotent,omitempty" cbor:"idempotent,omitempty"`
+}
+
+// ToolArgs is a tool's argument schema. The program gets Fixed, then the
+// guest's arguments, each of which must pass: an argument starting with
+// '-' (other than "-" alone) is a flag and must be one of Flags; any other
+// is a positional value and must match its slot of Positional.
+type ToolArgs struct {
+	// Fixed arguments always come first, before the guest's.
+	Fixed []string `yaml:"fixed" cbor:"fixed"`
+	// Flags lists the flags the guest may pass, each any number of times.
+	Flags []ToolFlag `yaml:"flags" cbor:"flags"`
+	// Positional lists the positional slots in order; positional values
+	// past the last slot match the last slot.
+	Positional []ToolPositional `yaml:"positional" cbor:"positional"`
+	// Max is the most positional values; 0: one per slot.
+	Max int `yaml:"max,omitempty" cbor:"max,omitempty"`
+}
+
+// ToolFlag is one allowed flag. A flag with neither Value nor Path takes no
+// value. One with a value takes it as "--name=value" or as the next
+// argument ("-n 5").
+type ToolFlag struct {
+	// Name is the flag as written, with its dashes: "-n", "--max-count".
+	Name string `yaml:"name" cbor:"name"`
+	// Value is the pattern (an RE2 regexp matched against the whole value)
+	// its value must match.
+	Value string `yaml:"value,omitempty" cbor:"value,omitempty"`
+	// Path, "ro" or "rw", makes the value a path that must lie inside the
+	// tool's read-only or read-write area.
+	Path string `yaml:"path,omitempty" cbor:"path,omitempty"`
+}
+
+// ToolPositional is one positional slot.
+type ToolPositional struct {
+	// Pattern is an RE2 regexp matched against the whole value.
+	Pattern string `yaml:"pattern" cbor:"pattern"`
+	// Path, "ro" or "rw", makes the value a path that must lie inside the
+	// tool's read-only or read-write area (relative paths are joined to the
+	// working directory; ".." elements are refused).
+	Path string `yaml:"path,omitempty" cbor:"path,omitempty"`
+}
+
+// ToolLimits bound one run of a tool and every process it starts. Durations
+// are Go durations ("30s"); sizes are bytes or a number with K, M, G (KiB,
+// MiB, GiB: powers of 1024).
+type ToolLimits struct {
+	// CPU is the CPU time of each process; empty: no limit.
+	CPU string `yaml:"cpu,omitempty" cbor:"cpu,omitempty"`
+	// Wall is the wall-clock time of the whole run; empty: 60s.
+	Wall string `yaml:"wall,omitempty" cbor:"wall,omitempty"`
+	// Memory is the address space of each process; empty: no limit.
+	Memory string `yaml:"memory,omitempty" cbor:"memory,omitempty"`
+	// Procs is the most processes and threads at once; 0: no limit.
+	Procs int `yaml:"procs,omitempty" cbor:"procs,omitempty"`
+	// Output is the bytes kept of each of stdout and stderr; empty: 1MiB.
+	Output string `yaml:"output,omitempty" cbor:"output,omitempty"`
+}
+
+// Limits of tool grants.
+const (
+	defaultToolWall = 60 * time.Second
+	maxToolOutput   = 16 << 20
+	maxToolMax      = 1024
+	minToolMemory   = 16 << 20
+	minToolProcs    = 4
+)
+
+var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// check validates every tool of g, saying what to change. A section without
+// tools is valid: the capability links and every call is denied (what a
+// capability token naming tools gives without a grant file that defines
+// them).
+func (g *ToolGrant) check() error {
+	seen := map[string]bool{}
+	for i := range g.Tools {
+		t := &g.Tools[i]
+		if !toolNameRE.MatchString(t.Name) {
+			return fmt.Errorf("tool: tools[%d]: name %q must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", i, t.Name)
+		}
+		if seen[t.Name] {
+			return fmt.Errorf("tool %q: registered twice", t.Name)
+		}
+		seen[t.Name] = true
+		if err := t.check(); err != nil {
+			return fmt.Errorf("tool %q: %w", t.Name, err)
+		}
+	}
+	return nil
+}
+
+func (t *ToolSpec) check() error {
+	if err := checkGrantPath("exec", t.Exec); err != nil {
+		return err
+	}
+	for i, p := range t.Read {
+		if err := checkGrantPath(fmt.Sprintf("read[%d]", i), p); err != nil {
+			return err
+		}
+	}
+	for i, p := range t.Write {
+		if err := checkGrantPath(fmt.Sprintf("write[%d]", i), p); err != nil {
+			return err
+		}
+		if p == "/" || winAbsRE.MatchString(p) && len(strings.TrimRight(p, `\/`)) <= 2 {
+			return fmt.Errorf("write[%d]: %q would make the whole host writable; list only the directories the tool writes, or use workspace: true", i, p)
+		}
+	}
+	if t.Workdir != "" {
+		if err := checkGrantPath("workdir", t.Workdir); err != nil {
+			return err
+		}
+		if !withinAny(t.Workdir, t.Read) && !withinAny(t.Workdir, t.Write) {
+			return fmt.Errorf("workdir: %q is not inside a read or write path, so it would not exist in the sandbox", t.Workdir)
+		}
+	}
+	if t.Network != "" && t.Network != "none" {
+		return fmt.Errorf("network: %q is not supported; write network: none (the sandbox refuses network allowlists today: enforcing one needs a filtering proxy, and a full network would fail open)", t.Network)
+	}
+	for k, v := range t.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || !utf8.ValidString(k) {
+			return fmt.Errorf("env: %q is not a variable name (not empty, no '=', no NUL)", k)
+		}
+		if strings.ContainsRune(v, 0) || !utf8.ValidString(v) {
+			return fmt.Errorf("env.%s: the value must be UTF-8 without NUL", k)
+		}
+	}
+	if _, err := t.Limits.parse(); err != nil {
+		return err
+	}
+	a := &t.Args
+	for i, f := range a.Fixed {
+		if strings.ContainsRune(f, 0) || !utf8.ValidString(f) {
+			return fmt.Errorf("args.fixed[%d]: must be UTF-8 without NUL", i)
+		}
+	}
+	for i, f := range a.Flags {
+		field := fmt.Sprintf("args.flags[%d]", i)
+		if len(f.Name) < 2 || f.Name[0] != '-' || strings.ContainsAny(f.Name, "= \t\n\x00") || !utf8.ValidString(f.Name) {
+			return fmt.Errorf("%s: name %q must start with '-' and hold no '=' or space (write the value's pattern under value:)", field, f.Name)
+		}
+		if _, err := compileArgPattern(f.Value); err != nil {
+			return fmt.Errorf("%s: value: %w", field, err)
+		}
+		if err := checkPathKind(field, f.Path); err != nil {
+			return err
+		}
+	}
+	for i, p := range a.Positional {
+		field := fmt.Sprintf("args.positional[%d]", i)
+		if p.Pattern == "" {
+			return fmt.Errorf("%s: a pattern is required (e.g. pattern: '[A-Za-z0-9._/-]+')", field)
+		}
+		if _, err := compileArgPattern(p.Pattern); err != nil {
+			return fmt.Errorf("%s: pattern: %w", field, err)
+		}
+		if err := checkPathKind(field, p.Path); err != nil {
+			return err
+		}
+	}
+	if a.Max < 0 || a.Max > maxToolMax {
+		return fmt.Errorf("args.max: %d is not in 0..%d", a.Max, maxToolMax)
+	}
+	if a.Max > 0 && len(a.Positional) == 0 {
+		return fmt.Errorf("args.max: %d positional values, but no positional slot says what they may be; add positional: [{pattern: ...}]", a.Max)
+	}
+	return nil
+}
+
+func checkPathKind(field, kind string) error {
+	if kind != "" && kind != "ro" && kind != "rw" {
+		return fmt.Errorf("%s: path: %q is not ro or rw", field, kind)
+	}
+	return nil
+}
+
+// compileArgPattern compiles a schema pattern so that it must match the
+// whole value: a pattern without anchors never admits a value that merely
+// contains a match.
+func compileArgPattern(p string) (*regexp.Regexp, error) {
+	if !utf8.ValidString(p) {
+		return nil, fmt.Errorf("the pattern is not UTF-8")
+	}
+	re, err := regexp.Compile(`^(?:` + p + `)$`)
+	if err != nil {
+		return nil, fmt.Errorf("%q is not an RE2 regexp: %v", p, err)
+	}
+	return re, nil
+}
+
+var winAbsRE = regexp.MustCompile(`^[A-Za-z]:[\\/]`)
+
+// checkGrantPath requires an absolute, clean path, in the syntax of either
+// family: a grant recorded on Linux is checked again wherever it is
+// replayed or audited.
+func checkGrantPath(field, p string) error {
+	switch {
+	case p == "":
+		return fmt.Errorf("%s: a path is required", field)
+	case strings.ContainsRune(p, 0) || !utf8.ValidString(p):
+		return fmt.Errorf("%s: the path must be UTF-8 without NUL", field)
+	case strings.HasPrefix(p, "/"):
+		if slashpath.Clean(p) != p {
+			return fmt.Errorf("%s: %q is not clean; write it as %q", field, p, slashpath.Clean(p))
+		}
+	case winAbsRE.MatchString(p):
+		if strings.Contains(strings.ReplaceAll(p, "/", `\`), `\..`) {
+			return fmt.Errorf("%s: %q contains '..'", field, p)
+		}
+	default:
+		return fmt.Errorf("%s: %q is not absolute; give the full path", field, p)
+	}
+	return nil
+}
+
+// toolLimits are ToolLimits parsed.
+type toolLimits struct {
+	cpu, wall      time.Duration
+	memory, output int64
+	procs          int
+}
+
+func (l *ToolLimits) parse() (*toolLimits, error) {
+	out := &toolLimits{wall: defaultToolWall, procs: l.Procs}
+	var err error
+	if out.cpu, err = parseToolDuration("limits.cpu", l.CPU); err != nil {
+		return nil, err
+	}
+	if l.Wall != "" {
+		if out.wall, err = parseToolDuration("limits.wall", l.Wall); err != nil {
+			return nil, err
+		}
+	}
+	if out.memory, err = parseToolSize("limits.memory", l.Memory); err != nil {
+		return nil, err
+	}
+	if out.output, err = parseToolSize("limits.output", l.Output); err != nil {
+		return nil, err
+	}
+	switch {
+	case out.memory > 0 && out.memory < minToolMemory:
+		return nil, fmt.Errorf("limits.memory: %s is too little for any program to start; give at least 16MiB", l.Memory)
+	case out.output > maxToolOutput:
+		return nil, fmt.Errorf("limits.output: %s is over the most a response carries, 16MiB per stream", l.Output)
+	case l.Procs < 0 || l.Procs > 0 && l.Procs < minToolProcs:
+		return nil, fmt.Errorf("limits.procs: %d is too few for the sandbox's helper to start; give at least %d, or 0 for no limit", l.Procs, minToolProcs)
+	}
+	return out, nil
+}
+
+func parseToolDuration(field, v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s: %q is not a positive duration; write e.g. 30s or 2m", field, v)
+	}
+	return d, nil
+}
+
+var toolSizeRE = regexp.MustCompile(`^([0-9]{1,12})(|B|K|KB|KiB|M|MB|MiB|G|GB|GiB)$`)
+
+func parseToolSize(field, v string) (int64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	m := toolSizeRE.FindStringSubmatch(v)
+	if m == nil {
+		return 0, fmt.Errorf("%s: %q is not a size; write bytes, or e.g. 64KiB, 512MiB, 2GiB", field, v)
+	}
+	n, _ := strconv.ParseInt(m[1], 10, 64)
+	shift := map[byte]uint{'K': 10, 'M': 20, 'G': 30}[(m[2] + "B")[0]]
+	if n > (1<<62)>>shift {
+		return 0, fmt.Errorf("%s: %q is too large", field, v)
+	}
+	return n << shift, nil
+}
+
+// withinAny reports whether the absolute path p is one of roots or lies
+// beneath one, in p's syntax (Windows paths compare without case).
+func withinAny(p string, roots []string) bool {
+	for _, r := range roots {
+		if winAbsRE.MatchString(r) {
+			pp, rr := strings.ToLower(strings.ReplaceAll(p, "/", `\`)), strings.ToLower(strings.TrimRight(strings.ReplaceAll(r, "/", `\`), `\`))
+			if pp == rr || strings.HasPrefix(pp, rr+`\`) {
+				return true
+			}
+			continue
+		}
+		if r == "/" && strings.HasPrefix(p, "/") || p == r || strings.HasPrefix(p, r+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// lookup returns the tool named name, or nil.
+func (g *ToolGrant) lookup(name string) *ToolSpec {
+	for i := range g.Tools {
+		if g.Tools[i].Name == name {
+			return &g.Tools[i]
+		}
+	}
+	return nil
+}
+
+// names lists the registered tools, for messages.
+func (g *ToolGrant) names() string {
+	if len(g.Tools) == 0 {
+		return "none; a grant file defines them"
+	}
+	n := make([]string, len(g.Tools))
+	for i, t := range g.Tools {
+		n[i] = t.Name
+	}
+	return strings.Join(n, ", ")
+}

@@ -1,0 +1,101 @@
+package host_test
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/host"
+)
+
+const toolGrantYAML = `capabilities:
+  run: {}
+  tool:
+    tools:
+      - name: count-todo
+        exec: /usr/bin/grep
+        args:
+          fixed: [-c, TODO]
+          flags: [{name: -i}, {name: --max-count, value: '[0-9]{1,4}'}, {name: -f, path: ro}]
+          positional: [{pattern: '[A-Za-z0-9._/-]+', path: ro}]
+          max: 8
+        read: [/usr, /lib, /lib64, /srv/repo]
+        workspace: true
+        network: none
+        env: {LC_ALL: C}
+        limits: {wall: 30s, cpu: 10s, memory: 256MiB, procs: 16, output: 1MiB}
+        idempotent: true
+      - name: git-log
+        exec: /usr/bin/git
+        args: {fixed: [log, --oneline]}
+        read: [/usr, /srv/repo]
+        workdir: /srv/repo
+`
+
+func TestToolGrantParsesAndSurvivesTheRunHeader(t *testing.T) {
+	g, err := host.ParseGrant([]byte(toolGrantYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.Has(abi.CapTool) || !reflect.DeepEqual(g.Capabilities(), []abi.Capability{abi.CapRun, abi.CapTool}) {
+		t.Fatalf("capabilities %v", g.Capabilities())
+	}
+	c := g.Tool.Tools[0]
+	if c.Exec != "/usr/bin/grep" || c.Args.Max != 8 || c.Args.Flags[1].Value != "[0-9]{1,4}" || c.Args.Positional[0].Path != "ro" ||
+		!c.Workspace || !c.Idempotent || c.Env["LC_ALL"] != "C" || c.Limits.Memory != "256MiB" || c.Limits.Procs != 16 {
+		t.Fatalf("parsed %+v", c)
+	}
+	// The grant is recorded in the run header as canonical CBOR, and read
+	// back from it on resume, replay and audit.
+	b, err := g.Canonical()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := host.DecodeGrant(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, g) {
+		t.Fatalf("round trip changed the grant:\n%+v\n%+v", back.Tool, g.Tool)
+	}
+}
+
+func TestToolGrantCheckSaysWhatToChange(t *testing.T) {
+	base := func(tool string) string {
+		return "capabilities:\n  tool:\n    tools:\n      - " + strings.ReplaceAll(tool, "\n", "\n        ") + "\n"
+	}
+	tests := []struct {
+		name, grant, want string
+	}{
+		{"bad name", base("name: 'rm -rf'\nexec: /bin/rm"), `tool: tools[0]: name "rm -rf" must be 1-64 letters`},
+		{"twice", "capabilities: {tool: {tools: [{name: a, exec: /bin/a}, {name: a, exec: /bin/b}]}}", `tool "a": registered twice`},
+		{"relative exec", base("name: g\nexec: grep"), `tool "g": exec: "grep" is not absolute`},
+		{"unclean read", base("name: g\nexec: /bin/g\nread: [/usr/../etc]"), `tool "g": read[0]: "/usr/../etc" is not clean; write it as "/etc"`},
+		{"root write", base("name: g\nexec: /bin/g\nwrite: [/]"), `tool "g": write[0]: "/" would make the whole host writable`},
+		{"network allowlist", base("name: g\nexec: /bin/g\nnetwork: api.example.com:443"), `tool "g": network: "api.example.com:443" is not supported; write network: none (the sandbox refuses network allowlists today`},
+		{"network as a map", base("name: g\nexec: /bin/g\nnetwork: {allow: [a:1]}"), "parse:"},
+		{"unknown key", base("name: g\nexec: /bin/g\nshell: true"), "field shell not found"},
+		{"bad pattern", base("name: g\nexec: /bin/g\nargs: {positional: [{pattern: '(['}]}"), `tool "g": args.positional[0]: pattern: "([" is not an RE2 regexp`},
+		{"empty pattern", base("name: g\nexec: /bin/g\nargs: {positional: [{path: ro}]}"), `tool "g": args.positional[0]: a pattern is required`},
+		{"bad path kind", base("name: g\nexec: /bin/g\nargs: {positional: [{pattern: x, path: rwx}]}"), `tool "g": args.positional[0]: path: "rwx" is not ro or rw`},
+		{"flag without dash", base("name: g\nexec: /bin/g\nargs: {flags: [{name: n}]}"), `tool "g": args.flags[0]: name "n" must start with '-'`},
+		{"flag with value in name", base("name: g\nexec: /bin/g\nargs: {flags: [{name: --count=N}]}"), `write the value's pattern under value:`},
+		{"max without slots", base("name: g\nexec: /bin/g\nargs: {max: 3}"), `tool "g": args.max: 3 positional values, but no positional slot`},
+		{"workdir outside", base("name: g\nexec: /bin/g\nread: [/srv]\nworkdir: /home"), `tool "g": workdir: "/home" is not inside a read or write path`},
+		{"env name", base("name: g\nexec: /bin/g\nenv: {'A=B': x}"), `tool "g": env: "A=B" is not a variable name`},
+		{"wall", base("name: g\nexec: /bin/g\nlimits: {wall: soon}"), `tool "g": limits.wall: "soon" is not a positive duration`},
+		{"memory", base("name: g\nexec: /bin/g\nlimits: {memory: 1MiB}"), `tool "g": limits.memory: 1MiB is too little`},
+		{"memory unit", base("name: g\nexec: /bin/g\nlimits: {memory: 1TB}"), `tool "g": limits.memory: "1TB" is not a size`},
+		{"procs", base("name: g\nexec: /bin/g\nlimits: {procs: 2}"), `tool "g": limits.procs: 2 is too few`},
+		{"output", base("name: g\nexec: /bin/g\nlimits: {output: 1GiB}"), `tool "g": limits.output: 1GiB is over the most a response carries`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := host.ParseGrant([]byte(tt.grant))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}

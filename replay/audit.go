@@ -1,0 +1,358 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/host"
+	"github.com/agentrt/agentrt/journal"
+)
+
+// ErrDiverged is the failure class of a bundle whose module, re-executed
+// against the recorded responses, does not make the recorded calls or
+// does not reach the recorded outcome. The *DivergenceError says where.
+var ErrDiverged = errors.New("divergence")
+
+// Class returns the name of the failure class of err, as BUNDLE.md and
+// journal/SPEC.md name them ("decode", "chain", ...), or "" when err is of
+// none.
+func Class(err error) string {
+	for _, c := range []struct {
+		err  error
+		name string
+	}{
+		{ErrBundleFormat, "bundle-format"},
+		{journal.ErrCheckpoint, "checkpoint"},
+		{ErrDiverged, "divergence"},
+		{journal.ErrDecode, "decode"},
+		{journal.ErrSequence, "sequence"},
+		{journal.ErrChain, "chain"},
+		{journal.ErrHash, "hash"},
+		{journal.ErrSignature, "signature"},
+		{journal.ErrUntrusted, "untrusted"},
+		{journal.ErrUncovered, "uncovered"},
+	} {
+		if errors.Is(err, c.err) {
+			return c.name
+		}
+	}
+	return ""
+}
+
+// AuditError is the first failure VerifyBundle finds.
+type AuditError struct {
+	// Class is one of the failure classes (Class names it).
+	Class error
+	// Seq is the first bad entry, when HasSeq; a failure of the bundle as a
+	// whole (its format, key list, checkpoint, signature) names none.
+	Seq    uint64
+	HasSeq bool
+	// Step and Op name the import call the entry records, if any.
+	Step uint64
+	Op   string
+	Err  error
+}
+
+func (e *AuditError) Error() string {
+	where := "bundle"
+	if e.HasSeq {
+		where = fmt.Sprintf("entry %d", e.Seq)
+		if e.Step > 0 {
+			where += fmt.Sprintf(" (step %d, %s)", e.Step, e.Op)
+		}
+	}
+	return fmt.Sprintf("audit: %s: %s: %v", where, Class(e.Class), e.Err)
+}
+
+// Unwrap returns the class and the underlying error.
+func (e *AuditError) Unwrap() []error { return []error{e.Class, e.Err} }
+
+// AuditReport is what VerifyBundle established. Each boolean is true only
+// when its check ran and held; a failure stops the checks after it.
+type AuditReport struct {
+	OK     bool   `json:"ok"`
+	Format string `json:"format,omitempty"`
+	Run    string `json:"run,omitempty"`
+	// ModuleSHA256 is the SHA-256 of the bundle's module, hex.
+	ModuleSHA256 string          `json:"module_sha256,omitempty"`
+	ModuleBytes  int             `json:"module_bytes"`
+	Engine       *EngineSettings `json:"engine,omitempty"`
+	// Entries is the number of records in the bundle; EntriesChecked the
+	// number that passed every check of the journal verifier.
+	Entries        int          `json:"entries"`
+	EntriesChecked uint64       `json:"entries_checked"`
+	Cells          []CellReport `json:"cells"`
+	ChainIntact    bool         `json:"chain_intact"`
+	Head           string       `json:"head,omitempty"`
+	// InputHashes and OutputHashes count the hashes checked against their
+	// payloads; OutputsMatched says every output hash matched.
+	InputHashes          uint64            `json:"input_hashes_matched"`
+	OutputHashes         uint64            `json:"output_hashes_matched"`
+	OutputsMatched       bool              `json:"outputs_matched"`
+	ModuleMatched        bool              `json:"module_matched"`
+	Checkpoint           *CheckpointReport `json:"checkpoint,omitempty"`
+	CheckpointValid      bool              `json:"checkpoint_valid"`
+	BundleSignatureValid bool              `json:"bundle_signature_valid"`
+	// ReplayIdentical says the module, re-executed against the recorded
+	// responses, made every recorded call with the recorded request and
+	// reached the recorded end; for a run that has not finished
+	// (Finished false), every recorded call.
+	ReplayIdentical bool     `json:"replay_identical"`
+	Finished        bool     `json:"finished"`
+	Calls           int      `json:"calls"`
+	Failure         *Failure `json:"failure,omitempty"`
+}
+
+// CellReport is one key of the bundle's key list.
+type CellReport struct {
+	Key     string `json:"key"`
+	Name    string `json:"name"`
+	Trusted bool   `json:"trusted"`
+	// Seals counts the journal seals by this key that verified.
+	Seals uint64 `json:"seals_valid"`
+}
+
+// CheckpointReport describes the bundle's checkpoint.
+type CheckpointReport struct {
+	Origin string `json:"origin"`
+	Size   uint64 `json:"size"`
+	Root   string `json:"root"`
+	Signer string `json:"signer,omitempty"`
+}
+
+// Failure is the first failure, for people and tools.
+type Failure struct {
+	Class      string            `json:"class"`
+	Entry      *uint64           `json:"entry"`
+	Step       uint64            `json:"step,omitempty"`
+	Op         string            `json:"op,omitempty"`
+	Message    string            `json:"message"`
+	Divergence *DivergenceReport `json:"divergence,omitempty"`
+}
+
+// DivergenceReport is a divergence, with the field-level differences of
+// the requests when the guest sent another request at a recorded step.
+type DivergenceReport struct {
+	Step     uint64   `json:"step"`
+	Op       string   `json:"op"`
+	ActualOp string   `json:"actual_op,omitempty"`
+	Reason   string   `json:"reason"`
+	Func     string   `json:"func,omitempty"`
+	Stack    []string `json:"stack,omitempty"`
+	Changes  []Change `json:"changes,omitempty"`
+}
+
+// VerifyOptions configure VerifyBundle.
+type VerifyOptions struct {
+	// Trusted are the cell keys the auditor trusts. Nothing else is: a
+	// key the bundle lists but Trusted lacks fails as untrusted.
+	Trusted []ed25519.PublicKey
+	// Engine re-executes the module; nil: a fresh wazero engine with no
+	// compilation cache (nothing on disk), closed before VerifyBundle
+	// returns.
+	Engine *host.Engine
+}
+
+// VerifyBundle verifies the bundle in data, offline, in the order
+// BUNDLE.md section 4 fixes, and returns what it established. On the first
+// failure it stops and returns the report so far and an *AuditError.
+func VerifyBundle(ctx context.Context, data []byte, opts VerifyOptions) (*AuditReport, error) {
+	a := &auditor{rep: &AuditReport{Cells: []CellReport{}}, trusted: opts.Trusted}
+	err := a.verify(ctx, data, opts.Engine)
+	if err != nil {
+		var ae *AuditError
+		if !errors.As(err, &ae) {
+			ae = &AuditError{Class: ErrBundleFormat, Err: err}
+			err = ae
+		}
+		f := &Failure{Class: Class(ae.Class), Step: ae.Step, Op: ae.Op, Message: ae.Err.Error()}
+		if ae.HasSeq {
+			seq := ae.Seq
+			f.Entry = &seq
+		}
+		var div *DivergenceError
+		if errors.As(ae.Err, &div) {
+			f.Divergence = &DivergenceReport{Step: div.Step, Op: div.Op, ActualOp: div.ActualOp, Reason: div.Reason,
+				Func: div.Func, Stack: div.Stack, Changes: a.changes}
+		}
+		a.rep.Failure = f
+		return a.rep, err
+	}
+	a.rep.OK = true
+	return a.rep, nil
+}
+
+type auditor struct {
+	rep     *AuditReport
+	trusted []ed25519.PublicKey
+	changes []Change
+}
+
+func (a *auditor) isTrusted(k []byte) bool {
+	for _, t := range a.trusted {
+		if bytes.Equal(t, k) {
+			return true
+		}
+	}
+	return false
+}
+
+func bundleErr(class error, format string, args ...any) error {
+	return &AuditError{Class: class, Err: fmt.Errorf(format, args...)}
+}
+
+func (a *auditor) verify(ctx context.Context, data []byte, engine *host.Engine) error {
+	rep := a.rep
+	// 1. The file is a bundle.
+	b, err := DecodeBundle(data)
+	if err != nil {
+		return &AuditError{Class: ErrBundleFormat, Err: err}
+	}
+	rep.Format, rep.Entries, rep.ModuleBytes = b.Format, len(b.Records), len(b.Module)
+	rep.Engine = &b.Engine
+
+	// 2. Every record: decoding, sequence, chain, payload hashes, seals by
+	// trusted keys only, coverage. The journal's own verifier does it
+	// (journal/SPEC.md section 9), over the bundle as a read-only store.
+	st := b.Store().(*bundleStore)
+	rep.Run = st.run.String()
+	j, v := newLoader(journal.TrustKeys(a.trusted...))
+	var inputs, outputs uint64
+	v.OnEntry = func(e *journal.Entry, _ *journal.Record) error {
+		n := j.rec.Len()
+		j.add(e)
+		if j.rec.Len() > n && !(e.Request == nil && e.Phase == journal.PhaseFailed && abi.Status(e.Status) == abi.StatusTooLarge) {
+			inputs++
+		}
+		if e.OutputHash != nil {
+			outputs++
+		}
+		rep.EntriesChecked++
+		return nil
+	}
+	sum, err := journal.VerifyStoreWith(ctx, st, st.run, v)
+	if err != nil {
+		var ve *journal.VerifyError
+		if errors.As(err, &ve) {
+			return &AuditError{Class: ve.Class, Seq: ve.Seq, HasSeq: true, Step: ve.Step, Op: ve.Op, Err: ve.Err}
+		}
+		return err
+	}
+	j.Summary = sum
+	rep.ChainIntact, rep.Head = true, hex.EncodeToString(sum.Head)
+	rep.InputHashes, rep.OutputHashes, rep.OutputsMatched = inputs, outputs, true
+	rep.Finished = sum.End != nil
+
+	// 3. Every key the bundle lists is trusted.
+	for _, k := range b.Keys {
+		rep.Cells = append(rep.Cells, CellReport{Key: keyHex(k), Name: journal.CheckpointKeyName(k),
+			Trusted: a.isTrusted(k), Seals: sum.Cells[keyHex(k)]})
+	}
+	for _, k := range b.Keys {
+		if !a.isTrusted(k) {
+			return bundleErr(journal.ErrUntrusted, "the bundle lists cell key %s, which is not trusted", keyHex(k))
+		}
+	}
+
+	// 4. The module is the one the run header names.
+	modSum := journal.Sum(b.Module)
+	rep.ModuleSHA256 = hex.EncodeToString(modSum)
+	if !bytes.Equal(modSum, sum.Header.ModuleSHA256) {
+		return &AuditError{Class: journal.ErrHash, HasSeq: true, Err: fmt.Errorf("the module hashes to %x; the run header records %x",
+			modSum, sum.Header.ModuleSHA256)}
+	}
+	rep.ModuleMatched = true
+
+	// 5. The engine settings agree with the header and this verifier.
+	if b.Engine.ABI != sum.Header.ABI || b.Engine.ABI != abi.Version {
+		return bundleErr(ErrBundleFormat, "engine settings name ABI %d; the run header records %d and this verifier knows %d",
+			b.Engine.ABI, sum.Header.ABI, abi.Version)
+	}
+
+	// 6. The checkpoint is signed by a trusted key and describes exactly
+	// the bundle's entries.
+	cp, signer, err := journal.OpenCheckpoint(b.Checkpoint, a.trusted)
+	if err != nil {
+		if errors.Is(err, journal.ErrUntrusted) {
+			return bundleErr(journal.ErrUntrusted, "%v", err)
+		}
+		return bundleErr(journal.ErrCheckpoint, "%v", err)
+	}
+	rep.Checkpoint = &CheckpointReport{Origin: cp.Origin, Size: cp.Size, Root: hex.EncodeToString(cp.Root), Signer: journal.CheckpointKeyName(signer)}
+	tree, err := b.Tree()
+	if err != nil {
+		return err
+	}
+	root, _ := tree.Root(tree.Size())
+	switch {
+	case cp.Origin != journal.CheckpointOrigin(sum.Run):
+		return bundleErr(journal.ErrCheckpoint, "checkpoint origin %q, want %q", cp.Origin, journal.CheckpointOrigin(sum.Run))
+	case cp.Size != tree.Size():
+		return bundleErr(journal.ErrCheckpoint, "checkpoint covers %d entries; the bundle holds %d", cp.Size, tree.Size())
+	case !bytes.Equal(cp.Root, root):
+		return bundleErr(journal.ErrCheckpoint, "checkpoint root %x is not the root %x of the bundle's entries", cp.Root, root)
+	}
+	rep.CheckpointValid = true
+
+	// 7. The exporting cell signed the bundle, and is trusted.
+	if !a.isTrusted(b.Signature.Cell) {
+		return bundleErr(journal.ErrUntrusted, "the bundle is signed by cell key %s, which is not trusted", keyHex(b.Signature.Cell))
+	}
+	msg, err := b.SignatureMessage()
+	if err != nil {
+		return bundleErr(ErrBundleFormat, "%v", err)
+	}
+	if !ed25519.Verify(b.Signature.Cell, msg, b.Signature.Sig) {
+		return bundleErr(journal.ErrSignature, "the bundle signature by cell key %s does not verify", keyHex(b.Signature.Cell))
+	}
+	rep.BundleSignatureValid = true
+
+	// 8. The key list is exactly the keys that signed.
+	used := map[string]bool{string(signer): true, string(b.Signature.Cell): true}
+	for k := range sum.Cells {
+		kb, _ := hex.DecodeString(k)
+		used[string(kb)] = true
+	}
+	for _, k := range b.Keys {
+		if !used[string(k)] {
+			return bundleErr(ErrBundleFormat, "the bundle lists cell key %s, which signed nothing in it", keyHex(k))
+		}
+		delete(used, string(k))
+	}
+	for k := range used {
+		return bundleErr(ErrBundleFormat, "cell key %s signed but is not in the bundle's key list", keyHex([]byte(k)))
+	}
+
+	// 9. Re-execution against the recorded responses.
+	if engine == nil {
+		if engine, err = host.NewEngine(ctx, host.EngineConfig{}); err != nil {
+			return err
+		}
+		defer engine.Close(ctx)
+	}
+	src := &diffSource{rec: j.rec, requests: j.requests}
+	r, err := j.execute(ctx, engine, b.Module, Options{MaxRequest: int(b.Engine.MaxRequest)}, src)
+	a.changes = src.changes
+	switch {
+	case errors.Is(err, ErrUnfinished):
+		rep.ReplayIdentical, rep.Calls = true, src.rec.Len()
+		return nil
+	case err != nil:
+		var div *DivergenceError
+		if !errors.As(err, &div) {
+			return &AuditError{Class: ErrDiverged, Err: fmt.Errorf("the module did not run to its recorded end: %w", err)}
+		}
+		ae := &AuditError{Class: ErrDiverged, HasSeq: true, Seq: j.endSeq, Step: div.Step, Op: div.Op, Err: div}
+		if div.Step > 0 && int(div.Step) <= len(j.seqs) {
+			ae.Seq = j.seqs[div.Step-1]
+		}
+		return ae
+	}
+	rep.ReplayIdentical, rep.Calls = true, r.Calls
+	return nil
+}
