@@ -55,7 +55,7 @@ demo: examples
 test: deps
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./journal/... ./host/
-	$(GO) test -tags wasmtime -count=1 -timeout $(TEST_TIMEOUT) ./host/... ./replay/...
+	$(GO) test -tags wasmtime -count=1 -timeout $(TEST_TIMEOUT) ./host/... ./replay/... ./examples/repo-report/
 	$(GO) test -tags wasmtime -count=1 -timeout $(TEST_TIMEOUT) -run 'TestScripts/engine' ./cmd/agentrt/
 	AGENTRT_TEST_ENGINE=wasmtime $(GO) test -tags wasmtime -count=1 -timeout $(TEST_TIMEOUT) ./host/ ./replay/
 
@@ -77,7 +77,7 @@ check:
 
 ## bench: measure the durable path against its floors; writes bench/results.json and bench/results.md.
 bench: deps
-	$(GO) run ./bench/cmd/agentrt-bench -out bench/results.json
+	$(GO) run -tags wasmtime ./bench/cmd/agentrt-bench -out bench/results.json
 
 ## fuzz: run each fuzz target for FUZZTIME (default 30s).
 FUZZTIME ?= 30s

@@ -464,12 +464,37 @@ func (h *harness) replay(ctx context.Context) ([]Figure, error) {
 	if err != nil {
 		return nil, err
 	}
+	figs := []Figure{audit}
+	// The same re-execution on wasmtime, when this harness was built with
+	// it (go run -tags wasmtime; make bench does when cgo works).
+	if wt, err := host.NewEngine(ctx, host.EngineConfig{Kind: host.EngineWasmtime}); err == nil {
+		var wexec []float64
+		for r := range h.cfg.Reps {
+			_, x, e, err := loadAndReplay(ctx, st, wt, run, h.guests.Loop, trust)
+			if err != nil {
+				wt.Close(ctx)
+				return nil, err
+			}
+			wexec = append(wexec, float64(e)/x.Seconds())
+			h.logf("5 replay on wasmtime rep %d: re-execution %.0f entries/s", r, wexec[r])
+		}
+		wt.Close(ctx)
+		figs = append(figs, Figure{
+			ID: "5d", Name: "replay: re-execution on wasmtime", Unit: "entries/s", Better: "higher",
+			Value: median(wexec), Samples: wexec,
+			Measures: fmt.Sprintf("Journal.Replay of figure 2's run (%d entries) on the wasmtime engine (wasmtime-go, build tag wasmtime), the module compiled before timing: entries / Replay time. The same recording and Source as 5a.", entries),
+			Floor: &Floor{Name: "re-execution on wazero", Unit: "entries/s", Value: median(exec), Samples: exec,
+				Measures: "5a's re-execution alone (Journal.Replay on the default wazero engine), same run."},
+		})
+	} else {
+		h.logf("5d skipped: %v", err)
+	}
 	fl := &Floor{Name: "bare iterate+decode", Unit: "entries/s", Value: median(floor), Samples: floor,
 		Measures: "badgerstore Store.Records over the same run with journal.DecodeRecord and journal.DecodeEntry of every record, nothing checked beyond decoding."}
 	goal := func() *Goal {
 		return &Goal{Text: ">= 300000 entries/s and ratio >= 0.75", MinValue: ptr(300000), MinRatio: ptr(0.75)}
 	}
-	return []Figure{{
+	return append([]Figure{{
 		ID: "5a", Name: "replay: verify + re-execute", Unit: "entries/s", Better: "higher",
 		Value: median(full), Samples: full, Floor: fl, Goal: goal(),
 		Measures: fmt.Sprintf("replay.Load (decode, sequence, chain, input and output hashes, seals against the trusted cell key) then Journal.Replay (re-execution of testdata/loop.wat on the engine, every call checked against the journal) of figure 2's recorded run, %d entries: entries / (Load time + Replay time).", entries),
@@ -478,7 +503,7 @@ func (h *harness) replay(ctx context.Context) ([]Figure, error) {
 		ID: "5b", Name: "replay: verify only (Load)", Unit: "entries/s", Better: "higher",
 		Value: median(load), Samples: load, Floor: fl, Goal: goal(),
 		Measures: "replay.Load alone of the same run: entries / Load time.",
-	}, audit}, nil
+	}}, figs...), nil
 }
 
 // Figure 6: cold start.
