@@ -36,6 +36,11 @@ echo
 echo "== replay and verify"
 "$agentrt" replay "$run"
 echo
+echo "== an auditor verifies an exported bundle offline, with nothing but the cell's public key"
+"$agentrt" audit export "$run" -o "$root/.demo/run.bundle"
+"$agentrt" keys > "$root/.demo/cell.pub"
+(cd "$root/.demo" && "$agentrt" audit verify run.bundle --trust cell.pub)
+echo
 echo "== a second crawl reads its progress from durable state"
 "$agentrt" run build/crawler.wasm --grant examples/crawler/grant.yaml --input "{\"start\":\"$url\"}" --json
 echo
