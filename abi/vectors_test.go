@@ -17,7 +17,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/agentrt/agentrt/internal/abivectors"
 	"io"
 	"os"
 	"path/filepath"
@@ -27,6 +26,7 @@ import (
 	"testing"
 
 	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/internal/abivectors"
 	"github.com/fxamacker/cbor/v2"
 )
 

@@ -2,11 +2,11 @@ package host
 
 import (
 	"fmt"
-	"github.com/agentrt/agentrt/journal"
 	"slices"
 	"strings"
 
 	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/journal"
 )
 
 // wasiModule is the only import module besides the agentrt capabilities

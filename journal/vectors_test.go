@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/internal/golden"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/fxamacker/cbor/v2"
 )
@@ -275,44 +276,7 @@ func TestGenerateVectors(t *testing.T) {
 	for _, v := range vs {
 		want[v.name] = v.marshal()
 	}
-	if *rewrite {
-		if err := os.MkdirAll(vectorDir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		old, _ := filepath.Glob(filepath.Join(vectorDir, "*.txt"))
-		for _, f := range old {
-			if _, keep := want[filepath.Base(f)]; !keep {
-				if err := os.Remove(f); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		for name, b := range want {
-			if err := os.WriteFile(filepath.Join(vectorDir, name), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return
-	}
-	have, err := filepath.Glob(filepath.Join(vectorDir, "*.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range have {
-		if _, ok := want[filepath.Base(f)]; !ok {
-			t.Errorf("%s is not written by the generator (rerun with -rewrite to remove it)", f)
-		}
-	}
-	for name, b := range want {
-		got, err := os.ReadFile(filepath.Join(vectorDir, name))
-		if err != nil {
-			t.Errorf("%v (rerun with -rewrite)", err)
-			continue
-		}
-		if !bytes.Equal(got, b) {
-			t.Errorf("%s differs from what the generator writes (rerun with -rewrite after a deliberate change)", name)
-		}
-	}
+	golden.Sync(t, vectorDir, "*.txt", want, *rewrite)
 }
 
 // item is one entry of a journal plan, and whether its commit ends there.

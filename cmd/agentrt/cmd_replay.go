@@ -109,16 +109,9 @@ func (c *cli) trustWith(file string, own ed25519.PublicKey) (journal.TrustFunc, 
 	if file == "" {
 		return journal.TrustKeys(own), nil
 	}
-	b, err := os.ReadFile(file)
+	keys, err := readTrustFile(file)
 	if err != nil {
 		return nil, err
-	}
-	keys, err := cellkey.ParseTrustFile(b)
-	if err != nil {
-		return nil, err
-	}
-	if len(keys) == 0 {
-		return nil, withHint(fmt.Errorf("trust file %s holds no keys", file), "put the output of `agentrt keys` of the signing cell in it")
 	}
 	return journal.TrustKeys(keys...), nil
 }

@@ -25,7 +25,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/agentrt/agentrt/internal/abivectors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -34,6 +33,7 @@ import (
 	"testing"
 
 	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/internal/abivectors"
 	"github.com/agentrt/agentrt/internal/wasmbuild"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
