@@ -1,7 +1,6 @@
 package capability
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/ed25519"
 	"encoding/hex"
@@ -9,8 +8,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -116,18 +113,12 @@ func (v *vector) marshal() []byte {
 
 func parseVector(name string, data []byte) (*vector, error) {
 	v := &vector{name: name}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(nil, 1<<20)
-	for line := 1; sc.Scan(); line++ {
-		key, val, ok := strings.Cut(sc.Text(), ": ")
-		if !ok {
-			return nil, fmt.Errorf("%s:%d: want 'name: value'", name, line)
-		}
+	err := golden.Headers(name, data, func(key, val string) error {
 		var err error
 		switch key {
 		case "expect":
 			if _, known := classes[val]; !known && val != "valid" {
-				return nil, fmt.Errorf("%s:%d: unknown expectation %q", name, line, val)
+				return fmt.Errorf("unknown expectation %q", val)
 			}
 			v.expect = val
 		case "bad-link":
@@ -158,11 +149,9 @@ func parseVector(name string, data []byte) (*vector, error) {
 		default:
 			err = fmt.Errorf("unknown header %q", key)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("%s:%d: %v", name, line, err)
-		}
-	}
-	if err := sc.Err(); err != nil {
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
 	if v.expect == "" || v.token == nil || v.now.IsZero() {
@@ -173,26 +162,7 @@ func parseVector(name string, data []byte) (*vector, error) {
 
 func loadVectors(tb testing.TB) []*vector {
 	tb.Helper()
-	files, err := filepath.Glob(filepath.Join(vectorDir, "*.txt"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if len(files) == 0 {
-		tb.Fatalf("no vectors in %s", vectorDir)
-	}
-	var out []*vector
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		v, err := parseVector(filepath.Base(f), b)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		out = append(out, v)
-	}
-	return out
+	return golden.Files(tb, vectorDir, "*.txt", parseVector)
 }
 
 // runVector verifies v's token as the vector says.

@@ -1,7 +1,6 @@
 package journal_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/ed25519"
@@ -10,8 +9,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -102,34 +99,26 @@ func (v *vector) marshal() []byte {
 
 func parseVector(name string, data []byte) (*vector, error) {
 	v := &vector{name: name}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(nil, 1<<20)
-	line := 0
-	for sc.Scan() {
-		line++
-		key, val, ok := strings.Cut(sc.Text(), ": ")
-		if !ok {
-			return nil, fmt.Errorf("%s:%d: want 'name: value'", name, line)
-		}
+	err := golden.Headers(name, data, func(key, val string) error {
 		if key != "record" && len(v.records) > 0 {
-			return nil, fmt.Errorf("%s:%d: %s after the first record", name, line, key)
+			return fmt.Errorf("%s after the first record", key)
 		}
 		switch key {
 		case "expect":
 			if _, known := classes[val]; !known && val != "valid" {
-				return nil, fmt.Errorf("%s:%d: unknown expectation %q", name, line, val)
+				return fmt.Errorf("unknown expectation %q", val)
 			}
 			v.expect = val
 		case "bad-entry":
 			n, err := strconv.ParseUint(val, 10, 64)
 			if err != nil {
-				return nil, fmt.Errorf("%s:%d: %v", name, line, err)
+				return err
 			}
 			v.badEntry = n
 		case "trust":
 			k, err := hex.DecodeString(val)
 			if err != nil || len(k) != ed25519.PublicKeySize {
-				return nil, fmt.Errorf("%s:%d: trust wants %d hex-encoded bytes", name, line, ed25519.PublicKeySize)
+				return fmt.Errorf("trust wants %d hex-encoded bytes", ed25519.PublicKeySize)
 			}
 			v.trust = append(v.trust, k)
 		case "comment":
@@ -137,14 +126,15 @@ func parseVector(name string, data []byte) (*vector, error) {
 		case "record":
 			r, err := hex.DecodeString(val)
 			if err != nil {
-				return nil, fmt.Errorf("%s:%d: %v", name, line, err)
+				return err
 			}
 			v.records = append(v.records, r)
 		default:
-			return nil, fmt.Errorf("%s:%d: unknown header %q", name, line, key)
+			return fmt.Errorf("unknown header %q", key)
 		}
-	}
-	if err := sc.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	if v.expect == "" {
@@ -156,26 +146,7 @@ func parseVector(name string, data []byte) (*vector, error) {
 // loadVectors reads every vector file, in name order.
 func loadVectors(tb testing.TB) []*vector {
 	tb.Helper()
-	files, err := filepath.Glob(filepath.Join(vectorDir, "*.txt"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if len(files) == 0 {
-		tb.Fatalf("no vectors in %s", vectorDir)
-	}
-	var out []*vector
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		v, err := parseVector(filepath.Base(f), b)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		out = append(out, v)
-	}
-	return out
+	return golden.Files(tb, vectorDir, "*.txt", parseVector)
 }
 
 // TestVectors runs every vector through a Verifier trusting the vector's

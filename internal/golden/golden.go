@@ -4,9 +4,12 @@
 package golden
 
 import (
+	"bufio"
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -53,4 +56,49 @@ func Sync(t testing.TB, dir, pattern string, want map[string][]byte, rewrite boo
 			t.Errorf("%s differs from what the generator writes (rerun with -rewrite after a deliberate change)", name)
 		}
 	}
+}
+
+// Files parses every file matching pattern in dir, in name order, with
+// parse, which gets the file's base name; it fails the test on any error,
+// and when there is no file at all.
+func Files[T any](tb testing.TB, dir, pattern string, parse func(name string, data []byte) (T, error)) []T {
+	tb.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, pattern))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if len(files) == 0 {
+		tb.Fatalf("no files %s in %s", pattern, dir)
+	}
+	out := make([]T, 0, len(files))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		v, err := parse(filepath.Base(f), b)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// Headers calls fn with the key and value of each "key: value" line of
+// data, in order; an error (fn's, or a line of another shape) names the
+// file and the line.
+func Headers(name string, data []byte, fn func(key, val string) error) error {
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, 16<<20)
+	for line := 1; sc.Scan(); line++ {
+		key, val, ok := strings.Cut(sc.Text(), ": ")
+		if !ok {
+			return fmt.Errorf("%s:%d: want 'name: value'", name, line)
+		}
+		if err := fn(key, val); err != nil {
+			return fmt.Errorf("%s:%d: %v", name, line, err)
+		}
+	}
+	return sc.Err()
 }
