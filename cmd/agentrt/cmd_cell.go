@@ -117,6 +117,7 @@ them with agentrt cancel RUN.`,
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "", "also serve the API on this loopback address (127.0.0.1:PORT)")
+	c.engineFlag(cmd)
 	cmd.Flags().DurationVar(&drain, "drain-timeout", 30*time.Second, "how long a shutdown waits for runs to reach a step boundary")
 	return cmd
 }

@@ -152,6 +152,9 @@ func (c *cli) heldByDaemon(err error) string {
 // follows its events to its end. Interrupting the command detaches: the
 // run goes on in the cell.
 func (c *cli) followOnCell(ctx context.Context, target string, open func(*cell.Client) (*cell.Stream, error), asJSON, quiet bool) error {
+	if c.engine != "" {
+		return withHint(fmt.Errorf("--engine %s: the run executes in the cell daemon, on its engine", c.engine), "pick the daemon's engine when starting it: agentrt cell serve --engine %s", c.engine)
+	}
 	cl, err := cell.Dial(target)
 	if err != nil {
 		return withHint(err, "name the daemon's socket (unix:DATA/agentrt.sock) or loopback address")
