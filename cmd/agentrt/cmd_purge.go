@@ -3,8 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
+	"github.com/agentrt/agentrt/host/cell"
 	"github.com/spf13/cobra"
 )
 
@@ -17,9 +20,10 @@ func (c *cli) purgeCmd() *cobra.Command {
 		Use:   "purge --finished-before DURATION",
 		Short: "Delete finished runs older than a retention period",
 		Long: `Delete the runs that finished more than DURATION ago: their journal, index
-record, lease and event log, and their module when no other run uses it. A
-journal is deleted whole, never cut, so every run that is kept stays intact
-and verifiable. Runs that have not finished are never purged.
+record, lease and event log, their tools' workspace (DATA/work/RUN), and their
+module when no other run uses it. A journal is deleted whole, never cut, so
+every run that is kept stays intact and verifiable. Runs that have not
+finished are never purged.
 
 With --keep-audit, only the event logs (the guests' stdout, stderr and log
 lines) are deleted: the journals, their modules and the run list stay, so
@@ -31,6 +35,10 @@ every run can still be replayed and audited.`,
 				return withHint(errors.New("--finished-before is required"), "give a retention period, e.g. --finished-before 720h (30 days)")
 			}
 			ctx := cmd.Context()
+			dir, err := c.data()
+			if err != nil {
+				return err
+			}
 			st, err := c.openStore()
 			if err != nil {
 				return err
@@ -56,7 +64,18 @@ every run can still be replayed and audited.`,
 					return err
 				}
 				records, events, modules = records+p.Records, events+p.Events, modules+p.Module
-				fmt.Fprintf(c.stdout, "purged %s: %d journal commits, %d events, %d module\n", m.ID, p.Records, p.Events, p.Module)
+				workspace := ""
+				if !keepAudit {
+					// What the run's tools wrote; the journal has its hashes.
+					ws := filepath.Join(cell.WorkDir(dir), m.ID.String())
+					if _, err := os.Stat(ws); err == nil {
+						if err := os.RemoveAll(ws); err != nil {
+							return err
+						}
+						workspace = ", its workspace"
+					}
+				}
+				fmt.Fprintf(c.stdout, "purged %s: %d journal commits, %d events, %d module%s\n", m.ID, p.Records, p.Events, p.Module, workspace)
 			}
 			switch {
 			case dn:
