@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/agentrt/agentrt/abi"
 	sandbox "github.com/agentrt/agentrt/native-sandbox"
@@ -275,6 +276,13 @@ func serveTool(ctx context.Context, s *session, c *Call) (abi.Status, []byte) {
 	if err != nil {
 		return errorResponse(abi.StatusFailed, "tool.run: tool %s: %v", t.Name, err)
 	}
+	// The run's token may bound its wall time: no launch may outlast it,
+	// whatever the tool's own limits say.
+	if b := s.grant.Budget; b != nil && b.WallSeconds != nil {
+		ceiling := time.Duration(*b.WallSeconds) * time.Second
+		lim.wall = minPositive(lim.wall, ceiling)
+		lim.cpu = minPositive(lim.cpu, ceiling)
+	}
 	if p.workspace != "" {
 		if err := os.MkdirAll(p.workspace, 0o700); err != nil {
 			return errorResponse(abi.StatusFailed, "tool.run: tool %s: workspace: %v", t.Name, err)
@@ -440,4 +448,12 @@ func hashFile(p string) ([]byte, int64, error) {
 		return nil, 0, err
 	}
 	return h.Sum(nil), n, nil
+}
+
+// minPositive returns the smaller of a limit (0: none) and a ceiling.
+func minPositive(limit, ceiling time.Duration) time.Duration {
+	if limit <= 0 || limit > ceiling {
+		return ceiling
+	}
+	return limit
 }

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/capability"
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/internal/testutil"
 	"github.com/agentrt/agentrt/journal"
@@ -507,5 +508,31 @@ func TestToolLaunchesOnlyAfterItsIntentIsDurable(t *testing.T) {
 	want := []string{"intent durable=true launches=0", "executing durable=true launches=0", "completed launches=1"}
 	if !slices.Equal(log.got, want) {
 		t.Fatalf("tool.run entries committed as\n%q\nwant\n%q", log.got, want)
+	}
+}
+
+// TestToolLaunchesStayWithinTheTokensWallBudget: a token whose budget
+// allows the run 1 second of wall time caps every launch at that, whatever
+// the tool's own limit (55 s here): the slow tool is killed and reported
+// timed out.
+func TestToolLaunchesStayWithinTheTokensWallBudget(t *testing.T) {
+	b := newToolBox(t)
+	env := testutil.NewEnv(t, host.Deps{Tools: host.ToolDeps{Workspaces: b.work}}, host.Config{})
+	g := slowGrant(b, false)
+	tok, err := capability.Issue(env.Key, capability.Claims{
+		Caps:      capability.Caps{Run: &capability.Unit{}, Tool: &capability.Tool{Names: []string{"copy", "echo", "git-log", "grep-count", "mark", "note", "slow"}}},
+		Budget:    capability.Budget{WallSeconds: capability.Limit(1)},
+		NotBefore: time.Now().Add(-time.Minute), Expires: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, _ := json.Marshal([]toolStep{{Tool: "slow"}})
+	res, err := env.Host.Run(context.Background(), host.RunSpec{Code: testutil.BuildGo(t, "host/testdata/agents/tools"), Grant: g, Token: tok, Input: in})
+	if err != nil || res.Status != journal.StatusCompleted {
+		t.Fatalf("run: %v %+v", err, res)
+	}
+	outs := decodeOutcomes(t, res.Output)
+	if len(outs) != 1 || outs[0].Result == nil || !outs[0].Result.TimedOut {
+		t.Fatalf("the slow tool under a 1 s budget: %+v", outs)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/capability"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -24,6 +25,9 @@ type Grant struct {
 	Clock  *ClockGrant  `yaml:"clock,omitempty" cbor:"clock,omitempty"`
 	Random *RandomGrant `yaml:"random,omitempty" cbor:"random,omitempty"`
 	Tool   *ToolGrant   `yaml:"tool,omitempty" cbor:"tool,omitempty"`
+	// Budget holds the budget ceilings of the run's token, when it has
+	// any. Not part of a grant file: it comes from the verified token.
+	Budget *capability.Budget `yaml:"-" cbor:"budget,omitempty"`
 }
 
 // RunGrant allows the run capability (input, output, log, introspect).

@@ -53,14 +53,21 @@ func capsOf(g *Grant) capability.Caps {
 // token does not carry (tool definitions, which kv namespace to use) and
 // must itself be within the claims. Without defs the grant is the claims
 // as they are; the tool family then has no tool a run could call.
-func grantWithin(c capability.Caps, defs *Grant) (*Grant, error) {
+func grantWithin(claims capability.Claims, defs *Grant) (*Grant, error) {
+	c := claims.Caps
+	var budget *capability.Budget
+	if b := claims.Budget; b != (capability.Budget{}) {
+		budget = &b
+	}
 	if defs != nil {
 		if err := capsOf(defs).Within(c); err != nil {
 			return nil, fmt.Errorf("the grant file asks for more than the token allows: %w", err)
 		}
-		return defs, nil
+		g := *defs
+		g.Budget = budget
+		return &g, nil
 	}
-	g := &Grant{}
+	g := &Grant{Budget: budget}
 	if c.Run != nil {
 		g.Run = &RunGrant{}
 	}
@@ -111,7 +118,7 @@ func (h *Host) verifyToken(token []byte, defs *Grant, now time.Time) ([]byte, *G
 	if err != nil {
 		return nil, nil, fmt.Errorf("host: %w", err)
 	}
-	g, err := grantWithin(v.Claims.Caps, defs)
+	g, err := grantWithin(v.Claims, defs)
 	if err != nil {
 		return nil, nil, fmt.Errorf("host: token: %w", err)
 	}
