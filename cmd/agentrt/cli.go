@@ -137,7 +137,11 @@ Quick start:
   agentrt run crawler.wasm --grant examples/crawler/grant.yaml --input '{"start":"http://127.0.0.1:8080/"}'
   agentrt runs
   agentrt journal show RUN
-  agentrt replay RUN`,
+  agentrt replay RUN
+  agentrt audit export RUN -o run.bundle   # then, anywhere: agentrt audit verify run.bundle --trust KEYS
+
+A cell can also run as a daemon (agentrt cell serve); agentrt run, resume,
+cancel, runs and approve then go through it.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
