@@ -49,12 +49,12 @@ demo: examples
 	@sh examples/demo.sh
 
 ## test: the whole test suite, then the concurrent parts (the store's
-## committer, concurrent runs, parallel verification) again under the race detector,
+## committer, concurrent runs, parallel verification, the cell daemon) again under the race detector,
 ## then engine neutrality (build tag wasmtime, cgo): the cross-engine replay tests,
 ## and the host and replay suites again with every run on wasmtime.
 test: deps
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./journal/... ./host/
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./journal/... ./host/ ./host/cell/
 	$(GO) test -tags wasmtime -count=1 -timeout $(TEST_TIMEOUT) ./host/... ./replay/... ./examples/repo-report/
 	$(GO) test -tags wasmtime -count=1 -timeout $(TEST_TIMEOUT) -run 'TestScripts/engine' ./cmd/agentrt/
 	AGENTRT_TEST_ENGINE=wasmtime $(GO) test -tags wasmtime -count=1 -timeout $(TEST_TIMEOUT) ./host/ ./replay/
