@@ -21,10 +21,6 @@ var schemaText []byte
 // against and every request is checked against.
 func Schema() []byte { return slices.Clone(schemaText) }
 
-// ToolRun is the action of the native-tool capability, which has no ABI op
-// yet; every other action is named after an ABI op (abi.Ops).
-const ToolRun = "tool.run"
-
 // compiled is the schema resolved once: the validator, and the action
 // entities (with their groups as parents) that requests do not carry.
 type compiled struct {
