@@ -210,9 +210,15 @@ func (s *session) fault(err error) { panic(err) }
 
 // call implements the call import of every capability module.
 func (s *session) call(ctx context.Context, ci int, opcode, reqPtr, reqLen, respPtr, respCap uint32) abi.Result {
+	// Two one-case selects, not one of two cases: each compiles to a
+	// non-blocking receive, where a select of several cases goes through
+	// the runtime's select, a cost every call would pay.
 	select {
 	case <-s.done:
 		s.stop(fmt.Errorf("%w after %d calls", ErrInterrupted, s.steps))
+	default:
+	}
+	select {
 	case <-s.halt:
 		s.stop(fmt.Errorf("%w after %d calls", ErrInterrupted, s.steps))
 	default:
