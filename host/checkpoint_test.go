@@ -88,21 +88,8 @@ func TestResumeStartsFromTheLastCheckpoint(t *testing.T) {
 		{"in the first segment", 600, 600, 550},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			var n atomic.Int64
-			now := func() time.Time {
-				if n.Add(1) == tc.stopAt {
-					cancel()
-				}
-				return time.Now()
-			}
-			env := testutil.NewEnv(t, host.Deps{Now: now}, host.Config{})
-			res, err := env.Host.Run(ctx, segmentsSpec(code, 2500, 1000))
-			if !errors.Is(err, host.ErrInterrupted) {
-				t.Fatalf("run: %v, want it interrupted", err)
-			}
-			got, err := env.Host.Resume(context.Background(), res.Run)
+			env, run := interruptedSegments(t, code, tc.stopAt)
+			got, err := env.Host.Resume(context.Background(), run)
 			if err != nil || got.Status != journal.StatusCompleted {
 				t.Fatalf("resume: %v %+v", err, got)
 			}
@@ -112,7 +99,7 @@ func TestResumeStartsFromTheLastCheckpoint(t *testing.T) {
 			if got.Replayed > tc.replayedAtMost || got.Replayed < tc.replayedAtLeast {
 				t.Fatalf("resume answered %d calls from the journal, want %d..%d", got.Replayed, tc.replayedAtLeast, tc.replayedAtMost)
 			}
-			replaysTo(t, env, res.Run, code, got.Output)
+			replaysTo(t, env, run, code, got.Output)
 		})
 	}
 }

@@ -88,7 +88,7 @@ func hintFor(err error) string {
 	case errors.Is(err, host.ErrInterrupted):
 		return "the journal keeps every call made so far; continue the run with: agentrt resume RUN"
 	case errors.Is(err, host.ErrFinished):
-		return "a finished run is neither cancelled nor resumed; replay it with: agentrt replay RUN"
+		return cell.Hint(err)
 	case errors.As(err, &h):
 		return h.hint
 	case errors.Is(err, capability.ErrReplay):

@@ -634,13 +634,14 @@ type APIError struct {
 
 func writeError(w http.ResponseWriter, code int, err error, hint string) {
 	if hint == "" {
-		hint = hintFor(err)
+		hint = Hint(err)
 	}
 	writeJSON(w, code, APIError{Error: err.Error(), Hint: hint})
 }
 
-// hintFor returns the fix for errors of the lifecycle that have a known one.
-func hintFor(err error) string {
+// Hint returns the fix for errors of the run lifecycle that have a known
+// one, as the API and the CLI give it.
+func Hint(err error) string {
 	var le *host.LinkError
 	var held *journal.HeldError
 	switch {

@@ -22,8 +22,19 @@ import (
 // loopback test server.
 func newServer(t *testing.T, opts cell.ServerOptions) (*cell.Cell, *cell.Client) {
 	t.Helper()
+	return newServerIn(t, t.TempDir(), opts)
+}
+
+// newServerIn is newServer on the data directory dir, whose cell asks
+// opts.Approvals, when set, about the calls its permission modes park.
+func newServerIn(t *testing.T, dir string, opts cell.ServerOptions) (*cell.Cell, *cell.Client) {
+	t.Helper()
 	ctx := context.Background()
-	c, err := cell.Open(ctx, t.TempDir(), cell.Options{NoCache: true})
+	copts := cell.Options{NoCache: true}
+	if opts.Approvals != nil {
+		copts.Approver = opts.Approvals
+	}
+	c, err := cell.Open(ctx, dir, copts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,23 +238,7 @@ func TestApprovalsThroughTheAPI(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, cell.ModesFile), []byte("rules:\n  - {name: ask-k0, op: kv.put, resource: smoke, effect: ask}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	approvals := cell.NewApprovals()
-	c, err := cell.Open(ctx, dir, cell.Options{NoCache: true, Approver: approvals})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := cell.NewServer(c, cell.ServerOptions{Logf: t.Logf, Approvals: approvals})
-	c.AddSink(srv.Sink)
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		hs.Close()
-		srv.Shutdown(ctx)
-		c.Close(ctx)
-	})
-	cl, err := cell.Dial(hs.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, cl := newServerIn(t, dir, cell.ServerOptions{Approvals: cell.NewApprovals()})
 	code := testutil.BuildGo(t, "host/testdata/agents/smoke")
 	for _, approve := range []bool{true, false} {
 		st, err := cl.SubmitFollow(ctx, cell.Submission{Module: code, Name: "smoke.wasm", Input: []byte("x"), Grant: smokeGrant})
