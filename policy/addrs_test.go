@@ -110,3 +110,13 @@ func TestPlatformRangesMatchCedar(t *testing.T) {
 	}
 	t.Logf("%d decisions compared", checked)
 }
+
+func netipMust(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+func mustIP(s string) types.IPAddr {
+	a, err := types.ParseIPAddr(s)
+	if err != nil {
+		panic(err)
+	}
+	return a
+}

@@ -3,6 +3,9 @@ package policy
 import (
 	"fmt"
 	"net/netip"
+	"regexp"
+	"strconv"
+	"strings"
 
 	"github.com/agentrt/agentrt/capability"
 	"github.com/cedar-policy/cedar-go/types"
@@ -81,4 +84,66 @@ func checkHost(r Request) string {
 		}
 	}
 	return ""
+}
+
+// hostLiteral finds the Host entity references in a policy's canonical
+// text (an unescaped quote after Host:: only starts an entity id: quotes
+// inside string literals are escaped).
+var hostLiteral = regexp.MustCompile(`(?:^|[^A-Za-z0-9_:])Host::"((?:[^"\\]|\\.)*)"`)
+
+// hostLiterals returns why a policy names a Host in a form no request
+// has (requests are canonical, so such a policy would never match:
+// a forbid on Host::"LOCALHOST." would let localhost through), or "".
+func hostLiterals(text string) string {
+	for _, m := range hostLiteral.FindAllStringSubmatch(text, -1) {
+		raw := unescapeCedar(m[1])
+		canon, err := capability.CanonicalHost(raw)
+		switch {
+		case err != nil:
+			return fmt.Sprintf("Host::%q can never match: requests name hosts in canonical form, and %v", raw, err)
+		case canon != raw:
+			return fmt.Sprintf("Host::%q can never match: requests name hosts in canonical form; write Host::%q", raw, canon)
+		}
+	}
+	return ""
+}
+
+// unescapeCedar undoes the escapes of a Cedar string literal (\\u{HEX}
+// and Rust's single-character escapes), best effort: what it cannot read
+// stays as it is and fails canonicalization.
+func unescapeCedar(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' || i+1 == len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		i++
+		switch c := s[i]; c {
+		case 'n':
+			b.WriteByte('\n')
+		case 't':
+			b.WriteByte('\t')
+		case 'r':
+			b.WriteByte('\r')
+		case '0':
+			b.WriteByte(0)
+		case 'u':
+			end := strings.IndexByte(s[i:], '}')
+			if end > 2 && s[i+1] == '{' {
+				if n, err := strconv.ParseUint(s[i+2:i+end], 16, 32); err == nil {
+					b.WriteRune(rune(n))
+					i += end
+					continue
+				}
+			}
+			b.WriteString(`\u`)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }
