@@ -15,8 +15,8 @@ import (
 // the policy and the permission modes all compare the strings these
 // functions return, so "LOCALHOST.", "ｌｏｃａｌｈｏｓｔ" and "localhost" are
 // one resource and get one decision. The core and the edge runtime share
-// them; capability/SPEC.md and policy/testdata/parity/README.md state the
-// rules:
+// them; policy/testdata/parity/README.md states the rules for other
+// implementations:
 //
 //   - names: IDNA (UTS #46, non-transitional, as for lookup) to ASCII,
 //     which also lower-cases them and maps full-width forms and ideographic

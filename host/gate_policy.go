@@ -109,7 +109,18 @@ func (s *session) facts(c *Call) (callFacts, error) {
 			return f, err
 		}
 		f.resource = types.NewEntityUID(entTool, types.String(r.Name))
-		f.attrs = []fact{{name: "args", set: r.Args, kind: 'S'}}
+		// The path arguments in canonical form (absolute, clean, as the
+		// capability layer checked them against the tool's areas), so
+		// that a policy on /srv/repo/secret sees ./secret and
+		// /srv/repo//secret as that path.
+		paths := []string{}
+		if t := s.grant.Tool.lookup(r.Name); t != nil {
+			plan := s.toolPlan(t)
+			if msg := plan.checkArgs(r.Args); msg == "" {
+				paths = plan.paths
+			}
+		}
+		f.attrs = []fact{{name: "args", set: r.Args, kind: 'S'}, {name: "paths", set: paths, kind: 'S'}}
 	default:
 		return f, fmt.Errorf("no policy resource for op %s", c.Op.Name)
 	}
