@@ -272,3 +272,77 @@ func JoinHost(host, port string) string {
 	}
 	return net.JoinHostPort(host, port)
 }
+
+// CanonicalURLPath returns the one spelling of a URL path (as it is sent,
+// percent-encoded), by RFC 3986's normalizations that keep its meaning
+// (section 6.2.2): percent-encoded unreserved characters (letters, digits,
+// "-", ".", "_", "~") decoded, other percent-encodings in upper case, then
+// the "." and ".." segments removed (section 5.2.4), so "/a/./b/../%63"
+// and "/a/c" are one path. Empty segments ("//") are kept: servers may
+// tell them apart. A path that is not valid percent-encoding is an error.
+func CanonicalURLPath(p string) (string, error) {
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if c != '%' {
+			b.WriteByte(c)
+			continue
+		}
+		if i+2 >= len(p) || !ishex(p[i+1]) || !ishex(p[i+2]) {
+			return "", fmt.Errorf("path %q: %q is not a percent-encoding", p, p[i:min(i+3, len(p))])
+		}
+		v := unhex(p[i+1])<<4 | unhex(p[i+2])
+		if unreserved(v) {
+			b.WriteByte(v)
+		} else {
+			b.WriteString(strings.ToUpper(p[i : i+3]))
+		}
+		i += 2
+	}
+	out := removeDotSegments(b.String())
+	if out == "" || out[0] != '/' {
+		out = "/" + out
+	}
+	return out, nil
+}
+
+func ishex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
+
+func unhex(c byte) byte {
+	switch {
+	case c >= 'a':
+		return c - 'a' + 10
+	case c >= 'A':
+		return c - 'A' + 10
+	}
+	return c - '0'
+}
+
+func unreserved(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
+}
+
+// removeDotSegments is RFC 3986 section 5.2.4 for an absolute path.
+func removeDotSegments(p string) string {
+	var out []string
+	segs := strings.Split(p, "/")
+	for i, s := range segs {
+		last := i == len(segs)-1
+		switch s {
+		case ".":
+			if last {
+				out = append(out, "")
+			}
+		case "..":
+			if len(out) > 1 {
+				out = out[:len(out)-1]
+			}
+			if last {
+				out = append(out, "")
+			}
+		default:
+			out = append(out, s)
+		}
+	}
+	return strings.Join(out, "/")
+}

@@ -132,3 +132,36 @@ func TestHostsAreCanonicalInTokens(t *testing.T) {
 		}
 	}
 }
+
+func TestCanonicalURLPath(t *testing.T) {
+	for in, want := range map[string]string{
+		"":              "/",
+		"/":             "/",
+		"/a/b":          "/a/b",
+		"/a/./b":        "/a/b",
+		"/a/../b":       "/b",
+		"/../../a":      "/a",
+		"/a/b/..":       "/a/",
+		"/a/b/.":        "/a/b/",
+		"/%61dmin":      "/admin",
+		"/%2e%2E/admin": "/admin",
+		"/a%2fb":        "/a%2Fb", // an encoded slash stays encoded: it is not a separator
+		"/a%2Fb":        "/a%2Fb",
+		"//admin":       "//admin",
+		"/x/%7e/%41":    "/x/~/A",
+		"/caf%c3%a9":    "/caf%C3%A9",
+	} {
+		got, err := CanonicalURLPath(in)
+		if err != nil || got != want {
+			t.Errorf("CanonicalURLPath(%q) = %q, %v; want %q", in, got, err, want)
+		}
+		if again, _ := CanonicalURLPath(got); again != got {
+			t.Errorf("CanonicalURLPath(%q) = %q: not a fixed point", got, again)
+		}
+	}
+	for _, bad := range []string{"/%", "/%4", "/%zz"} {
+		if _, err := CanonicalURLPath(bad); err == nil {
+			t.Errorf("CanonicalURLPath(%q) accepted", bad)
+		}
+	}
+}

@@ -29,9 +29,9 @@ const (
 //
 //	http.request (HTTPRequest) -> HTTPResponse   effect, not idempotent
 //
-// The URL's host is put in canonical form (capability.CanonicalHost) before
-// the grant, the policy and the modes see it, and the request is sent to
-// that form. The host adds an Idempotency-Key header. Redirects are not
+// The URL's host and path are put in canonical form
+// (capability.CanonicalHost, CanonicalURLPath) before the grant, the policy
+// and the modes see them, and the request is sent in that form. The host adds an Idempotency-Key header. Redirects are not
 // followed (the guest sees the 3xx and decides, and its next request passes
 // the gate again); proxies from the environment are ignored; every
 // connection is checked as it is dialled (egress.go). Errors:
@@ -47,7 +47,7 @@ func init() {
 // httpTarget is a request URL in canonical form: what the grant, the
 // policy, the modes and the dialer all see.
 type httpTarget struct {
-	url  *url.URL   // with the canonical host, and the port only when not the scheme's default
+	url  *url.URL   // with the canonical host and path, and the port only when not the scheme's default
 	host string     // canonical, without brackets
 	port string     // explicit, or the scheme's default
 	ip   netip.Addr // valid when host is an IP address
@@ -71,6 +71,14 @@ func parseTarget(raw string) (*httpTarget, error) {
 	} else if strings.HasSuffix(u.Host, ":") {
 		return nil, fmt.Errorf("%q has an empty port", raw)
 	}
+	path, err := capability.CanonicalURLPath(u.EscapedPath())
+	if err != nil {
+		return nil, err
+	}
+	if u.Path, err = url.PathUnescape(path); err != nil {
+		return nil, err
+	}
+	u.RawPath = path
 	t := &httpTarget{url: u, host: host, port: port}
 	t.ip, _ = netip.ParseAddr(host)
 	if port == def {

@@ -475,3 +475,27 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestHTTPPathIsCanonical: a customer policy forbids paths under /admin;
+// /%61dmin, /x/../admin and /%2e%2e/admin are that path, denied before
+// anything is sent. What is sent is the canonical path the policy saw.
+func TestHTTPPathIsCanonical(t *testing.T) {
+	env := testutil.NewEnv(t, host.Deps{Policy: platformPolicy(t,
+		"@id(\"acme.allow\") permit (principal, action, resource);\n"+
+			"@id(\"acme.no-admin\") forbid (principal, action == Action::\"http.request\", resource) when { context.path like \"/admin*\" };\n")}, host.Config{})
+	var seen atomic.Value
+	site := newCounter(t, func(w http.ResponseWriter, r *http.Request) { seen.Store(r.URL.EscapedPath()) })
+	lines, _ := runEgress(t, env, egressGrant("127.0.0.1"),
+		egressReq{URL: site.URL + "/%61dmin/users"},
+		egressReq{URL: site.URL + "/x/../admin"},
+		egressReq{URL: site.URL + "/%2e%2e/admin"},
+		egressReq{URL: site.URL + "/./admin/"},
+		egressReq{URL: site.URL + "/ok/./a/../%7euser"},
+	)
+	for _, l := range lines[:4] {
+		wantLine(t, l, "denied: policy: denied by customer:acme.no-admin")
+	}
+	if site.hits.Load() != 1 || seen.Load() != "/ok/~user" {
+		t.Fatalf("the server got %d requests, the last for %v; want one, for /ok/~user", site.hits.Load(), seen.Load())
+	}
+}

@@ -81,10 +81,7 @@ func (s *session) facts(c *Call) (callFacts, error) {
 			return f, err
 		}
 		p, _ := strconv.Atoi(t.port)
-		path := t.url.EscapedPath()
-		if path == "" {
-			path = "/"
-		}
+		path := t.url.EscapedPath() // canonical: never empty
 		if t.ip.IsValid() {
 			f.ip = t.ip.String()
 			f.explicit = s.grant.HTTP.namesAddr(t.ip, uint16(p))
