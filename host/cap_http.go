@@ -31,10 +31,11 @@ const (
 //
 // The URL's host and path are put in canonical form
 // (capability.CanonicalHost, CanonicalURLPath) before the grant, the policy
-// and the modes see them, and the request is sent in that form. The host adds an Idempotency-Key header. Redirects are not
-// followed (the guest sees the 3xx and decides, and its next request passes
-// the gate again); proxies from the environment are ignored; every
-// connection is checked as it is dialled (egress.go). Errors:
+// and the modes see them, and the request is sent in that form. The host
+// adds an Idempotency-Key header. Redirects are not followed (the guest
+// sees the 3xx and decides, and its next request passes the gate again);
+// proxies from the environment are ignored; every connection is checked as
+// it is dialled (egress.go). Errors:
 // StatusBadRequest for a malformed request or URL (a host with no canonical
 // form among them), StatusDenied for a host the grant does not list or a
 // connection the egress rules refuse (the cell's own listeners, an address
@@ -62,7 +63,10 @@ func parseTarget(raw string) (*httpTarget, error) {
 	if err != nil {
 		return nil, err
 	}
-	def := map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	def := "80"
+	if u.Scheme == "https" {
+		def = "443"
+	}
 	port := def
 	if p := u.Port(); p != "" {
 		if port, err = capability.CanonicalPort(p); err != nil {

@@ -137,12 +137,15 @@ func (s *session) cacheKey(c *Call, f *callFacts) string {
 	b.WriteString(string(f.resource.ID))
 	b.WriteByte(0)
 	b.WriteString(f.ip)
-	// explicit has a place of its own: the same address decides
-	// differently when the grant names it.
-	if f.explicit {
-		b.WriteString("\x001")
-	} else {
-		b.WriteString("\x000")
+	// explicit has a place of its own after an address: the same address
+	// decides differently when the grant names it. (No address, no flag:
+	// other calls' keys stay as they were.)
+	if f.ip != "" {
+		if f.explicit {
+			b.WriteString("\x001")
+		} else {
+			b.WriteString("\x000")
+		}
 	}
 	for _, a := range f.attrs {
 		b.WriteByte(0)
