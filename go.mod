@@ -19,6 +19,8 @@ require (
 	golang.org/x/mod v0.43.0
 )
 
+require golang.org/x/text v0.44.0 // indirect
+
 require (
 	github.com/cedar-policy/cedar-go v1.9.1
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect

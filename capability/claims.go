@@ -104,11 +104,13 @@ func (c Caps) AllowsHost(hostport, defaultPort string) bool {
 	if c.HTTP == nil {
 		return false
 	}
-	host, port, err := net.SplitHostPort(hostport)
+	host, port, err := CanonicalHostPort(hostport)
 	if err != nil {
-		host, port = hostport, defaultPort
+		return false
 	}
-	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	if port == "" {
+		port = defaultPort
+	}
 	return slices.ContainsFunc(c.HTTP.Hosts, func(allowed string) bool {
 		ah, ap := splitHost(allowed)
 		return ah == host && (ap == "" || ap == port)
@@ -123,15 +125,19 @@ func splitHost(entry string) (host, port string) {
 	return entry, ""
 }
 
-// Normalize sorts and de-duplicates every resource list and lower-cases the
-// hosts, giving the one form Check accepts. Issue and Attenuate call it.
+// Normalize sorts and de-duplicates every resource list and puts the hosts
+// in canonical form (CanonicalHostEntry), giving the one form Check
+// accepts; a host that has none is left for Check to refuse. Issue and
+// Attenuate call it.
 func (c *Caps) Normalize() {
 	if c.KV != nil {
 		c.KV.Namespaces = sortUnique(c.KV.Namespaces)
 	}
 	if c.HTTP != nil {
 		for i, h := range c.HTTP.Hosts {
-			c.HTTP.Hosts[i] = strings.ToLower(h)
+			if canon, err := CanonicalHostEntry(h); err == nil {
+				c.HTTP.Hosts[i] = canon
+			}
 		}
 		c.HTTP.Hosts = sortUnique(c.HTTP.Hosts)
 	}
@@ -200,14 +206,12 @@ func checkHost(s string) error {
 	if err := checkName(s); err != nil {
 		return err
 	}
-	host, port := splitHost(s)
-	if host == "" || strings.ContainsAny(host, "/@ \t") || host != strings.ToLower(host) || strings.HasSuffix(host, ".") {
-		return fmt.Errorf("%q: want a lower-case host or host:port", s)
+	canon, err := CanonicalHostEntry(s)
+	if err != nil {
+		return err
 	}
-	if port != "" {
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
-			return fmt.Errorf("%q: the port must be a number from 1 to 65535", s)
-		}
+	if canon != s {
+		return fmt.Errorf("%q: not in canonical form (write %q)", s, canon)
 	}
 	return nil
 }

@@ -79,6 +79,10 @@ type toolPlan struct {
 	// ro and rw are the areas path arguments may name: the grant's read
 	// paths, and its write paths plus the workspace.
 	ro, rw []string
+	// paths collects, as checkArgs accepts them, the canonical form of
+	// the path arguments (absolute, clean): what the policy sees
+	// (gate_policy.go).
+	paths []string
 }
 
 func (s *session) toolPlan(t *ToolSpec) *toolPlan {
@@ -247,6 +251,7 @@ func (p *toolPlan) checkValue(v, pattern, kind string) string {
 	}
 	for _, root := range areas {
 		if hostWithin(abs, root) {
+			p.paths = append(p.paths, abs)
 			return ""
 		}
 	}

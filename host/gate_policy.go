@@ -4,8 +4,6 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"fmt"
-	"net"
-	"net/url"
 	"strconv"
 	"strings"
 
@@ -34,6 +32,7 @@ const (
 type callFacts struct {
 	resource types.EntityUID // zero: the run itself
 	ip       string          // a Host named by an IP address
+	explicit bool            // ... that the run's grant names itself
 	attrs    []fact          // the op's context attributes, in schema order
 	method   string          // the HTTP method, for the permission modes
 }
@@ -75,26 +74,21 @@ func (s *session) facts(c *Call) (callFacts, error) {
 		if err := abi.Unmarshal(c.Request, &r); err != nil {
 			return f, err
 		}
-		u, err := url.Parse(r.URL)
+		// The canonical target, as the grant saw it and the dialer
+		// will: one spelling of the host for the policy and the modes.
+		t, err := parseTarget(r.URL)
 		if err != nil {
 			return f, err
 		}
-		name := strings.ToLower(u.Hostname())
-		port := u.Port()
-		if port == "" {
-			port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+		p, _ := strconv.Atoi(t.port)
+		path := t.url.EscapedPath() // canonical: never empty
+		if t.ip.IsValid() {
+			f.ip = t.ip.String()
+			f.explicit = s.grant.HTTP.namesAddr(t.ip, uint16(p))
 		}
-		p, _ := strconv.Atoi(port)
-		path := u.EscapedPath()
-		if path == "" {
-			path = "/"
-		}
-		if ip := net.ParseIP(name); ip != nil {
-			f.ip = ip.String()
-		}
-		f.resource = types.NewEntityUID(entHost, types.String(name))
+		f.resource = types.NewEntityUID(entHost, types.String(t.host))
 		f.method = strings.ToUpper(r.Method)
-		f.attrs = []fact{{name: "method", str: f.method, kind: 's'}, {name: "scheme", str: u.Scheme, kind: 's'},
+		f.attrs = []fact{{name: "method", str: f.method, kind: 's'}, {name: "scheme", str: t.url.Scheme, kind: 's'},
 			{name: "port", num: int64(p), kind: 'n'}, {name: "path", str: path, kind: 's'}}
 	case abi.CapRandom:
 		var r abi.RandomBytesRequest
@@ -112,7 +106,18 @@ func (s *session) facts(c *Call) (callFacts, error) {
 			return f, err
 		}
 		f.resource = types.NewEntityUID(entTool, types.String(r.Name))
-		f.attrs = []fact{{name: "args", set: r.Args, kind: 'S'}}
+		// The path arguments in canonical form (absolute, clean, as the
+		// capability layer checked them against the tool's areas), so
+		// that a policy on /srv/repo/secret sees ./secret and
+		// /srv/repo//secret as that path.
+		paths := []string{}
+		if t := s.grant.Tool.lookup(r.Name); t != nil {
+			plan := s.toolPlan(t)
+			if msg := plan.checkArgs(r.Args); msg == "" {
+				paths = plan.paths
+			}
+		}
+		f.attrs = []fact{{name: "args", set: r.Args, kind: 'S'}, {name: "paths", set: paths, kind: 'S'}}
 	default:
 		return f, fmt.Errorf("no policy resource for op %s", c.Op.Name)
 	}
@@ -132,6 +137,16 @@ func (s *session) cacheKey(c *Call, f *callFacts) string {
 	b.WriteString(string(f.resource.ID))
 	b.WriteByte(0)
 	b.WriteString(f.ip)
+	// explicit has a place of its own after an address: the same address
+	// decides differently when the grant names it. (No address, no flag:
+	// other calls' keys stay as they were.)
+	if f.ip != "" {
+		if f.explicit {
+			b.WriteString("\x001")
+		} else {
+			b.WriteString("\x000")
+		}
+	}
 	for _, a := range f.attrs {
 		b.WriteByte(0)
 		switch a.kind {
@@ -187,6 +202,9 @@ func (s *session) policyRequest(c *Call, f *callFacts) policy.Request {
 		if f.ip != "" {
 			if a, err := types.ParseIPAddr(f.ip); err == nil {
 				attrs["ip"] = a
+			}
+			if f.explicit {
+				attrs["explicit"] = types.True
 			}
 		}
 		// The session's entities, plus the resource: a copy, since a

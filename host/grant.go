@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -41,8 +43,11 @@ type KVGrant struct {
 
 // HTTPGrant allows HTTP requests to the listed hosts.
 type HTTPGrant struct {
-	// Hosts are "host" (any port) or "host:port" entries; requests to any
-	// other host are denied.
+	// Hosts are "host" (any port) or "host:port" entries, in canonical
+	// form (capability.CanonicalHostEntry; Check puts them in it);
+	// requests to any other host are denied. An IP address or localhost
+	// among them is what lets the run reach that address (localhost: any
+	// loopback address) past the platform's private-range rules.
 	Hosts []string `yaml:"hosts" cbor:"hosts"`
 	// Idempotent says the servers honour the Idempotency-Key header (they
 	// serve a repeated key once), so a request a crash left in doubt may
@@ -100,7 +105,9 @@ func ParseGrant(b []byte) (*Grant, error) {
 	return g, nil
 }
 
-// Check validates the resources named in g.
+// Check validates the resources named in g, and puts its HTTP hosts in
+// canonical form in place (LOCALHOST. becomes localhost), so that the
+// grant, the token, the policy and the modes compare one spelling.
 func (g *Grant) Check() error {
 	if g.KV != nil && (g.KV.Namespace == "" || strings.ContainsRune(g.KV.Namespace, 0) || !utf8.ValidString(g.KV.Namespace)) {
 		return fmt.Errorf("kv: a non-empty UTF-8 namespace without NUL is required (kv: {namespace: NAME})")
@@ -109,10 +116,12 @@ func (g *Grant) Check() error {
 		if len(g.HTTP.Hosts) == 0 {
 			return fmt.Errorf("http: list the allowed hosts (http: {hosts: [\"example.com\"]})")
 		}
-		for _, h := range g.HTTP.Hosts {
-			if h == "" || strings.ContainsAny(h, "/@ ") || !utf8.ValidString(h) {
-				return fmt.Errorf("http: %q is not a host or host:port", h)
+		for i, h := range g.HTTP.Hosts {
+			canon, err := capability.CanonicalHostEntry(h)
+			if err != nil {
+				return fmt.Errorf("http: %w (want host or host:port)", err)
 			}
+			g.HTTP.Hosts[i] = canon
 		}
 	}
 	if g.Tool != nil {
@@ -165,19 +174,42 @@ func DecodeGrant(b []byte) (*Grant, error) {
 	return &g, g.Check()
 }
 
-// allowsHost reports whether an HTTP request to hostport (as in a URL, with
-// or without a port) is allowed.
-func (g *HTTPGrant) allowsHost(hostport string, defaultPort string) bool {
-	host, port, err := net.SplitHostPort(hostport)
-	if err != nil {
-		host, port = hostport, defaultPort
-	}
-	host = strings.ToLower(strings.TrimSuffix(host, "."))
-	return slices.ContainsFunc(g.Hosts, func(allowed string) bool {
-		ah, ap, err := net.SplitHostPort(allowed)
-		if err != nil {
-			return strings.EqualFold(allowed, host)
-		}
-		return strings.EqualFold(ah, host) && ap == port
+// allows reports whether an HTTP request to the canonical host and port is
+// allowed: an entry names the host, at any port or at this one.
+func (g *HTTPGrant) allows(host, port string) bool {
+	return slices.ContainsFunc(g.Hosts, func(entry string) bool {
+		eh, ep := splitEntry(entry)
+		return eh == host && (ep == "" || ep == port)
 	})
+}
+
+// namesAddr reports whether g names the address a at port itself, which
+// lets the run reach it past the platform's private-range rules: an entry
+// that is a, or localhost when a is a loopback address, at any port or at
+// this one. A name that resolves to a never names it.
+func (g *HTTPGrant) namesAddr(a netip.Addr, port uint16) bool {
+	if g == nil {
+		return false
+	}
+	p := strconv.Itoa(int(port))
+	return slices.ContainsFunc(g.Hosts, func(entry string) bool {
+		eh, ep := splitEntry(entry)
+		if ep != "" && ep != p {
+			return false
+		}
+		if eh == "localhost" {
+			return a.IsLoopback()
+		}
+		ip, err := netip.ParseAddr(eh)
+		return err == nil && ip == a
+	})
+}
+
+// splitEntry splits a canonical hosts entry into host and port ("" for
+// any): "[v6]:port" and "name:port" have one, a bare IPv6 address none.
+func splitEntry(entry string) (host, port string) {
+	if h, p, err := net.SplitHostPort(entry); err == nil {
+		return h, p
+	}
+	return entry, ""
 }

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
+	"net"
 	"strings"
 	"time"
 
@@ -25,8 +25,14 @@ type Deps struct {
 	Events EventLog
 	// Key is the cell's signing key.
 	Key ed25519.PrivateKey
-	// HTTP serves the http capability; nil: NewHTTPClient().
-	HTTP *http.Client
+	// Listeners are the addresses the cell itself listens on, which the
+	// http capability never connects to, whatever a grant says (egress.go);
+	// nil: none. A *ListenerSet lets the cell add a listener after the
+	// host exists.
+	Listeners Listeners
+	// Resolver resolves the names of the http capability's requests; nil:
+	// the system's. Every address it returns is checked as it is dialled.
+	Resolver *net.Resolver
 	// Now is the host's real clock; nil: time.Now.
 	Now func() time.Time
 	// Rand is the real entropy for seeds and random.bytes; nil: crypto/rand.
@@ -82,9 +88,6 @@ type Host struct {
 func New(engine *Engine, deps Deps, cfg Config) (*Host, error) {
 	if deps.Store == nil || deps.KV == nil || deps.Key == nil {
 		return nil, errors.New("host: Store, KV and Key are required")
-	}
-	if deps.HTTP == nil {
-		deps.HTTP = NewHTTPClient()
 	}
 	if deps.Now == nil {
 		deps.Now = time.Now
@@ -172,6 +175,7 @@ type Started struct {
 // Drain stop it (ErrInterrupted, with the cause).
 func (st *Started) Execute(ctx context.Context) (*Result, error) {
 	defer st.h.live.leave(st.Run)
+	defer st.s.closeEgress() // the run's connections are its own
 	st.s.halt = st.live.halt
 	res, err := st.h.conclude(ctx, st.m, st.s, st.w, st.meta, st.lease, st.live)
 	if p, ok := st.s.path.(*resumePath); ok && res != nil {

@@ -116,6 +116,9 @@ type session struct {
 	runUID     types.EntityUID
 	decisions  map[string]*cachedDecision
 	policyUses struct{ time, spent bool }
+	// egress is the run's http client (egress.go), made on the first
+	// request and closed when the run ends.
+	egress *runEgress
 }
 
 // segment is where a segment of a run starts: a run that checkpoints is

@@ -6,7 +6,8 @@
 //
 //  1. The request is checked against the schema (schema.cedarschema): a
 //     known action, principal and resource present among the request's
-//     entities, entities and context of the declared types. Anything else
+//     entities, entities and context of the declared types, a Host
+//     resource in canonical form (CanonicalizeHosts). Anything else
 //     denies; the decision names the request as the cause.
 //  2. The platform set (platform.cedar, embedded) is evaluated. A forbid
 //     that matches, no permit that matches, or any policy that errors
@@ -17,6 +18,10 @@
 //     overflows, say) denies instead of being skipped as Cedar alone would.
 //  4. Permission modes (Modes.Apply) then turn an allow into ask or deny
 //     where a rule says so; they never turn a deny into an allow.
+//
+// The platform set's address rules are also a Go table (PlatformRanges,
+// DeniedAddress) that the host's http dialer applies to every address it
+// connects to; a test holds the two to the same decisions.
 //
 // Policy ids are the @id("...") annotation of a policy when it has one, else
 // the name of its source file and its index in that file, "file.cedar#0".

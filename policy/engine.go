@@ -282,6 +282,11 @@ func checkRequest(r Request) (types.EntityUID, string) {
 	if _, ok := r.Entities[r.Resource]; !ok {
 		return action, fmt.Sprintf("unknown resource %s: not among the request's entities", r.Resource)
 	}
+	if r.Resource.Type == hostType {
+		if reason := checkHost(r); reason != "" {
+			return action, reason
+		}
+	}
 	var bad []string
 	for uid, ent := range r.Entities {
 		switch {

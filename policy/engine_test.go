@@ -53,7 +53,9 @@ func TestPlatformDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
-		"platform.allow-granted", "platform.deny-link-local", "platform.deny-metadata-hosts",
+		"platform.allow-granted", PolicyIPv4InIPv6, PolicyLinkLocal, PolicyLoopback,
+		PolicyMetadataAddrs, "platform.deny-metadata-hosts", PolicyMulticast, PolicyNAT64,
+		PolicyPrivate, PolicyUnspecified,
 		"platform.known-mode", "platform.namespace-clearance", "platform.tool-clearance",
 	}
 	if got := e.platform.IDs(); !slices.Equal(got, want) {

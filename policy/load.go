@@ -232,6 +232,11 @@ func ParseSet(name string, srcs []Source) (*Set, error) {
 			}
 			continue
 		}
+		if msg := hostLiterals(e.text); msg != "" {
+			pos := e.p.Position()
+			problems = append(problems, Problem{File: e.file, Line: pos.Line, Column: pos.Column, Policy: string(id), Message: msg})
+			continue
+		}
 		set.ids = append(set.ids, id)
 		set.policies = append(set.policies, e.p)
 		set.texts = append(set.texts, e.text)

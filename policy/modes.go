@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentrt/agentrt/capability"
 	"github.com/cedar-policy/cedar-go/types"
 	"go.yaml.in/yaml/v3"
 )
@@ -85,8 +86,9 @@ type Verdict struct {
 }
 
 // ParseModes reads modes from YAML. Unknown keys, a missing or unknown
-// effect, a rule without a name, two rules with one name, a bad glob and an
-// op pattern that matches no action are errors.
+// effect, a rule without a name, two rules with one name, a bad glob, an
+// op pattern that matches no action, and a resource pattern of an HTTP-only
+// rule that no canonical host can match (LOCALHOST.) are errors.
 func ParseModes(b []byte) (*Modes, error) {
 	var m Modes
 	dec := yaml.NewDecoder(bytes.NewReader(b))
@@ -123,7 +125,39 @@ func (m *Modes) check() error {
 		case !slices.ContainsFunc(actions, func(a string) bool { return glob(r.Op, a) }):
 			return fmt.Errorf("%s: op %q matches no action (actions: %s)", where, r.Op, strings.Join(actions, ", "))
 		}
+		if err := r.checkHostPattern(actions); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
 		names[r.Name] = true
+	}
+	return nil
+}
+
+// checkHostPattern refuses a resource pattern that can never match the
+// host of an HTTP call, when the rule's op names only HTTP actions: calls
+// name hosts in canonical form (lower case, no trailing dot, IDNA A-labels),
+// so a rule on "LOCALHOST." would silently never apply.
+func (r Rule) checkHostPattern(actions []string) error {
+	if r.Resource == "" || slices.ContainsFunc(actions, func(a string) bool { return glob(r.Op, a) && !strings.HasPrefix(a, "http.") }) {
+		return nil
+	}
+	if !strings.ContainsAny(r.Resource, "*?") {
+		canon, err := capability.CanonicalHost(r.Resource)
+		if err != nil {
+			return fmt.Errorf("resource %q can never match an HTTP call's host: %w", r.Resource, err)
+		}
+		if canon != r.Resource {
+			return fmt.Errorf("resource %q can never match: HTTP calls name hosts in canonical form; write %q", r.Resource, canon)
+		}
+		return nil
+	}
+	for _, c := range r.Resource {
+		if c >= 0x80 || c >= 'A' && c <= 'Z' {
+			return fmt.Errorf("resource %q can never match: HTTP calls name hosts in canonical form (lower case, IDNA A-labels such as xn--bcher-kva.example)", r.Resource)
+		}
+	}
+	if strings.HasSuffix(r.Resource, ".") {
+		return fmt.Errorf("resource %q can never match: HTTP calls name hosts without the trailing dot; write %q", r.Resource, strings.TrimSuffix(r.Resource, "."))
 	}
 	return nil
 }

@@ -22,7 +22,8 @@ import (
 // principal, resource, context and entities use Cedar's JSON formats
 // (entity references, values with "__extn" for extension types, and the
 // entities array), so any Cedar implementation reads them. action is an op
-// name. Unknown members are an error.
+// name. Unknown members are an error. Hosts are put in canonical form
+// (CanonicalizeHosts), as the gate builds them.
 type RequestJSON struct {
 	Principal json.RawMessage `json:"principal"`
 	Action    string          `json:"action"`
@@ -65,5 +66,5 @@ func (rj RequestJSON) Request() (Request, error) {
 			return r, fmt.Errorf("request: entities: %w", err)
 		}
 	}
-	return r, nil
+	return r, CanonicalizeHosts(&r)
 }

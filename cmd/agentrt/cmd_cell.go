@@ -76,6 +76,8 @@ them with agentrt cancel RUN.`,
 					return withHint(err, "listen on 127.0.0.1:PORT, or use the unix socket")
 				}
 				lns = append(lns, ln)
+				// No agent of this cell may reach its own API.
+				defer cl.Listeners.Add("the cell API", ln.Addr())()
 			}
 			srv := cell.NewServer(cl, cell.ServerOptions{Logf: logger.Printf, Approvals: approvals})
 			cl.AddSink(srv.Sink)

@@ -73,6 +73,10 @@ type Cell struct {
 	Key    ed25519.PrivateKey
 	Engine *host.Engine
 	Host   *host.Host
+	// Listeners are the cell's own TCP listeners (its API, later its
+	// metrics and UI), which no agent's http capability may reach: a
+	// daemon adds each one it opens (Listeners.Add).
+	Listeners *host.ListenerSet
 
 	mu    sync.RWMutex
 	sinks []func(host.Event)
@@ -153,11 +157,12 @@ func Open(ctx context.Context, dir string, opts Options) (*Cell, error) {
 		st.Close()
 		return nil, err
 	}
-	c := &Cell{Dir: dir, Store: st, Key: key, Engine: eng}
+	c := &Cell{Dir: dir, Store: st, Key: key, Engine: eng, Listeners: &host.ListenerSet{}}
 	if opts.Sink != nil {
 		c.sinks = append(c.sinks, opts.Sink)
 	}
-	deps := host.Deps{Store: st, KV: st, Events: st, Key: key, Sink: c.sink, Nonces: st, Approver: opts.Approver}
+	deps := host.Deps{Store: st, KV: st, Events: st, Key: key, Sink: c.sink, Nonces: st, Approver: opts.Approver,
+		Listeners: c.Listeners}
 	deps.Tools = host.ToolDeps{Workspaces: WorkDir(dir)}
 	if err = gateDeps(dir, opts, &deps); err == nil {
 		c.Host, err = host.New(eng, deps, host.Config{})
