@@ -87,7 +87,8 @@ func wasiCases() []*abivectors.WASIVector {
 	b.call("the fourth iovec is outside memory: EFAULT after the first three were written; nwritten is not",
 		"fd_write", 1, 1024, 4, 512).mem(512, noise(4))
 	b.call("stdin cannot be written: EBADF, once an iovec was found in memory", "fd_write", 0, 1024, 1, 512)
-	b.call("stdin, with no iovec: success, nwritten 0", "fd_write", 0, 1024, 0, 512)
+	b.call("stdin, with no iovec: success, nwritten 0", "fd_write", 0, 1024, 0, 512).mem(512, noise(4))
+	b.call("stdin, an empty iovec: EBADF all the same", "fd_write", 0, 1032, 1, 512).mem(512, noise(4))
 	b.call("stdin, an iovec outside memory: EFAULT comes first", "fd_write", 0, 1048, 1, 512)
 	b.call("the iovec array straddles the end: EFAULT", "fd_write", 1, end-4, 1, 512)
 	b.call("nwritten straddles the end: the bytes are written, then EFAULT", "fd_write", 1, 1024, 1, end-2)

@@ -396,3 +396,33 @@ func wasiVectorPaths(t *testing.T, pattern string) []string {
 	}
 	return files
 }
+
+// TestWASIModuleNameWithNUL: a module name holding a NUL byte cannot be
+// argv[0], so every engine refuses to instantiate the module for it, and
+// none of it runs (abi/SPEC.md §10.4).
+func TestWASIModuleNameWithNUL(t *testing.T) {
+	ctx := context.Background()
+	code := wat2wasm(t, `(module (memory (export "memory") 1) (func (export "_start") unreachable))`)
+	for _, kind := range EngineKinds {
+		if !EngineAvailable(kind) {
+			continue
+		}
+		e, err := NewEngine(ctx, EngineConfig{Kind: kind})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close(ctx)
+		m, err := e.Compile(ctx, code)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := wasiSession()
+		s.header.ModuleName = "agent\x00name"
+		inst, err := e.rt.instantiate(ctx, m, s)
+		if err == nil {
+			inst.close(ctx)
+			t.Fatalf("%s: instantiated with a NUL byte in argv[0]", kind)
+		}
+		t.Logf("%s: %v", kind, err)
+	}
+}
