@@ -360,5 +360,27 @@ func TestPreview1MatchesWazero(t *testing.T) {
 		if d := got.diff(want); d != "" {
 			t.Errorf("program %d: preview1 %s", i, d)
 		}
+		if d := runWASIOnSpec(t, code).diff(want); d != "" {
+			t.Errorf("program %d: abi/SPEC.md §10 (specWASI) %s", i, d)
+		}
 	}
+}
+
+// runWASIOnSpec runs code on wazero with specWASI, the text of abi/SPEC.md
+// §10 transcribed, as its WASI.
+func runWASIOnSpec(t *testing.T, code []byte) *wasiOutcome {
+	t.Helper()
+	s := wasiSession()
+	inst := openOnSpec(t, code, s)
+	defer inst.close()
+	var err error
+	if _, end := inst.call("_start"); end == "trap" {
+		err = errors.New("trap")
+	} else if code, ok := strings.CutPrefix(end, "exit "); ok {
+		var n uint32
+		fmt.Sscan(code, &n)
+		err = &exitError{code: n}
+	}
+	mem, _ := s.mem.Read(0, 65536)
+	return &wasiOutcome{end: endOf(err), mem: bytes.Clone(mem), events: s.events.buf, clock: s.clock.now}
 }

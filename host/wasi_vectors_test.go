@@ -51,6 +51,7 @@ type wasiInstance interface {
 var wasiTargets = []wasiTarget{
 	{"wazero", openOnWazero},
 	{"preview1-on-wazero", openOnPreview1},
+	{"spec-on-wazero", openOnSpec},
 }
 
 // wasiReference is the implementation the vectors are generated from.
