@@ -480,7 +480,7 @@ func openOnSpec(t *testing.T, code []byte, s *session) wasiInstance {
 		t.Fatal(err)
 	}
 	s.mem = mod.Memory()
-	return &preview1WASIInstance{
+	return &funcWASIInstance{
 		closeFn: func() { rt.Close(ctx) },
 		callFn: func(name string) (uint32, string) {
 			res, err := mod.ExportedFunction(name).Call(ctx)

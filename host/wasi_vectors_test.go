@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -22,8 +21,9 @@ import (
 // virtual WASI answers, call by call, independently of any engine. This
 // file runs them against every implementation this binary has: wazero's
 // own wasi_snapshot_preview1 as the wazero adapter configures it, preview1
-// on wazero, and (build tag wasmtime) the wasmtime adapter, which serves
-// preview1. It also generates the calls.*.txt vectors (-rewrite) from the
+// on wazero, specWASI (the specification's text transcribed,
+// wasi_spec_test.go) on wazero, and (build tag wasmtime) the wasmtime
+// adapter, which serves preview1. It also generates the calls.*.txt vectors (-rewrite) from the
 // cases in wasiCases, with the outcomes the reference, wazero's WASI,
 // gives; wasi_trace_test.go records the trace.*.txt vectors from real
 // guests.
@@ -107,19 +107,20 @@ func wazeroOutcome(res []uint64, err error) (uint32, string) {
 	return uint32(res[0]), ""
 }
 
-type preview1WASIInstance struct {
+// funcWASIInstance is an instance whose calls and close are closures.
+type funcWASIInstance struct {
 	callFn  func(string) (uint32, string)
 	closeFn func()
 }
 
-func (p *preview1WASIInstance) call(name string) (uint32, string) { return p.callFn(name) }
-func (p *preview1WASIInstance) close()                            { p.closeFn() }
+func (p *funcWASIInstance) call(name string) (uint32, string) { return p.callFn(name) }
+func (p *funcWASIInstance) close()                            { p.closeFn() }
 
 func openOnPreview1(t *testing.T, code []byte, s *session) wasiInstance {
 	t.Helper()
 	ctx := context.Background()
 	rt, mod := instantiatePreview1(t, ctx, code, s)
-	return &preview1WASIInstance{
+	return &funcWASIInstance{
 		closeFn: func() { rt.Close(ctx) },
 		callFn: func(name string) (uint32, string) {
 			res, err := mod.ExportedFunction(name).Call(ctx)
@@ -386,16 +387,6 @@ func TestWASIVectorFiles(t *testing.T) {
 		want[v.File] = v.Format()
 	}
 	golden.Sync(t, wasiVectorDir, "calls.*.txt", want, *rewriteVectors)
-}
-
-// wasiVectorPaths returns the vector files on disk matching pattern.
-func wasiVectorPaths(t *testing.T, pattern string) []string {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(wasiVectorDir, pattern))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return files
 }
 
 // TestWASIModuleNameWithNUL: a module name holding a NUL byte cannot be

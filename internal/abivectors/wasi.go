@@ -109,9 +109,6 @@ type WASICall struct {
 	HasNow bool
 }
 
-// ArgU32 returns argument i as the u32 the guest passes.
-func (c *WASICall) ArgU32(i int) uint32 { return uint32(c.Args[i]) }
-
 // Format returns the file contents of v.
 func (v *WASIVector) Format() []byte {
 	var b bytes.Buffer
