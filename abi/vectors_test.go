@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -101,6 +102,10 @@ func errorAs[T error](err error) bool {
 // vector is one test vector: a file in testdata/vectors.
 // vector is one vector file (internal/abivectors reads and writes them).
 type vector = abivectors.Vector
+
+// runIDForm is the form of a run id the host sends (SPEC.md §9.4; the host
+// writes journal.RunID.String, tested in host/probe_test.go).
+var runIDForm = regexp.MustCompile(`^[0-9a-f]{32}$`)
 
 // readVectors parses every file in testdata/vectors.
 func readVectors(t testing.TB) []*vector {
@@ -202,6 +207,9 @@ func TestVectors(t *testing.T) {
 			}
 			if !bytes.Equal(again, v.Data) {
 				t.Fatalf("re-encoded %T to\n%x, want\n%x", body, again, v.Data)
+			}
+			if r, ok := body.(*abi.IntrospectResponse); ok && r.RunID != "" && !runIDForm.MatchString(r.RunID) {
+				t.Fatalf("run_id %q is not 32 lower-case hex digits (SPEC.md §9.4)", r.RunID)
 			}
 		})
 	}
@@ -338,8 +346,8 @@ func generateVectors(t *testing.T) []*vector {
 	valid("run.log", "request", "info", "", &abi.LogRequest{Level: abi.LevelInfo, Message: "counted 42 words"})
 	valid("run.log", "request", "debug-utf8", "level 0 is encoded, not omitted; text is UTF-8", &abi.LogRequest{Level: abi.LevelDebug, Message: "grüße, 世界"})
 	valid("run.log", "request", "level-out-of-range", "canonical, so it decodes; the host answers bad_request for a level above 3", &abi.LogRequest{Level: 9, Message: "x"})
-	valid("run.introspect", "response", "full", "keys sorted by encoded length first: abi, steps, run_id, capabilities, module_sha256",
-		&abi.IntrospectResponse{RunID: "0189c4f1d2a3b4c5-0123456789abcdef", ModuleSHA256: sha, ABI: abi.Version,
+	valid("run.introspect", "response", "full", "keys sorted by encoded length first: abi, steps, run_id, capabilities, module_sha256; the run id is 32 hex digits",
+		&abi.IntrospectResponse{RunID: "0189c4f1d2a3b4c50123456789abcdef", ModuleSHA256: sha, ABI: abi.Version,
 			Capabilities: []string{"run", "kv", "http"}, Steps: 7})
 
 	// kv

@@ -86,6 +86,19 @@ const wasmtimeBuilt = true
 
 func newWasmtime(_ context.Context, cfg EngineConfig) (wasmRuntime, error) {
 	wc := wasmtime.NewConfig()
+	// WebAssembly 2.0 and nothing beyond it (abi/SPEC.md §10.8), as
+	// wazero accepts: a module wasmtime alone ran could not be replayed on
+	// wazero, and threads and relaxed SIMD are nondeterministic by design.
+	// wasmtime has no setting for extended constant expressions:
+	// checkConstExprs refuses them in compile.
+	wc.SetWasmThreads(false)
+	wc.SetWasmMultiMemory(false)
+	wc.SetWasmMemory64(false)
+	wc.SetWasmTailCall(false)
+	wc.SetWasmRelaxedSIMD(false)
+	wc.SetWasmFunctionReferences(false)
+	wc.SetWasmGC(false)
+	wc.SetWasmWideArithmetic(false)
 	engine := wasmtime.NewEngineWithConfig(wc)
 	w := &wasmtimeRuntime{engine: engine, linker: wasmtime.NewLinker(engine),
 		maxBytes: int64(cfg.MemoryLimitPages) * 65536}
@@ -193,6 +206,9 @@ func (w *wasmtimeRuntime) close(context.Context) error {
 func (w *wasmtimeRuntime) compile(_ context.Context, code []byte, m *Module) error {
 	mod, err := w.load(code)
 	if err != nil {
+		return err
+	}
+	if err := checkConstExprs(code); err != nil {
 		return err
 	}
 	m.compiled = mod

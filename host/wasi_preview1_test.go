@@ -96,9 +96,24 @@ func runWASIOn(t *testing.T, rt wasmRuntime, code []byte) *wasiOutcome {
 func runWASIOnPreview1(t *testing.T, code []byte) *wasiOutcome {
 	t.Helper()
 	ctx := context.Background()
-	rt := wazero.NewRuntime(ctx)
-	defer rt.Close(ctx)
 	s := wasiSession()
+	rt, mod := instantiatePreview1(t, ctx, code, s)
+	defer rt.Close(ctx)
+	_, err := mod.ExportedFunction("_start").Call(ctx)
+	var exit *sys.ExitError
+	if errors.As(err, &exit) {
+		err = &exitError{code: exit.ExitCode()}
+	}
+	mem, _ := mod.Memory().Read(0, 65536)
+	return &wasiOutcome{end: endOf(err), mem: bytes.Clone(mem), events: s.events.buf, clock: s.clock.now}
+}
+
+// instantiatePreview1 instantiates code on a wazero runtime of its own
+// that serves wasi_snapshot_preview1 from preview1, the virtual WASI of
+// session s (newVirtualWASI), and sets s.mem. No guest code runs.
+func instantiatePreview1(t *testing.T, ctx context.Context, code []byte, s *session) (wazero.Runtime, api.Module) {
+	t.Helper()
+	rt := wazero.NewRuntime(ctx)
 	p := &preview1{virtualWASI: newVirtualWASI(s)}
 	b := rt.NewHostModuleBuilder(wasiModule)
 	for _, f := range preview1Funcs {
@@ -123,19 +138,16 @@ func runWASIOnPreview1(t *testing.T, code []byte) *wasiOutcome {
 		}), params, results).Export(f.name)
 	}
 	if _, err := b.Instantiate(ctx); err != nil {
+		rt.Close(ctx)
 		t.Fatal(err)
 	}
 	mod, err := rt.InstantiateWithConfig(ctx, code, wazero.NewModuleConfig().WithStartFunctions())
 	if err != nil {
+		rt.Close(ctx)
 		t.Fatal(err)
 	}
-	_, err = mod.ExportedFunction("_start").Call(ctx)
-	var exit *sys.ExitError
-	if errors.As(err, &exit) {
-		err = &exitError{code: exit.ExitCode()}
-	}
-	mem, _ := mod.Memory().Read(0, 65536)
-	return &wasiOutcome{end: endOf(err), mem: bytes.Clone(mem), events: s.events.buf, clock: s.clock.now}
+	s.mem = mod.Memory()
+	return rt, mod
 }
 
 // wasiProgram generates a module that calls WASI functions with arguments
@@ -348,5 +360,27 @@ func TestPreview1MatchesWazero(t *testing.T) {
 		if d := got.diff(want); d != "" {
 			t.Errorf("program %d: preview1 %s", i, d)
 		}
+		if d := runWASIOnSpec(t, code).diff(want); d != "" {
+			t.Errorf("program %d: abi/SPEC.md §10 (specWASI) %s", i, d)
+		}
 	}
+}
+
+// runWASIOnSpec runs code on wazero with specWASI, the text of abi/SPEC.md
+// §10 transcribed, as its WASI.
+func runWASIOnSpec(t *testing.T, code []byte) *wasiOutcome {
+	t.Helper()
+	s := wasiSession()
+	inst := openOnSpec(t, code, s)
+	defer inst.close()
+	var err error
+	if _, end := inst.call("_start"); end == "trap" {
+		err = errors.New("trap")
+	} else if code, ok := strings.CutPrefix(end, "exit "); ok {
+		var n uint32
+		fmt.Sscan(code, &n)
+		err = &exitError{code: n}
+	}
+	mem, _ := s.mem.Read(0, 65536)
+	return &wasiOutcome{end: endOf(err), mem: bytes.Clone(mem), events: s.events.buf, clock: s.clock.now}
 }

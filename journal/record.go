@@ -130,7 +130,7 @@ func (e *Entry) check() error {
 		}
 	}
 	if len(e.Gate) > 0 && e.Phase != PhaseIntent && e.Phase != PhaseCompleted && e.Phase != PhaseFailed {
-		return fmt.Errorf("a gate decision belongs to a call's intent or its one outcome entry, not a %s entry", e.Phase)
+		return fmt.Errorf("a gate record belongs to a call's intent or its one outcome entry, not to the %s entry", e.Phase)
 	}
 	return nil
 }

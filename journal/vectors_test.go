@@ -608,8 +608,8 @@ func generateVectors(tb testing.TB) []*vector {
 	})), "entry 2 holds key 14 (time) twice with the same value; chain and seals recomputed")
 
 	add("unknown-field", "decode", 2, trustA(), enc(base(map[uint64]func([]byte) []byte{
-		2: withFields(tb, func(fs []field) []byte { return encodeFields(append(fs, field{19, []byte{0x00}})) }),
-	})), "entry 2 carries key 19, which format version 1 does not define; chain and seals recomputed")
+		2: withFields(tb, func(fs []field) []byte { return encodeFields(append(fs, field{20, []byte{0x00}})) }),
+	})), "entry 2 carries key 20, which format version 1 does not define; chain and seals recomputed")
 
 	add("wrong-version", "decode", 2, trustA(), enc(base(map[uint64]func([]byte) []byte{
 		2: withFields(tb, func(fs []field) []byte { return encodeFields(setField(fs, 1, []byte{0x02})) }),
@@ -648,6 +648,51 @@ func generateVectors(tb testing.TB) []*vector {
 	}, nil)
 	add("outcome-repeats-request", "decode", 3, trustA(), enc(repeats),
 		"the completed entry of an effect carries the request again (only its intent may)")
+
+	// Gate records (field 19): on a call's first entry only.
+	gated := func(e *journal.Entry, rec map[string]any) *journal.Entry {
+		e.Gate = mustCBOR(tb, rec)
+		return e
+	}
+	allowed := map[string]any{"allow": true, "policy": map[string]any{"allowed": true, "by": "platform", "determining": []string{"platform:allow-run"}}}
+	allowedAsked := map[string]any{"allow": true, "policy": map[string]any{"allowed": true, "by": "both"}, "mode": "ask", "rule": "ask-before-put", "approved": true, "approver": "operator"}
+	refusedCap := map[string]any{"allow": false, "layer": "capability", "reason": "capability http is not granted"}
+	refusedSize := map[string]any{"allow": false, "layer": "capability", "reason": "request exceeds the limit of 1048576 bytes"}
+	deniedHTTP := mustCBOR(tb, abi.Error{Code: abi.StatusDenied, Message: "capability http is not granted"})
+	httpReq := mustCBOR(tb, abi.HTTPRequest{Method: "GET", URL: "http://example.com/"})
+	tooBig := pureEntry(4, "run.log", big, tooLarge, abi.StatusTooLarge)
+	tooBig.Request = nil
+	gatePlan := func() []item {
+		return []item{
+			{startEntry(tb), true},
+			{gated(pureEntry(1, "run.input", nil, inputResponse(tb), abi.StatusOK), allowed), false},
+			{gated(intentEntry(2, "kv.put", put), allowedAsked), false},
+			{executingEntry(runX, 2, "kv.put", put), false},
+			{outcomeEntry(2, "kv.put", put, nil, abi.StatusOK), true},
+			{gated(pureEntry(3, "http.request", httpReq, deniedHTTP, abi.StatusDenied), refusedCap), false},
+			{gated(tooBig, refusedSize), false},
+			{endEntry(4, nil), true},
+		}
+	}
+	add("valid-gate-records", "valid", 0, trustA(), enc(writeJournal(tb, runX, cellA, gatePlan(), nil)),
+		"gate records (field 19) where the host writes them, on each call's first entry: a pure call,",
+		"the intent of an effect (asked and approved), a call the capability layer refused, a too_large call")
+	// gateOn adds a gate record to entry seq of gatePlan as bytes: a Chain
+	// refuses to link an entry whose phase may not carry one.
+	gateOn := func(seq uint64, rec map[string]any) [][]byte {
+		return enc(writeJournal(tb, runX, cellA, gatePlan(), map[uint64]func([]byte) []byte{
+			seq: withFields(tb, func(fs []field) []byte {
+				return encodeFields(append(fs, field{19, mustCBOR(tb, mustCBOR(tb, rec))}))
+			}),
+		}))
+	}
+	add("gate-on-executing", "decode", 3, trustA(), gateOn(3, allowedAsked),
+		"the executing entry of step 2 carries the gate record again (shape rule 8)")
+	add("gate-on-end", "decode", 7, trustA(), gateOn(7, allowed),
+		"the end entry carries a gate record (shape rule 8)")
+	add("gate-on-effect-outcome", "decode", 4, trustA(), gateOn(4, allowedAsked),
+		"the completed entry that closes the effect of step 2 carries a gate record, which belongs to",
+		"its intent alone (section 6, rule 3.2); the entry's phase alone allows it, the entries before do not")
 
 	// Sequence failures.
 	del := enc(base(nil))
@@ -793,6 +838,13 @@ func generateVectors(tb testing.TB) []*vector {
 		"the resume's lease entry repeats epoch 1: epochs only grow")
 	add("entry-under-old-epoch", "sequence", 6, trustA(), enc(writeJournal(tb, runX, cellA, leased(2, 1), nil)),
 		"after the lease of epoch 2, entry 6 is written under epoch 1 (a deposed holder's write)")
+	late := leased(2, 2)
+	stale := pureEntry(3, "run.log", logRequest(tb, "hello"), nil, abi.StatusOK)
+	stale.Epoch, stale.Request = 1, logRequest(tb, "goodbye")
+	late = slices.Insert(late, 7, item{stale, false})
+	add("old-epoch-before-hash", "sequence", 7, trustA(), enc(writeJournal(tb, runX, cellA, late, nil)),
+		"after the lease of epoch 2, entry 7 is written under epoch 1 and its request does not match",
+		"its input hash: the epoch rule is checked before the call rules, so the class is sequence, not hash")
 
 	// Round seals: entry 7's commit sealed in one store round with two
 	// commits of run Y, by one signature over the round's Merkle root.

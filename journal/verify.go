@@ -280,6 +280,11 @@ func (v *Verifier) checkCall(e *Entry, requestOK bool) error {
 		if e.Request != nil {
 			return v.fail(ErrDecode, "%s entry repeats the request of its intent", e.Phase)
 		}
+		if len(e.Gate) > 0 {
+			// The gate decided before the intent, and the intent
+			// records it; a second record could contradict the first.
+			return v.fail(ErrDecode, "%s entry carries a gate record, which belongs to the intent of step %d", e.Phase, o.Step)
+		}
 		if e.Phase == PhaseExecuting && o.Phase == PhaseExecuting {
 			return v.fail(ErrSequence, "step %d is executing twice", e.Step)
 		}
