@@ -164,12 +164,17 @@ type ToolPositionalDecl struct {
 }
 
 // ToolLimitsDecl are a declaration's limits, as written ("30s", "256MiB").
+// FileSize, Disk and Hash are the sandbox's file_size, disk and hash
+// limits, which a grant declares where the tool grant has them.
 type ToolLimitsDecl struct {
-	CPU    string `cbor:"cpu,omitempty"`
-	Wall   string `cbor:"wall,omitempty"`
-	Memory string `cbor:"memory,omitempty"`
-	Procs  uint64 `cbor:"procs,omitempty"`
-	Output string `cbor:"output,omitempty"`
+	CPU      string `cbor:"cpu,omitempty"`
+	Wall     string `cbor:"wall,omitempty"`
+	Memory   string `cbor:"memory,omitempty"`
+	Procs    uint64 `cbor:"procs,omitempty"`
+	Output   string `cbor:"output,omitempty"`
+	FileSize string `cbor:"file_size,omitempty"`
+	Disk     string `cbor:"disk,omitempty"`
+	Hash     string `cbor:"hash,omitempty"`
 }
 
 // Canonical returns the canonical CBOR of d: the bytes its digest is the
