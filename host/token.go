@@ -51,6 +51,10 @@ func CheckEnforced(b capability.Budget) error {
 	return fmt.Errorf("%w: %s (only wall_seconds is enforced today; the budget layer to come enforces the others)", ErrUnenforcedCeiling, strings.Join(names, ", "))
 }
 
+// ErrGrantWidensToken is returned when a grant file given with a token
+// asks for a capability or a resource the token does not allow.
+var ErrGrantWidensToken = errors.New("the grant file asks for more than the token allows")
+
 // ErrToolDeclaration is returned, as a *ToolDeclarationError, when a grant
 // file given with a token declares one of the token's tools otherwise than
 // the token binds it.
@@ -172,7 +176,7 @@ func grantWithin(claims capability.Claims, defs *Grant) (*Grant, error) {
 			return nil, err
 		}
 		if err := caps.Within(c); err != nil {
-			return nil, fmt.Errorf("the grant file asks for more than the token allows: %w", err)
+			return nil, fmt.Errorf("%w: %w", ErrGrantWidensToken, err)
 		}
 		g := *defs
 		g.Budget = budget

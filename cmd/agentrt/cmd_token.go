@@ -569,6 +569,8 @@ func tokenHint(err error, file string) string {
 	switch {
 	case errors.As(err, &tde):
 		return "a token binds each tool's whole declaration: pass the grant file the token was issued from, or have a token issued for this declaration (agentrt token inspect " + file + " lists the digests it binds)"
+	case errors.Is(err, host.ErrGrantWidensToken):
+		return "the grant file may only narrow the token: see what the token allows with agentrt token inspect " + file + ", or leave --grant out"
 	case errors.Is(err, host.ErrUnenforcedCeiling):
 		return "no cell enforces steps, http_requests or tool_calls yet: have the token issued without them (wall_seconds is enforced)"
 	case errors.Is(err, capability.ErrWidens):
