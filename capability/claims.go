@@ -387,7 +387,8 @@ type Claims struct {
 	// Issuer signed the link: a trusted root for the root link, the
 	// parent's Subject for every other. Issue and Attenuate set it.
 	Issuer ed25519.PublicKey
-	// Subject holds the token: the key that may attenuate it further.
+	// Subject holds the token: the key that may attenuate it further, and
+	// whose possession a leaf's presenter proves (the token's Proof).
 	Subject ed25519.PublicKey
 	// Audience is the public key of the one cell the token may be
 	// presented to; nil means any cell.
