@@ -43,11 +43,6 @@ type HTTP struct {
 	Idempotent bool `cbor:"idempotent,omitempty" json:"idempotent,omitempty" yaml:"idempotent,omitempty"`
 }
 
-// Tool allows calling the listed native tools.
-type Tool struct {
-	Names []string `cbor:"names" json:"names" yaml:"names"`
-}
-
 // Caps are the capability families a token allows and the resources within
 // each. A nil family is not allowed. The families mirror the host's grant
 // (run, kv, http, clock, random) plus tool.
@@ -93,9 +88,11 @@ func (c Caps) Has(family string) bool { return slices.Contains(c.Families(), fam
 // AllowsKV reports whether c allows the kv namespace ns.
 func (c Caps) AllowsKV(ns string) bool { return c.KV != nil && slices.Contains(c.KV.Namespaces, ns) }
 
-// AllowsTool reports whether c allows the tool name.
+// AllowsTool reports whether c allows the tool name (as declared by the
+// digest ToolDigest returns).
 func (c Caps) AllowsTool(name string) bool {
-	return c.Tool != nil && slices.Contains(c.Tool.Names, name)
+	_, ok := c.ToolDigest(name)
+	return ok
 }
 
 // AllowsHost reports whether c allows an HTTP request to hostport (as in a
@@ -141,9 +138,6 @@ func (c *Caps) Normalize() {
 		}
 		c.HTTP.Hosts = sortUnique(c.HTTP.Hosts)
 	}
-	if c.Tool != nil {
-		c.Tool.Names = sortUnique(c.Tool.Names)
-	}
 }
 
 func sortUnique(s []string) []string {
@@ -170,7 +164,7 @@ func (c Caps) Check() error {
 		}
 	}
 	if c.Tool != nil {
-		if err := checkList("tool names", c.Tool.Names, checkName); err != nil {
+		if err := checkTools(c.Tool); err != nil {
 			return err
 		}
 	}
@@ -218,8 +212,8 @@ func checkHost(s string) error {
 
 // Within returns nil when c allows nothing that parent does not, and
 // otherwise an error wrapping ErrWidens that names the first widening: a
-// family absent in parent, a resource not covered by parent's list, or the
-// idempotent flag added.
+// family absent in parent, a resource not covered by parent's list, a tool
+// declared otherwise than in parent, or the idempotent flag added.
 func (c Caps) Within(parent Caps) error {
 	if err := unitWithin(FamilyRun, c.Run, parent.Run); err != nil {
 		return err
@@ -254,13 +248,8 @@ func (c Caps) Within(parent Caps) error {
 		}
 	}
 	if c.Tool != nil {
-		if parent.Tool == nil {
-			return widens("capability tool is not in the parent")
-		}
-		for _, t := range c.Tool.Names {
-			if !slices.Contains(parent.Tool.Names, t) {
-				return widens("tool %q is not in the parent's tools", t)
-			}
+		if err := toolsWithin(c.Tool, parent.Tool); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -402,7 +391,8 @@ type Claims struct {
 	// Issuer signed the link: a trusted root for the root link, the
 	// parent's Subject for every other. Issue and Attenuate set it.
 	Issuer ed25519.PublicKey
-	// Subject holds the token: the key that may attenuate it further.
+	// Subject holds the token: the key that may attenuate it further, and
+	// whose possession a leaf's presenter proves (the token's Proof).
 	Subject ed25519.PublicKey
 	// Audience is the public key of the one cell the token may be
 	// presented to; nil means any cell.
@@ -491,7 +481,7 @@ func (c Caps) String() string {
 			}
 			parts = append(parts, s)
 		case FamilyTool:
-			parts = append(parts, "tool["+strings.Join(c.Tool.Names, " ")+"]")
+			parts = append(parts, "tool["+strings.Join(c.Tool.Names(), " ")+"]")
 		default:
 			parts = append(parts, f)
 		}

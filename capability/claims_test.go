@@ -2,7 +2,6 @@ package capability
 
 import (
 	"errors"
-	"strings"
 	"testing"
 )
 
@@ -43,43 +42,6 @@ func TestAllowsHost(t *testing.T) {
 	}
 	if (Caps{}).AllowsHost("example.com", "443") {
 		t.Error("no http capability allows a host")
-	}
-}
-
-func TestParseCapsFile(t *testing.T) {
-	c, b, err := ParseCapsFile([]byte(`
-capabilities:
-  run: {}
-  kv: {namespace: crawler, namespaces: [notes, crawler]}
-  http: {hosts: [Example.com, "api.example.com:443"], idempotent: true}
-  tool: {names: [ls, grep]}
-budget:
-  steps: 10
-  wall_seconds: 0
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := c.String(), "run, kv[crawler notes], http[api.example.com:443 example.com] idempotent, tool[grep ls]"; got != want {
-		t.Errorf("caps %q, want %q", got, want)
-	}
-	if got, want := b.String(), "steps=10,wall_seconds=0"; got != want {
-		t.Errorf("budget %q, want %q", got, want)
-	}
-	// A grant file's tool registry gives the names a token carries.
-	g, _, err := ParseCapsFile([]byte("capabilities:\n  tool:\n    tools:\n      - {name: count, exec: /usr/bin/grep, args: {fixed: [-c]}}\n      - {name: log, exec: /usr/bin/git}\n"))
-	if err != nil || g.String() != "tool[count log]" {
-		t.Errorf("a grant file's tools: %q, %v", g.String(), err)
-	}
-	for doc, want := range map[string]string{
-		"capabilities: {tools: {names: [x]}}":          "field tools not found",
-		"capabilities: {http: {hosts: []}}":            "list is empty",
-		"capabilities: {http: {hosts: [a.com:99999]}}": "port",
-		"budget: {steps: 1}":                           "no 'capabilities' map",
-	} {
-		if _, _, err := ParseCapsFile([]byte(doc)); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: got %v, want an error naming %q", doc, err, want)
-		}
 	}
 }
 

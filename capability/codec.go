@@ -14,8 +14,10 @@ import (
 
 // Format constants. SPEC.md defines them.
 const (
-	// Version is the payload format version this package writes and reads.
-	Version = 1
+	// Version is the format version of the tokens and link claims this
+	// package writes and reads. Version 1 tokens (a bare chain of links,
+	// without a proof of possession) are refused with ErrVersion.
+	Version = 2
 	// ContentType is the protected typ header (label 16) of every link. It
 	// keeps any other COSE_Sign1 signed by the same key (a handoff
 	// envelope, say) from being taken for a link.
@@ -96,7 +98,7 @@ func init() {
 		TagsMd:            cbor.TagsForbidden,
 		MaxNestedLevels:   8,
 		MaxArrayElements:  MaxListLen + MaxLinks,
-		MaxMapPairs:       32,
+		MaxMapPairs:       MaxListLen,
 		ExtraReturnErrors: cbor.ExtraDecErrorUnknownField,
 		UTF8:              cbor.UTF8RejectInvalid,
 		IntDec:            cbor.IntDecConvertSigned,
@@ -106,11 +108,14 @@ func init() {
 	}
 }
 
-// Token is a parsed token: its links, root first. Parse checks each link's
-// encoding and header on its own; only Verify checks signatures, the chain
-// and the narrowing.
+// Token is a parsed token: its links, root first, and its proof of
+// possession. Parse checks each link's encoding and header on its own; only
+// Verify checks signatures, the chain, the narrowing and the proof.
 type Token struct {
 	Links []Link
+	Proof Proof
+	// links is the encoding of the array of links, which a seal signs.
+	links []byte
 }
 
 // Link is one parsed link.
@@ -131,13 +136,14 @@ func (l *Link) Hash() []byte {
 // Leaf returns the last link.
 func (t *Token) Leaf() *Link { return &t.Links[len(t.Links)-1] }
 
-// Bytes returns the token's encoding: the CBOR array of its links.
+// Bytes returns the token's encoding: its version, the array of its links
+// and its proof.
 func (t *Token) Bytes() []byte {
-	raws := make([]cbor.RawMessage, len(t.Links))
+	raws := make([][]byte, len(t.Links))
 	for i := range t.Links {
 		raws[i] = t.Links[i].Raw
 	}
-	b, err := encMode.Marshal(raws)
+	b, err := encodeToken(raws, t.Proof)
 	if err != nil {
 		panic(err) // raw messages of parsed links always encode
 	}
@@ -145,14 +151,15 @@ func (t *Token) Bytes() []byte {
 }
 
 // Parse decodes a token and checks each link's encoding and protected
-// header. It verifies nothing cryptographic: use Verify for that.
+// header, and the proof's shape. It verifies nothing cryptographic: use
+// Verify for that.
 func Parse(b []byte) (*Token, error) {
-	raws, err := splitLinks(b)
+	w, err := decodeToken(b)
 	if err != nil {
 		return nil, err
 	}
-	t := &Token{Links: make([]Link, len(raws))}
-	for i, raw := range raws {
+	t := &Token{Links: make([]Link, len(w.links)), Proof: w.proof, links: w.linksRaw}
+	for i, raw := range w.links {
 		if err := parseLink(i, raw, &t.Links[i]); err != nil {
 			return nil, err
 		}
@@ -160,25 +167,77 @@ func Parse(b []byte) (*Token, error) {
 	return t, nil
 }
 
-// splitLinks decodes the outer array into the links' raw bytes.
-func splitLinks(b []byte) ([]cbor.RawMessage, error) {
+// wireToken is a token split into its parts, each checked for shape and
+// canonical form but not parsed further.
+type wireToken struct {
+	links    []cbor.RawMessage
+	linksRaw []byte
+	proof    Proof
+}
+
+// decodeToken decodes the outer array: the version, the array of links
+// (into the links' raw bytes) and the proof, if any.
+func decodeToken(b []byte) (*wireToken, error) {
 	if len(b) > MaxTokenSize {
 		return nil, fail(ErrDecode, -1, "%d bytes, at most %d", len(b), MaxTokenSize)
 	}
-	var raws []cbor.RawMessage
-	if err := decMode.Unmarshal(b, &raws); err != nil {
+	var outer []cbor.RawMessage
+	if err := decMode.Unmarshal(b, &outer); err != nil {
 		return nil, fail(decodeClass(err), -1, "%v", err)
 	}
-	if len(raws) == 0 {
+	if len(outer) > 0 && len(outer[0]) > 0 && outer[0][0]>>5 == 4 {
+		// Version 1 was the array of links itself: its first element
+		// is a link, a COSE_Sign1 array, where version 2 has its version.
+		return nil, fail(ErrVersion, -1, "a version 1 token (a bare chain of links, without a proof of possession); this verifier reads version %d tokens: have it issued again", Version)
+	}
+	if len(outer) < 2 || len(outer) > 3 {
+		return nil, fail(ErrDecode, -1, "an array of %d items, want [version, links, proof] (the proof may be left out)", len(outer))
+	}
+	var version uint64
+	if err := decMode.Unmarshal(outer[0], &version); err != nil {
+		return nil, fail(ErrDecode, -1, "version: %v", err)
+	}
+	if version != Version {
+		return nil, fail(ErrVersion, -1, "a version %d token; this verifier reads version %d", version, Version)
+	}
+	w := &wireToken{linksRaw: outer[1]}
+	if err := decMode.Unmarshal(outer[1], &w.links); err != nil {
+		return nil, fail(decodeClass(err), -1, "links: %v", err)
+	}
+	if len(w.links) == 0 {
 		return nil, fail(ErrDecode, -1, "no links")
 	}
-	if len(raws) > MaxLinks {
-		return nil, fail(ErrDepth, -1, "%d links, at most %d", len(raws), MaxLinks)
+	if len(w.links) > MaxLinks {
+		return nil, fail(ErrDepth, -1, "%d links, at most %d", len(w.links), MaxLinks)
 	}
-	if again, _ := encMode.Marshal(raws); !bytes.Equal(again, b) {
-		return nil, fail(ErrNonCanonical, -1, "the array of links is not in canonical form")
+	if len(outer) == 3 {
+		var err error
+		if w.proof, err = decodeProof(outer[2]); err != nil {
+			return nil, err
+		}
 	}
-	return raws, nil
+	raws := make([][]byte, len(w.links))
+	for i, l := range w.links {
+		raws[i] = l
+	}
+	if again, _ := encodeToken(raws, w.proof); !bytes.Equal(again, b) {
+		return nil, fail(ErrNonCanonical, -1, "the token is not in canonical form")
+	}
+	return w, nil
+}
+
+// encodeToken returns the canonical encoding of a token of the given links
+// and proof.
+func encodeToken(links [][]byte, p Proof) ([]byte, error) {
+	raws := make([]cbor.RawMessage, len(links))
+	for i, l := range links {
+		raws[i] = l
+	}
+	parts := []any{uint64(Version), raws}
+	if w := p.wire(); w != nil {
+		parts = append(parts, w)
+	}
+	return encMode.Marshal(parts)
 }
 
 // decodeClass tells a non-canonical encoding (indefinite lengths) from
@@ -274,6 +333,14 @@ func decodePayload(i int, b []byte) (Claims, error) {
 	if err := decMode.Unmarshal(b, &keys); err != nil {
 		return Claims{}, fail(decodeClass(err), i, "claims: %v", err)
 	}
+	// The version first: the claims of another version may not decode
+	// as this one's.
+	var version uint64
+	if raw, ok := keys[keyVersion]; ok {
+		if err := decMode.Unmarshal(raw, &version); err == nil && version != Version {
+			return Claims{}, fail(ErrVersion, i, "claims of version %d; this verifier reads version %d", version, Version)
+		}
+	}
 	for _, k := range requiredKeys {
 		if _, ok := keys[k]; !ok {
 			return Claims{}, fail(ErrDecode, i, "claims: required key %d is missing", k)
@@ -285,9 +352,6 @@ func decodePayload(i int, b []byte) (Claims, error) {
 	}
 	if again, err := encMode.Marshal(p); err != nil || !bytes.Equal(again, b) {
 		return Claims{}, fail(ErrNonCanonical, i, "claims are not in canonical form")
-	}
-	if p.Version != Version {
-		return Claims{}, fail(ErrDecode, i, "claims: version %d, this verifier reads version %d", p.Version, Version)
 	}
 	if p.Depth >= MaxLinks {
 		// Verify would refuse it at its index anyway; this keeps the

@@ -53,7 +53,25 @@ var (
 	// ErrReplay is returned when the token's nonce was presented before
 	// (or the nonce cache refuses to record it).
 	ErrReplay = errors.New("replayed")
+	// ErrVersion is returned for a token or a link of another format
+	// version than Version, such as a version 1 token (a bare chain of
+	// links, which had no proof of possession).
+	ErrVersion = errors.New("unsupported version")
+	// ErrNoProof is returned by Verify for a token that carries no proof
+	// of possession: it names a subject key held elsewhere, whose holder
+	// must seal it (Seal) or attenuate it before it can be presented.
+	ErrNoProof = errors.New("no proof of possession")
+	// ErrProof is returned by Verify when the token's proof does not match
+	// its leaf: a carried key that is not the leaf's subject, or a seal
+	// that is not the leaf subject's signature over exactly these links.
+	// A truncated token fails so: its new leaf names a key the presenter
+	// does not hold.
+	ErrProof = errors.New("bad proof of possession")
 )
+
+// ErrSealed is returned by Attenuate and Seal for a token that is sealed
+// already: a seal ends delegation, so nothing can be appended to it.
+var ErrSealed = errors.New("capability token: the token is sealed (a sealed token can be presented but not attenuated or sealed again)")
 
 // Error is a failed verification: its class, the link at fault (-1 for the
 // token as a whole) and what exactly is wrong.

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fxamacker/cbor/v2"
 	"pgregory.net/rapid"
 )
 
@@ -24,7 +23,30 @@ var (
 	uHostQueries = []string{"x.com:443", "x.com:8080", "x.com:80", "y.com:443", "y.com:1", "z.com:443"}
 	uAudiences   = []ed25519.PublicKey{nil, cellX, cellY}
 	uHolders     = []ed25519.PrivateKey{holder1, holder2, stranger}
+	// uDecls are the two declarations each tool of uTools may be bound
+	// to: a child that keeps a tool's name under the other declaration
+	// widens (it runs something else).
+	uDecls = [2]func(name string) Digest{
+		func(n string) Digest { return digestOf(testDecl(n)) },
+		func(n string) Digest { d := testDecl(n); d.Write = []string{"/home"}; return digestOf(d) },
+	}
 )
+
+// randomTools draws tools from the universe, each bound to one of its two
+// declarations.
+func randomTools(t *rapid.T) *Tool {
+	tl := &Tool{Tools: map[string]Digest{}}
+	for _, n := range subset(t, "tools", uTools) {
+		tl.Tools[n] = uDecls[rapid.IntRange(0, 1).Draw(t, "declaration")](n)
+	}
+	return tl
+}
+
+// allowsDecl reports whether c allows tool name under declaration decl.
+func allowsDecl(c Caps, name string, decl int) bool {
+	d, ok := c.ToolDigest(name)
+	return ok && bytes.Equal(d, uDecls[decl](name))
+}
 
 func subset(t *rapid.T, label string, from []string) []string {
 	return rapid.SliceOfNDistinct(rapid.SampledFrom(from), 1, len(from), rapid.ID[string]).Draw(t, label)
@@ -59,7 +81,7 @@ func randomClaims(t *rapid.T) Claims {
 		c.Caps.HTTP = &HTTP{Hosts: subset(t, "hosts", uHosts), Idempotent: maybe(t, "idempotent")}
 	}
 	if maybe(t, "tool") {
-		c.Caps.Tool = &Tool{Names: subset(t, "tools", uTools)}
+		c.Caps.Tool = randomTools(t)
 	}
 	c.Budget = Budget{Steps: ceiling(t, "steps", 100), HTTPRequests: ceiling(t, "http", 100),
 		ToolCalls: ceiling(t, "tool calls", 100), WallSeconds: ceiling(t, "wall", 100)}
@@ -94,7 +116,10 @@ func narrower(t *rapid.T, p Claims) Claims {
 		c.Caps.HTTP = &HTTP{Hosts: hosts, Idempotent: p.Caps.HTTP.Idempotent && maybe(t, "keep idempotent")}
 	}
 	if p.Caps.Tool != nil && maybe(t, "keep tool") {
-		c.Caps.Tool = &Tool{Names: subset(t, "tools", p.Caps.Tool.Names)}
+		c.Caps.Tool = &Tool{Tools: map[string]Digest{}}
+		for _, n := range subset(t, "tools", p.Caps.Tool.Names()) {
+			c.Caps.Tool.Tools[n] = p.Caps.Tool.Tools[n]
+		}
 	}
 	pf, cf := p.Budget.fields(), c.Budget.fields()
 	for i := range cf {
@@ -165,10 +190,21 @@ func widened(t *rapid.T, p Claims) Claims {
 		}
 	case 4:
 		if c.Caps.Tool == nil {
-			c.Caps.Tool = &Tool{Names: subset(t, "tools", uTools)}
+			c.Caps.Tool = randomTools(t)
 		}
 		if p.Caps.Tool != nil {
-			c.Caps.Tool.Names = addOne(c.Caps.Tool.Names, beyond(uTools, p.Caps.AllowsTool), "tool")
+			if extra := beyond(uTools, p.Caps.AllowsTool); len(extra) > 0 && maybe(t, "add a tool") {
+				n := rapid.SampledFrom(extra).Draw(t, "tool")
+				c.Caps.Tool.Tools[n] = uDecls[0](n)
+				break
+			}
+			// Keep a tool's name, bound to the other declaration.
+			n := rapid.SampledFrom(p.Caps.Tool.Names()).Draw(t, "redeclared tool")
+			other := uDecls[0](n)
+			if bytes.Equal(p.Caps.Tool.Tools[n], other) {
+				other = uDecls[1](n)
+			}
+			c.Caps.Tool.Tools[n] = other
 		}
 	case 5:
 		i := rapid.IntRange(0, 3).Draw(t, "ceiling")
@@ -207,9 +243,12 @@ func appendLink(t *rapid.T, links [][]byte, key ed25519.PrivateKey, c Claims) []
 }
 
 // TestAttenuationNeverWidens: no sequence of attenuations, honest or forged
-// by whoever holds a subject key, yields a verified token that allows
-// something its root does not. And a chain of honest narrowings always
-// verifies, so the property is not met by rejecting everything.
+// by whoever holds a subject key, and no truncation of one, yields a
+// verified token that allows something its root does not; a truncated
+// token verifies only for a presenter who holds its new leaf's key (which
+// the holder of a delegation never has, since each link names a fresh
+// key). And a chain of honest narrowings always verifies, with a key or a
+// seal, so the property is not met by rejecting everything.
 //
 // A run draws one widening of one kind, so it takes many runs to try each
 // kind under each shape of chain: unless -rapid.checks says otherwise, this
@@ -220,8 +259,23 @@ func TestAttenuationNeverWidens(t *testing.T) {
 		defer f.Value.Set(f.DefValue)
 	}
 	rapid.Check(t, func(t *rapid.T) {
+		// Holders: the three fixed keys, which links may reuse, and a
+		// fresh key for each link that names one (as Issue and
+		// Attenuate do by default).
+		keys := map[string]ed25519.PrivateKey{}
+		for _, h := range uHolders {
+			keys[string(pub(h))] = h
+		}
+		nextHolder := func(label string) ed25519.PublicKey {
+			if maybe(t, label+" reuses a key") {
+				return pub(rapid.SampledFrom(uHolders).Draw(t, label))
+			}
+			k := ed25519.NewKeyFromSeed(rapid.SliceOfN(rapid.Byte(), 32, 32).Draw(t, label+" seed"))
+			keys[string(pub(k))] = k
+			return pub(k)
+		}
 		root := randomClaims(t)
-		root.Subject = pub(rapid.SampledFrom(uHolders).Draw(t, "first holder"))
+		root.Subject = nextHolder("first holder")
 		tok, err := Issue(rootA, root)
 		if err != nil {
 			t.Fatal(err)
@@ -233,6 +287,7 @@ func TestAttenuationNeverWidens(t *testing.T) {
 		root = rootParsed.Links[0].Claims
 		links := [][]byte{rootParsed.Links[0].Raw}
 		leaf, honest := root, true
+		subjects := []ed25519.PublicKey{root.Subject}
 		n := rapid.IntRange(0, 6).Draw(t, "attenuations")
 		// At most one link widens (forged by its signer); the others
 		// narrow, and may narrow the widening away again.
@@ -247,36 +302,46 @@ func TestAttenuationNeverWidens(t *testing.T) {
 			} else {
 				c = narrower(t, leaf)
 			}
-			c.Subject = pub(rapid.SampledFrom(uHolders).Draw(t, "next holder"))
-			var holder ed25519.PrivateKey
-			for _, h := range uHolders {
-				if bytes.Equal(pub(h), leaf.Subject) {
-					holder = h
-				}
-			}
-			links = appendLink(t, links, holder, c)
+			c.Subject = nextHolder("next holder")
+			links = appendLink(t, links, keys[string(leaf.Subject)], c)
 			c.Caps.Normalize()
 			leaf = c
+			subjects = append(subjects, c.Subject)
 		}
-		raws := make([]cbor.RawMessage, len(links))
-		for i := range links {
-			raws[i] = links[i]
+		// The holder of the whole token proves it holds the leaf: with the
+		// leaf's key, or its seal over every link.
+		holder := keys[string(leaf.Subject)]
+		proof := keyProof(holder)
+		if maybe(t, "sealed") {
+			proof = sealOver(holder, links...)
 		}
-		token, err := encMode.Marshal(raws)
-		if err != nil {
-			t.Fatal(err)
+		// Mostly present the token as its holder has it; else truncated
+		// by that holder, who keeps its proof and drops links.
+		presented := links
+		if len(links) > 1 && maybe(t, "truncate") {
+			presented = links[:rapid.IntRange(1, len(links)-1).Draw(t, "links kept")]
 		}
-		// Mostly present the token as its holder would: inside the leaf's
-		// window, at the cell it names; else anywhere, anywhen.
+		truncated := len(presented) < len(links)
+		token := joinWith(proof, presented...)
+		eff := leaf
+		if truncated {
+			var last Link
+			if err := parseLink(len(presented)-1, presented[len(presented)-1], &last); err != nil {
+				t.Fatal(err)
+			}
+			eff = last.Claims
+		}
+		// Mostly present the token inside its window, at the cell it
+		// names; else anywhere, anywhen.
 		now := t0.Add(time.Duration(rapid.Int64Range(-3600, 60*3600).Draw(t, "now seconds")) * time.Second)
 		aud := rapid.SampledFrom(uAudiences[1:]).Draw(t, "verifying cell")
 		if rapid.IntRange(0, 4).Draw(t, "as intended") > 0 {
-			span := int64(leaf.Expires.Sub(leaf.NotBefore) / time.Second)
+			span := int64(eff.Expires.Sub(eff.NotBefore) / time.Second)
 			if span > 0 {
-				now = leaf.NotBefore.Add(time.Duration(rapid.Int64Range(0, span-1).Draw(t, "offset")) * time.Second)
+				now = eff.NotBefore.Add(time.Duration(rapid.Int64Range(0, span-1).Draw(t, "offset")) * time.Second)
 			}
-			if leaf.Audience != nil {
-				aud = leaf.Audience
+			if eff.Audience != nil {
+				aud = eff.Audience
 			}
 		}
 		v, err := Verify(token, trustA(), Options{Now: now, Audience: aud})
@@ -285,7 +350,10 @@ func TestAttenuationNeverWidens(t *testing.T) {
 			if !errors.As(err, &e) {
 				t.Fatalf("not an *Error: %v", err)
 			}
-			if honest && (errors.Is(err, ErrWidens) || errors.Is(err, ErrBrokenChain) || errors.Is(err, ErrSignature)) {
+			if truncated {
+				return
+			}
+			if honest && (errors.Is(err, ErrWidens) || errors.Is(err, ErrBrokenChain) || errors.Is(err, ErrSignature) || errors.Is(err, ErrProof) || errors.Is(err, ErrNoProof)) {
 				t.Fatalf("an honest chain of narrowings fails: %v", err)
 			}
 			inWindow := !now.Before(leaf.NotBefore) && now.Before(leaf.Expires)
@@ -295,43 +363,57 @@ func TestAttenuationNeverWidens(t *testing.T) {
 			}
 			return
 		}
-		eff := v.Claims
+		if truncated {
+			// Only a presenter holding the new leaf's key gets a
+			// truncated token through: a seal covers every link, and
+			// a key matches one subject.
+			newLeaf := subjects[len(presented)-1]
+			if proof.Kind != ProofKey || !bytes.Equal(pub(holder), newLeaf) {
+				t.Fatalf("a token truncated to %d of %d links verified with a %s proof of another key", len(presented), len(links), proof.Kind)
+			}
+		}
+		if got := v.Claims; got.Depth != len(presented)-1 {
+			t.Fatalf("the effective claims are link %d's, not the leaf's (%d)", got.Depth, len(presented)-1)
+		}
+		effCaps := v.Claims
 		for _, f := range []string{FamilyRun, FamilyKV, FamilyHTTP, FamilyClock, FamilyRandom, FamilyTool} {
-			if eff.Caps.Has(f) && !root.Caps.Has(f) {
+			if effCaps.Caps.Has(f) && !root.Caps.Has(f) {
 				t.Fatalf("the token allows %s, its root does not", f)
 			}
 		}
 		for _, ns := range uNamespaces {
-			if eff.Caps.AllowsKV(ns) && !root.Caps.AllowsKV(ns) {
+			if effCaps.Caps.AllowsKV(ns) && !root.Caps.AllowsKV(ns) {
 				t.Fatalf("the token allows kv %s, its root does not", ns)
 			}
 		}
 		for _, h := range uHostQueries {
-			if eff.Caps.AllowsHost(h, "443") && !root.Caps.AllowsHost(h, "443") {
+			if effCaps.Caps.AllowsHost(h, "443") && !root.Caps.AllowsHost(h, "443") {
 				t.Fatalf("the token allows http %s, its root does not", h)
 			}
 		}
 		for _, tool := range uTools {
-			if eff.Caps.AllowsTool(tool) && !root.Caps.AllowsTool(tool) {
-				t.Fatalf("the token allows tool %s, its root does not", tool)
+			for decl := range uDecls {
+				if allowsDecl(effCaps.Caps, tool, decl) && !allowsDecl(root.Caps, tool, decl) {
+					t.Fatalf("the token allows tool %s as declaration %d, its root does not", tool, decl)
+				}
 			}
 		}
-		if eff.Caps.HTTP != nil && eff.Caps.HTTP.Idempotent && !root.Caps.HTTP.Idempotent {
+		if effCaps.Caps.HTTP != nil && effCaps.Caps.HTTP.Idempotent && !root.Caps.HTTP.Idempotent {
 			t.Fatalf("the token allows re-sending in-doubt requests, its root does not")
 		}
-		rf, ef := root.Budget.fields(), eff.Budget.fields()
+		rf, ef := root.Budget.fields(), effCaps.Budget.fields()
 		for i := range rf {
 			if r := *rf[i].p; r != nil && (*ef[i].p == nil || **ef[i].p > *r) {
 				t.Fatalf("budget %s: the token allows %v, its root %d", rf[i].name, *ef[i].p, *r)
 			}
 		}
-		if eff.NotBefore.Before(root.NotBefore) || eff.Expires.After(root.Expires) {
-			t.Fatalf("the token's window %s..%s is not inside its root's %s..%s", eff.NotBefore, eff.Expires, root.NotBefore, root.Expires)
+		if effCaps.NotBefore.Before(root.NotBefore) || effCaps.Expires.After(root.Expires) {
+			t.Fatalf("the token's window %s..%s is not inside its root's %s..%s", effCaps.NotBefore, effCaps.Expires, root.NotBefore, root.Expires)
 		}
 		if now.Before(root.NotBefore) || !now.Before(root.Expires) {
 			t.Fatalf("verified at %s, outside the root's window %s..%s", now, root.NotBefore, root.Expires)
 		}
-		if root.Audience != nil && !bytes.Equal(root.Audience, eff.Audience) {
+		if root.Audience != nil && !bytes.Equal(root.Audience, effCaps.Audience) {
 			t.Fatalf("the root is bound to one cell, the token to another")
 		}
 		if !slices.Equal(v.Links[0].Nonce, root.Nonce) {

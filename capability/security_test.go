@@ -44,7 +44,12 @@ func TestWideningIsRefused(t *testing.T) {
 		// detail is part of the error's message: the one widening.
 		detail string
 	}{
-		{"tool added", func(c *Claims) { c.Caps.Tool.Names = append(c.Caps.Tool.Names, "rm") }, false, `tool "rm"`},
+		{"tool added", func(c *Claims) { c.Caps.Tool = tools("grep", "rm") }, false, `tool "rm"`},
+		{"tool declared otherwise", func(c *Claims) {
+			tee := testDecl("grep")
+			tee.Exec, tee.Write = "/usr/bin/tee", []string{"/home"}
+			c.Caps.Tool = &Tool{Tools: map[string]Digest{"grep": digestOf(tee)}}
+		}, false, `tool "grep" is declared otherwise than in the parent`},
 		{"capability absent in the parent", func(c *Claims) { c.Caps.Random = &Unit{} }, false, "capability random"},
 		{"kv namespace added", func(c *Claims) { c.Caps.KV = &KV{Namespaces: []string{"crawler", "secrets"}} }, false, `namespace "secrets"`},
 		{"http host with any port under host:port", func(c *Claims) { c.Caps.HTTP.Hosts = []string{"api.example.com"} }, false, `host "api.example.com"`},
@@ -64,7 +69,7 @@ func TestWideningIsRefused(t *testing.T) {
 			// Attenuate refuses to write it.
 			tok, err := Attenuate(root, holder1, c)
 			if tc.inherited {
-				v, err := Verify(tok, trustA(), Options{Now: during})
+				v, err := Verify(held(t, tok), trustA(), Options{Now: during})
 				if err != nil || v.Claims.Budget.String() != rootClaims().Budget.String() {
 					t.Fatalf("an unset ceiling is the parent's: got %v, %v", v, err)
 				}
@@ -256,7 +261,7 @@ func TestHeaderAndEncodingAttacks(t *testing.T) {
 		}
 	}
 	unsorted := completeRoot(rootA, rootClaims())
-	unsorted.Caps.Tool.Names = []string{"ls", "grep"} // not Normalized
+	unsorted.Caps.KV.Namespaces = []string{"notes", "crawler"} // not Normalized
 	unsortedPayload, err := encodePayload(&unsorted)
 	if err != nil {
 		t.Fatal(err)
@@ -285,19 +290,23 @@ func TestHeaderAndEncodingAttacks(t *testing.T) {
 		{"payload integer in a long-form head", joinLinks(rawLink(t, rootA, edProtected(t), emptyMap, encodeFields(longDepth))), ErrNonCanonical},
 		{"payload keys out of order", joinLinks(rawLink(t, rootA, edProtected(t), emptyMap, encodeFields(swapped))), ErrNonCanonical},
 		{"payload with an indefinite-length map", joinLinks(rawLink(t, rootA, edProtected(t), emptyMap, encodeFields(indefCaps))), ErrNonCanonical},
-		{"tool list not sorted", joinLinks(rawLink(t, rootA, edProtected(t), emptyMap, unsortedPayload)), ErrNonCanonical},
+		{"namespace list not sorted", joinLinks(rawLink(t, rootA, edProtected(t), emptyMap, unsortedPayload)), ErrNonCanonical},
 		{"duplicate payload key", joinLinks(rawLink(t, rootA, edProtected(t), emptyMap, encodeFields(dupNonce))), ErrDecode},
 		{"duplicate protected label",
 			joinLinks(rawLink(t, rootA, append(append([]byte{0xa3}, edProtected(t)[1:]...), 0x01, 0x27), emptyMap, payload)), ErrDecode},
 		{"unknown payload key", joinLinks(rawLink(t, rootA, edProtected(t), emptyMap, encodeFields(unknownKey))), ErrDecode},
-		{"token array in a long-form head", append([]byte{0x98, 0x01}, splitToken(t, mustIssue(t, rootA, rootClaims()))[0]...), ErrNonCanonical},
-		{"tagged COSE_Sign1", append([]byte{0x81, 0xd2}, splitToken(t, mustIssue(t, rootA, rootClaims()))[0]...), ErrDecode},
+		{"token array in a long-form head", append([]byte{0x98, 0x03}, mustIssue(t, rootA, rootClaims())[1:]...), ErrNonCanonical},
+		{"links array in a long-form head", slices.Concat([]byte{0x83, 0x02, 0x98, 0x01}, splitToken(t, mustIssue(t, rootA, rootClaims()))[0], cborBytesOf(keyProof(holder1).wire())), ErrNonCanonical},
+		{"tagged COSE_Sign1", slices.Concat([]byte{0x83, 0x02, 0x81, 0xd2}, splitToken(t, mustIssue(t, rootA, rootClaims()))[0], cborBytesOf(keyProof(holder1).wire())), ErrDecode},
+		{"proof of an unknown kind", withProofBytes(t, mustIssue(t, rootA, rootClaims()), cborBytesOf([]any{uint64(2), holder1.Seed()})), ErrDecode},
+		{"key proof of 31 bytes", withProofBytes(t, mustIssue(t, rootA, rootClaims()), cborBytesOf([]any{uint64(0), holder1.Seed()[:31]})), ErrDecode},
+		{"version 3 token", append([]byte{0x83, 0x03}, mustIssue(t, rootA, rootClaims())[2:]...), ErrVersion},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Verify(tc.token, trustA(), Options{Now: during})
 			link := 0
-			if tc.name == "token array in a long-form head" || tc.name == "tagged COSE_Sign1" {
+			if strings.Contains(tc.name, "array in a long-form head") || tc.name == "tagged COSE_Sign1" || strings.Contains(tc.name, "proof") || strings.Contains(tc.name, "version") {
 				link = -1
 			}
 			wantClass(t, err, tc.class, link)
@@ -372,6 +381,102 @@ func TestAttenuateNeedsTheSubjectKey(t *testing.T) {
 	wantClass(t, err, ErrBrokenChain, 1)
 	_, err = Attenuate(root, rootA, narrowClaims())
 	wantClass(t, err, ErrBrokenChain, 1)
+	// The key the token carries signs when none is given.
+	child, err := Attenuate(root, nil, narrowClaims())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Verify(held(t, child), trustA(), Options{Now: during}); err != nil {
+		t.Fatalf("attenuated with the carried key: %v", err)
+	}
+	// A token issued to a key held elsewhere carries none.
+	unproven := withProof(t, root, Proof{})
+	_, err = Attenuate(unproven, nil, narrowClaims())
+	wantClass(t, err, ErrNoProof, 0)
+	// A sealed token is final.
+	sealed, err := Seal(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Attenuate(sealed, holder1, narrowClaims()); !errors.Is(err, ErrSealed) {
+		t.Fatalf("attenuating a sealed token: %v, want ErrSealed", err)
+	}
+	if _, err := Seal(sealed, nil); !errors.Is(err, ErrSealed) {
+		t.Fatalf("sealing a sealed token: %v, want ErrSealed", err)
+	}
+}
+
+// Item 32 of shared/SECURITY-TESTS.md, and finding 2 of issue 10: a token
+// widened by dropping, reordering or replacing its last links. Each is
+// made from a real attenuated token by its holder (holder3, who holds the
+// leaf's key and nothing else) and must fail with the class named, at the
+// link named.
+func TestTruncationIsRefused(t *testing.T) {
+	tok := chain3(t) // rootA → holder1 → holder2 → holder3, held by holder3
+	links := splitToken(t, tok)
+	sealed, err := Seal(tok, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seal := mustParse(t, sealed).Proof
+	// A sibling: holder2 also delegated to the stranger, with the
+	// parent's wider window.
+	sib := narrowClaims()
+	sib.Subject, sib.Nonce = pub(stranger), nonce(0x33)
+	sibling := splitToken(t, mustAttenuate(t, joinLinks(links[:2]...), holder2, sib))
+
+	for _, tc := range []struct {
+		name  string
+		token []byte
+		class error
+		link  int
+	}{
+		{"last link dropped, the leaf's key kept", joinWith(keyProof(holder3), links[0], links[1]), ErrProof, 1},
+		{"last two links dropped, the leaf's key kept", joinWith(keyProof(holder3), links[0]), ErrProof, 0},
+		{"last link dropped, the seal kept", joinWith(seal, links[0], links[1]), ErrProof, 1},
+		{"last link dropped, no proof", joinWith(Proof{}, links[0], links[1]), ErrNoProof, 1},
+		{"last link replaced by a sibling's, the leaf's key kept", joinWith(keyProof(holder3), links[0], links[1], sibling[2]), ErrProof, 2},
+		{"last two links reordered", joinWith(keyProof(holder3), links[0], links[2], links[1]), ErrBrokenChain, 1},
+		{"a link of another token spliced in", joinWith(keyProof(holder3), links[0], sibling[2], links[2]), ErrBrokenChain, 1},
+		{"the leaf's key swapped for another", withProof(t, tok, keyProof(stranger)), ErrProof, 2},
+		{"a seal by another key", withProof(t, tok, sealOver(stranger, links...)), ErrProof, 2},
+		{"a seal over other links", withProof(t, tok, sealOver(holder3, links[0], links[1], sibling[2])), ErrProof, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Verify(tc.token, trustA(), Options{Now: during})
+			wantClass(t, err, tc.class, tc.link)
+		})
+	}
+	// The token as its holder has it, and sealed, verifies: each case fails
+	// for its change alone.
+	for name, b := range map[string][]byte{"key": tok, "seal": sealed} {
+		v, err := Verify(b, trustA(), Options{Now: during})
+		if err != nil || len(v.Links) != 3 {
+			t.Fatalf("the whole token with its %s: %v", name, err)
+		}
+	}
+	// And a prefix is a token in its own right for the one who holds its
+	// leaf's key: holder2 may present the 2-link token it delegated from.
+	if _, err := Verify(joinWith(keyProof(holder2), links[0], links[1]), trustA(), Options{Now: during}); err != nil {
+		t.Fatalf("holder2's own token: %v", err)
+	}
+}
+
+func mustParse(t *testing.T, tok []byte) *Token {
+	t.Helper()
+	p, err := Parse(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// withProofBytes returns tok with its proof replaced by raw bytes.
+func withProofBytes(t *testing.T, tok []byte, proof []byte) []byte {
+	t.Helper()
+	links := splitToken(t, tok)
+	arr := slices.Concat(append([][]byte{appendHead(nil, 4, uint64(len(links)))}, links...)...)
+	return slices.Concat([]byte{0x83, Version}, arr, proof)
 }
 
 func TestMemoryNoncesForgetExpired(t *testing.T) {

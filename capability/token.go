@@ -1,45 +1,70 @@
 package capability
 
 import (
-	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"fmt"
 	"time"
 
-	"github.com/fxamacker/cbor/v2"
 	"github.com/veraison/go-cose"
 )
 
 // Issue returns a new token of one link, the root, stating c and signed by
-// root. Issue sets c.Issuer to root's public key; a nil c.Subject makes root
-// its own subject (the issuer keeps the right to attenuate); a nil c.Nonce
-// is drawn at random. NotBefore and Expires are required and are kept to
-// the second.
+// root. Issue sets c.Issuer to root's public key and draws a nil c.Nonce at
+// random. NotBefore and Expires are required and are kept to the second.
+//
+// A nil c.Subject makes Issue generate the subject's key pair and carry its
+// private key as the token's proof (ProofKey): the token is then a bearer
+// secret, which its holder presents, attenuates or seals. A c.Subject held
+// elsewhere gives a token without a proof, which that key's holder must seal
+// (Seal) or attenuate before it can be presented.
+//
+// Issue does not refuse budget ceilings that a host does not enforce: that
+// is the host's decision (host.CheckEnforced).
 func Issue(root ed25519.PrivateKey, c Claims) ([]byte, error) {
 	if c.NotBefore.IsZero() || c.Expires.IsZero() {
 		return nil, fmt.Errorf("capability token: a root link needs both a not-before and an expiry time")
 	}
 	c.Issuer = root.Public().(ed25519.PublicKey)
-	if c.Subject == nil {
-		c.Subject = c.Issuer
+	if err := c.Caps.requireDigests(); err != nil {
+		return nil, err
+	}
+	proof, err := subjectOf(&c)
+	if err != nil {
+		return nil, err
 	}
 	c.Parent, c.Depth = nil, 0
 	raw, err := signLink(root, c)
 	if err != nil {
 		return nil, err
 	}
-	return encMode.Marshal([]cbor.RawMessage{raw})
+	return encodeToken([][]byte{raw}, proof)
 }
 
-// Attenuate returns token with one more link, stating c and signed by
-// holder, which must be the key the token's last link names as subject.
-// The new link must be within the last one (ErrWidens otherwise). For
-// convenience, what c leaves unset is taken from the last link: a nil
-// Audience, zero NotBefore or Expires, and each nil budget ceiling. The
-// capabilities are not: c.Caps is exactly what the new link allows. A nil
-// c.Subject makes holder the subject again; a nil c.Nonce is drawn at
-// random.
+// subjectOf generates c's subject key when c names none and returns the
+// proof the token carries: the new key, or none.
+func subjectOf(c *Claims) (Proof, error) {
+	if c.Subject != nil {
+		return Proof{}, nil
+	}
+	pub, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return Proof{}, err
+	}
+	c.Subject = pub
+	return Proof{Kind: ProofKey, Seed: key.Seed()}, nil
+}
+
+// Attenuate returns token with one more link, stating c and signed by the
+// key of the token's last link's subject: holder, or, when holder is nil,
+// the key the token carries. A sealed token cannot be attenuated
+// (ErrSealed). The new link must be within the last one (ErrWidens
+// otherwise). For convenience, what c leaves unset is taken from the last
+// link: a nil Audience, zero NotBefore or Expires, each nil budget ceiling
+// and each nil tool digest. The capabilities are not: c.Caps is exactly
+// what the new link allows. A nil c.Subject makes Attenuate generate the
+// new subject's key and carry it as the proof, as Issue does; a named one
+// gives a token without a proof. A nil c.Nonce is drawn at random.
 //
 // Attenuate checks the token's encoding but not its signatures; a verifier
 // does that.
@@ -48,12 +73,13 @@ func Attenuate(token []byte, holder ed25519.PrivateKey, c Claims) ([]byte, error
 	if err != nil {
 		return nil, err
 	}
-	leaf := t.Leaf().Claims
 	next := len(t.Links)
-	pub := holder.Public().(ed25519.PublicKey)
-	if !bytes.Equal(pub, leaf.Subject) {
-		return nil, fail(ErrBrokenChain, next, "the signing key is not the subject of link %d, so it cannot attenuate the token", next-1)
+	key, err := t.holderKey(holder, "attenuate")
+	if err != nil {
+		return nil, err
 	}
+	leaf := t.Leaf().Claims
+	pub := key.Public().(ed25519.PublicKey)
 	if next >= MaxLinks {
 		return nil, fail(ErrDepth, next, "a token has at most %d links", MaxLinks)
 	}
@@ -67,8 +93,14 @@ func Attenuate(token []byte, holder ed25519.PrivateKey, c Claims) ([]byte, error
 		c.Expires = leaf.Expires
 	}
 	c.Budget.inherit(leaf.Budget)
-	if c.Subject == nil {
-		c.Subject = pub
+	if c.Caps.Tool != nil {
+		tool := *c.Caps.Tool
+		tool.inheritTools(leaf.Caps.Tool)
+		c.Caps.Tool = &tool
+	}
+	proof, err := subjectOf(&c)
+	if err != nil {
+		return nil, err
 	}
 	c.Issuer, c.Parent, c.Depth = pub, t.Leaf().Hash(), next
 	c.Caps.Normalize()
@@ -76,15 +108,15 @@ func Attenuate(token []byte, holder ed25519.PrivateKey, c Claims) ([]byte, error
 	if err := c.Within(leaf); err != nil {
 		return nil, widenError(next, err)
 	}
-	raw, err := signLink(holder, c)
+	raw, err := signLink(key, c)
 	if err != nil {
 		return nil, err
 	}
-	raws := make([]cbor.RawMessage, 0, next+1)
+	raws := make([][]byte, 0, next+1)
 	for _, l := range t.Links {
 		raws = append(raws, l.Raw)
 	}
-	return encMode.Marshal(append(raws, raw))
+	return encodeToken(append(raws, raw), proof)
 }
 
 // signLink encodes c, signs it with key as a COSE_Sign1 and checks that the

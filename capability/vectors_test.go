@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -45,6 +46,9 @@ var classes = map[string]error{
 	"expired":         ErrExpired,
 	"audience":        ErrAudience,
 	"replay":          ErrReplay,
+	"version":         ErrVersion,
+	"no-proof":        ErrNoProof,
+	"bad-proof":       ErrProof,
 }
 
 type vector struct {
@@ -248,9 +252,17 @@ func generateVectors(tb testing.TB) []*vector {
 
 	// Valid tokens.
 	add(vector{name: "valid-root", expect: "valid", token: root},
-		"one link: rootA grants holder1 run, kv, http, clock and three tools, with every budget ceiling")
+		"one link: rootA grants holder1 run, kv, http, clock and three tools, with every budget ceiling",
+		"the proof is holder1's key (seed c3c3...)")
 	add(vector{name: "valid-chain", expect: "valid", token: chain},
-		"three links: rootA to holder1, holder1 to holder2 (narrower), holder2 to itself (narrower still)")
+		"three links: rootA to holder1, holder1 to holder2 (narrower), holder2 to holder3 (narrower still)",
+		"the proof is holder3's key (seed d5d5...)")
+	sealed, err := Seal(chain, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	add(vector{name: "valid-sealed-chain", expect: "valid", token: sealed},
+		"the three links of valid-chain, sealed by holder3: its signature over the array of links, with the seal context")
 	bound := rootClaims()
 	bound.Audience = cellX
 	boundTok := mustAttenuate(tb, mustIssue(tb, rootA, bound), holder1, narrowClaims())
@@ -303,7 +315,16 @@ func generateVectors(tb testing.TB) []*vector {
 		"a COSE_Sign1 of another type signed by the trusted key is not a link")
 	add(vector{name: "trailing-bytes", expect: "decode", badLink: -1, token: append(root[:len(root):len(root)], 0x00)},
 		"one byte after the token's array")
-	add(vector{name: "empty-token", expect: "decode", badLink: -1, token: []byte{0x80}}, "an array of no links")
+	add(vector{name: "empty-token", expect: "decode", badLink: -1, token: []byte{0x80}}, "an empty array")
+	add(vector{name: "no-links", expect: "decode", badLink: -1, token: []byte{0x82, 0x02, 0x80}}, "version 2 and an array of no links")
+	add(vector{name: "version-1-token", expect: "version", badLink: -1, token: slices.Concat(append([][]byte{{0x83}}, links...)...)},
+		"the links of valid-chain as a version 1 token: a bare array of links, without a proof")
+	v1 := completeRoot(rootA, rootClaims())
+	v1Fields := payloadFields(tb, v1)
+	v1Fields[0] = field{keyVersion, []byte{0x01}}
+	add(vector{name: "version-1-claims", expect: "version", badLink: 0,
+		token: joinLinks(rawLink(tb, rootA, edProtected(tb), emptyMap, encodeFields(v1Fields)))},
+		"a version 2 token whose root's claims say version 1; signed by rootA over those bytes")
 
 	longDepth := append([]field{}, fields...)
 	longDepth[len(longDepth)-1] = field{keyDepth, []byte{0x18, 0x00}}
@@ -325,10 +346,10 @@ func generateVectors(tb testing.TB) []*vector {
 		token: joinLinks(rawLink(tb, rootA, edProtected(tb), emptyMap, encodeFields(indef)))},
 		"the root's caps map has an indefinite-length head; signed over those bytes")
 	unsorted := completeRoot(rootA, rootClaims())
-	unsorted.Caps.Tool.Names = []string{"ls", "grep"}
+	unsorted.Caps.KV.Namespaces = []string{"notes", "crawler"}
 	add(vector{name: "unsorted-list", expect: "non-canonical", badLink: 0,
 		token: joinLinks(rawLink(tb, rootA, edProtected(tb), emptyMap, payload(unsorted)))},
-		"the root's tool list is [ls, grep]: lists are sets, written sorted")
+		"the root's kv namespaces are [notes, crawler]: lists are sets, written sorted")
 
 	// Headers.
 	add(vector{name: "algorithm-es256", expect: "algorithm", badLink: 0,
@@ -371,7 +392,7 @@ func generateVectors(tb testing.TB) []*vector {
 
 	// Narrowing.
 	wideTools := narrowClaims()
-	wideTools.Caps.Tool.Names = []string{"grep", "rm"}
+	wideTools.Caps.Tool = tools("grep", "rm")
 	add(vector{name: "widens-tools", expect: "widens", badLink: 1, token: unchecked(tb, root, holder1, wideTools)},
 		"link 1 adds tool rm, which the root does not allow")
 	wideBudget := narrowClaims()
@@ -390,6 +411,35 @@ func generateVectors(tb testing.TB) []*vector {
 	add(vector{name: "widens-audience", expect: "widens", badLink: 1, audience: cellX,
 		token: unchecked(tb, mustIssue(tb, rootA, bound), holder1, wideAud)},
 		"the root is bound to cell X; link 1 is for any cell")
+	tee := testDecl("grep")
+	tee.Exec, tee.Write = "/usr/bin/tee", []string{"/home"}
+	redeclared := narrowClaims()
+	redeclared.Caps.Tool = &Tool{Tools: map[string]Digest{"grep": digestOf(tee)}}
+	add(vector{name: "widens-tool-declaration", expect: "widens", badLink: 1, token: unchecked(tb, root, holder1, redeclared)},
+		"link 1 keeps the tool named grep, bound to another declaration (tee writing /home)")
+
+	// Proof of possession: each token below is presented by holder3, who
+	// holds valid-chain's leaf key and nothing else (or its seal).
+	sealedParsed, err := Parse(sealed)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sealProof := sealedParsed.Proof
+	add(vector{name: "truncated-chain", expect: "bad-proof", badLink: 1, token: joinWith(keyProof(holder3), links[0], links[1])},
+		"valid-chain without its last link, presented with holder3's key: link 1's subject is holder2, whose key holder3 does not have")
+	add(vector{name: "truncated-sealed-chain", expect: "bad-proof", badLink: 1, token: joinWith(sealProof, links[0], links[1])},
+		"valid-sealed-chain without its last link: the seal covers three links, not two")
+	add(vector{name: "wrong-proof-key", expect: "bad-proof", badLink: 2, token: withProof(tb, chain, keyProof(stranger))},
+		"valid-chain presented with a key that is not its leaf's subject")
+	sib := narrowClaims()
+	sib.Subject, sib.Nonce = pub(stranger), nonce(0x33)
+	sibling := splitToken(tb, mustAttenuate(tb, joinLinks(links[:2]...), holder2, sib))
+	add(vector{name: "seal-over-other-links", expect: "bad-proof", badLink: 2, token: joinWith(sealOver(holder3, links[0], links[1], sibling[2]), links...)},
+		"valid-chain with holder3's seal over other links (link 2 replaced by a sibling holder2 issued to another key)")
+	add(vector{name: "seal-by-another-key", expect: "bad-proof", badLink: 2, token: joinWith(sealOver(stranger, links...), links...)},
+		"valid-chain with a seal over its links by a key that is not its leaf's subject")
+	add(vector{name: "missing-proof", expect: "no-proof", badLink: 2, token: joinWith(Proof{}, links...)},
+		"valid-chain without a proof: [2, links] (what a token issued to a key held elsewhere is until that key seals it)")
 
 	// Presentation.
 	add(vector{name: "expired", expect: "expired", badLink: 2, token: chain, now: t0.Add(time.Hour + 30*time.Minute)},

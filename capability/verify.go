@@ -28,6 +28,13 @@ type Options struct {
 	// where a token is presented to a cell to start work, so that a
 	// captured token cannot be presented twice.
 	Nonces NonceCache
+	// Accept, when set, is called with the verified token after every
+	// check of Verify and before its nonce is recorded: a cell checks there
+	// what it adds (the ceilings it enforces, the grant file given with the
+	// token). An error refuses the token, records nothing and is returned
+	// as it is, so that a token refused for a fixable reason can be
+	// presented again.
+	Accept func(*Verified) error
 }
 
 // Verified is the outcome of a successful Verify.
@@ -39,30 +46,36 @@ type Verified struct {
 	Root ed25519.PublicKey
 	// Links are every link's claims, root first.
 	Links []Claims
+	// Proof is how the presenter proved it holds the leaf: ProofKey or
+	// ProofSeal.
+	Proof ProofKind
 }
 
 // Verify checks token against the trusted root keys and returns the
 // effective claims, or an *Error whose Class says why it failed (see the
-// package comment for the order of the checks). It is a pure function of
-// its arguments, except for what opts.Nonces records.
+// package comment for the order of the checks), or the error of
+// opts.Accept. It is a pure function of its arguments, except for what
+// opts.Nonces records and opts.Accept does.
 func Verify(token []byte, roots []ed25519.PublicKey, opts Options) (*Verified, error) {
 	maxDepth := opts.MaxDepth
 	if maxDepth <= 0 {
 		maxDepth = DefaultMaxDepth
 	}
 	maxDepth = min(maxDepth, MaxLinks-1)
-	raws, err := splitLinks(token)
+	w, err := decodeToken(token)
 	if err != nil {
 		return nil, err
 	}
+	raws := w.links
 	if len(raws)-1 > maxDepth {
 		return nil, fail(ErrDepth, maxDepth+1, "%d links; this verifier accepts depth %d at most", len(raws), maxDepth)
 	}
+	t := &Token{Links: make([]Link, len(raws)), Proof: w.proof, links: w.linksRaw}
 	v := &Verified{Links: make([]Claims, 0, len(raws))}
 	var parent *Link
 	for i, raw := range raws {
-		var l Link
-		if err := parseLink(i, raw, &l); err != nil {
+		l := &t.Links[i]
+		if err := parseLink(i, raw, l); err != nil {
 			return nil, err
 		}
 		c := &l.Claims
@@ -84,7 +97,7 @@ func Verify(token []byte, roots []ed25519.PublicKey, opts Options) (*Verified, e
 			}
 			key = parent.Claims.Subject
 		}
-		if err := verifySignature(&l, key); err != nil {
+		if err := verifySignature(l, key); err != nil {
 			return nil, fail(ErrSignature, i, "%v", err)
 		}
 		if parent != nil {
@@ -93,10 +106,15 @@ func Verify(token []byte, roots []ed25519.PublicKey, opts Options) (*Verified, e
 			}
 		}
 		v.Links = append(v.Links, *c)
-		parent = &l
+		parent = l
 	}
 	leaf := len(raws) - 1
-	v.Claims = v.Links[leaf]
+	// The proof binds the presentation to the leaf: without it, dropping
+	// the last links would leave a valid token of wider rights.
+	if err := t.checkProof(leaf); err != nil {
+		return nil, err
+	}
+	v.Claims, v.Proof = v.Links[leaf], t.Proof.Kind
 	now := opts.Now
 	if now.IsZero() {
 		now = time.Now()
@@ -110,6 +128,11 @@ func Verify(token []byte, roots []ed25519.PublicKey, opts Options) (*Verified, e
 	}
 	if !opts.IgnoreAudience && v.Claims.Audience != nil && !bytes.Equal(v.Claims.Audience, opts.Audience) {
 		return nil, fail(ErrAudience, leaf, "the token is for cell %x", []byte(v.Claims.Audience))
+	}
+	if opts.Accept != nil {
+		if err := opts.Accept(v); err != nil {
+			return nil, err
+		}
 	}
 	if opts.Nonces != nil {
 		id := append(slices.Clip(v.Claims.Issuer), v.Claims.Nonce...)

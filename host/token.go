@@ -1,12 +1,16 @@
 package host
 
 import (
+	"bytes"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/agentrt/agentrt/capability"
+	"go.yaml.in/yaml/v3"
 )
 
 // A run's grant is the verified claims of its capability token
@@ -14,14 +18,90 @@ import (
 // resource check consult them. A run started from a plain grant file (local
 // development) gets a token issued on the fly by the cell's own key for
 // exactly that grant, and verified like any other, so that nothing reaches
-// the gate without passing verification.
+// the gate without passing verification. The run header records the token
+// sealed: a cell never records a private key.
 
 // devTokenLife is how long a token issued on the fly for a plain grant is
 // valid: it is verified at once and used for nothing else.
 const devTokenLife = time.Hour
 
-// capsOf returns the capability claims that grant g stands for.
-func capsOf(g *Grant) capability.Caps {
+// ErrUnenforcedCeiling is returned when a token carries a budget ceiling
+// that no layer of this host enforces yet (steps, http_requests,
+// tool_calls): the token is refused rather than run under a ceiling that
+// would be ignored. wall_seconds is enforced (it caps tool launches).
+var ErrUnenforcedCeiling = errors.New("budget ceiling not enforced by this host")
+
+// CheckEnforced returns an error wrapping ErrUnenforcedCeiling, naming the
+// ceilings, when b sets one that this host does not enforce. token issue
+// and attenuate refuse to write such a token, and a cell refuses one
+// presented to it.
+func CheckEnforced(b capability.Budget) error {
+	var names []string
+	for _, c := range []struct {
+		name string
+		set  bool
+	}{{"steps", b.Steps != nil}, {"http_requests", b.HTTPRequests != nil}, {"tool_calls", b.ToolCalls != nil}} {
+		if c.set {
+			names = append(names, c.name)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s (only wall_seconds is enforced today; the budget layer to come enforces the others)", ErrUnenforcedCeiling, strings.Join(names, ", "))
+}
+
+// ErrGrantWidensToken is returned when a grant file given with a token
+// asks for a capability or a resource the token does not allow.
+var ErrGrantWidensToken = errors.New("the grant file asks for more than the token allows")
+
+// ErrToolDeclaration is returned, as a *ToolDeclarationError, when a grant
+// file given with a token declares one of the token's tools otherwise than
+// the token binds it.
+var ErrToolDeclaration = errors.New("tool declared otherwise than the token binds it")
+
+// ToolDeclarationError names the tool a grant file declares otherwise than
+// its token, and both declarations' digests. A digest does not say which
+// field differs: the token binds the declaration, it does not carry it.
+type ToolDeclarationError struct {
+	Tool         string
+	Token, Grant capability.Digest
+}
+
+func (e *ToolDeclarationError) Error() string {
+	return fmt.Sprintf("the grant file declares tool %q otherwise than the token binds it: the token binds declaration %s, the grant file's is %s (exec, args, read, write, workspace, workdir, network, env, limits and idempotent all count)",
+		e.Tool, e.Token, e.Grant)
+}
+
+// Unwrap returns ErrToolDeclaration.
+func (e *ToolDeclarationError) Unwrap() error { return ErrToolDeclaration }
+
+// ToolDecl returns t's declaration as a token binds it (capability/SPEC.md,
+// "Tool declarations"). Every field of ToolSpec is in it: a test sets each
+// in turn and requires the digest to change.
+func ToolDecl(t *ToolSpec) capability.ToolDecl {
+	d := capability.ToolDecl{
+		Name: t.Name, Exec: t.Exec, Read: t.Read, Write: t.Write, Workspace: t.Workspace,
+		Workdir: t.Workdir, Network: t.Network, Env: t.Env, Idempotent: t.Idempotent,
+		Args: &capability.ToolArgsDecl{Fixed: t.Args.Fixed, Max: uint64(max(t.Args.Max, 0))},
+		Limits: &capability.ToolLimitsDecl{CPU: t.Limits.CPU, Wall: t.Limits.Wall, Memory: t.Limits.Memory,
+			Procs: uint64(max(t.Limits.Procs, 0)), Output: t.Limits.Output},
+	}
+	for _, f := range t.Args.Flags {
+		d.Args.Flags = append(d.Args.Flags, capability.ToolFlagDecl{Name: f.Name, Value: f.Value, Path: f.Path})
+	}
+	for _, p := range t.Args.Positional {
+		d.Args.Positional = append(d.Args.Positional, capability.ToolPositionalDecl{Pattern: p.Pattern, Path: p.Path})
+	}
+	return d
+}
+
+// ToolDigest returns the digest a token binds t by.
+func ToolDigest(t *ToolSpec) (capability.Digest, error) { return ToolDecl(t).Digest() }
+
+// TokenCaps returns the capability claims that g stands for: its families,
+// resources and each tool's declaration digest.
+func (g *Grant) TokenCaps() (capability.Caps, error) {
 	var c capability.Caps
 	if g.Run != nil {
 		c.Run = &capability.Unit{}
@@ -39,20 +119,35 @@ func capsOf(g *Grant) capability.Caps {
 		c.Random = &capability.Unit{}
 	}
 	if g.Tool != nil {
-		c.Tool = &capability.Tool{}
-		for _, t := range g.Tool.Tools {
-			c.Tool.Names = append(c.Tool.Names, t.Name)
+		tools, err := g.Tool.digests()
+		if err != nil {
+			return c, err
 		}
+		c.Tool = &capability.Tool{Tools: tools}
 	}
 	c.Normalize()
-	return c
+	return c, nil
+}
+
+func (g *ToolGrant) digests() (map[string]capability.Digest, error) {
+	out := make(map[string]capability.Digest, len(g.Tools))
+	for i := range g.Tools {
+		d, err := ToolDigest(&g.Tools[i])
+		if err != nil {
+			return nil, fmt.Errorf("tool %q: %w", g.Tools[i].Name, err)
+		}
+		out[g.Tools[i].Name] = d
+	}
+	return out, nil
 }
 
 // grantWithin returns the grant a run gets from its verified claims. defs,
 // when not nil, is a grant file given with the token: it supplies what a
-// token does not carry (tool definitions, which kv namespace to use) and
-// must itself be within the claims. Without defs the grant is the claims
-// as they are; the tool family then has no tool a run could call.
+// token does not carry (tool declarations, which kv namespace to use) and
+// must itself be within the claims, each tool declared exactly as the
+// token binds it (a *ToolDeclarationError otherwise). Without defs the
+// grant is the claims as they are; the tool family then has no tool a run
+// could call.
 func grantWithin(claims capability.Claims, defs *Grant) (*Grant, error) {
 	c := claims.Caps
 	var budget *capability.Budget
@@ -60,8 +155,28 @@ func grantWithin(claims capability.Claims, defs *Grant) (*Grant, error) {
 		budget = &b
 	}
 	if defs != nil {
-		if err := capsOf(defs).Within(c); err != nil {
-			return nil, fmt.Errorf("the grant file asks for more than the token allows: %w", err)
+		if defs.Tool != nil && c.Tool != nil {
+			for i := range defs.Tool.Tools {
+				t := &defs.Tool.Tools[i]
+				bound, ok := c.ToolDigest(t.Name)
+				if !ok {
+					continue // Within names it below
+				}
+				d, err := ToolDigest(t)
+				if err != nil {
+					return nil, err
+				}
+				if !bytes.Equal(d, bound) {
+					return nil, &ToolDeclarationError{Tool: t.Name, Token: bound, Grant: d}
+				}
+			}
+		}
+		caps, err := defs.TokenCaps()
+		if err != nil {
+			return nil, err
+		}
+		if err := caps.Within(c); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrGrantWidensToken, err)
 		}
 		g := *defs
 		g.Budget = budget
@@ -87,15 +202,39 @@ func grantWithin(claims capability.Claims, defs *Grant) (*Grant, error) {
 		g.Random = &RandomGrant{}
 	}
 	if c.Tool != nil {
-		// The token names tools; what they run comes from a grant file.
+		// The token binds tools; what they run comes from a grant file.
 		g.Tool = &ToolGrant{}
 	}
 	return g, g.Check()
 }
 
-// verifyToken verifies a run's token for this cell at now and returns the
-// grant it gives, with defs as grantWithin takes it. A nil token is issued
-// on the fly from defs, signed by the cell's key.
+// WithinToken returns nil when g, a grant recorded with a run, is within
+// the verified claims it was granted by: its capabilities and resources are
+// the claims' or fewer, each tool it declares is declared as the claims bind
+// it, and its budget ceilings are at most the claims'. An error wraps
+// capability.ErrWidens and names the first widening. An audit checks a
+// run's header so.
+func (g *Grant) WithinToken(claims capability.Claims) error {
+	caps, err := g.TokenCaps()
+	if err != nil {
+		return err
+	}
+	if err := caps.Within(claims.Caps); err != nil {
+		return err
+	}
+	var b capability.Budget
+	if g.Budget != nil {
+		b = *g.Budget
+	}
+	return b.Within(claims.Budget)
+}
+
+// verifyToken verifies a run's token for this cell at now and returns it
+// sealed, with the grant it gives (defs as grantWithin takes it). A nil
+// token is issued on the fly from defs, signed and sealed by the cell's
+// key. The token's nonce is recorded only once every check has passed, so
+// that a token refused for a fixable reason (a grant file that does not
+// match it) can be presented again.
 func (h *Host) verifyToken(token []byte, defs *Grant, now time.Time) ([]byte, *Grant, error) {
 	pub := h.deps.Key.Public().(ed25519.PublicKey)
 	nonces := h.deps.Nonces
@@ -106,21 +245,126 @@ func (h *Host) verifyToken(token []byte, defs *Grant, now time.Time) ([]byte, *G
 		if defs == nil {
 			defs = DefaultGrant()
 		}
-		var err error
-		token, err = capability.Issue(h.deps.Key, capability.Claims{Audience: pub, Caps: capsOf(defs),
-			NotBefore: now.Add(-time.Minute), Expires: now.Add(devTokenLife)})
+		caps, err := defs.TokenCaps()
+		if err != nil {
+			return nil, nil, fmt.Errorf("host: token for the grant: %w", err)
+		}
+		if token, err = capability.Issue(h.deps.Key, capability.Claims{Subject: pub, Audience: pub, Caps: caps,
+			NotBefore: now.Add(-time.Minute), Expires: now.Add(devTokenLife)}); err == nil {
+			token, err = capability.Seal(token, h.deps.Key)
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("host: token for the grant: %w", err)
 		}
 	}
-	roots := append([]ed25519.PublicKey{pub}, h.deps.TokenRoots...)
-	v, err := capability.Verify(token, roots, capability.Options{Now: now, Audience: pub, Nonces: nonces})
-	if err != nil {
-		return nil, nil, fmt.Errorf("host: %w", err)
+	var g *Grant
+	accept := func(v *capability.Verified) error {
+		if err := CheckEnforced(v.Claims.Budget); err != nil {
+			return err
+		}
+		var err error
+		g, err = grantWithin(v.Claims, defs)
+		return err
 	}
-	g, err := grantWithin(v.Claims, defs)
+	roots := append([]ed25519.PublicKey{pub}, h.deps.TokenRoots...)
+	v, err := capability.Verify(token, roots, capability.Options{Now: now, Audience: pub, Nonces: nonces, Accept: accept})
 	if err != nil {
+		var ce *capability.Error
+		if errors.As(err, &ce) {
+			return nil, nil, fmt.Errorf("host: %w", err)
+		}
 		return nil, nil, fmt.Errorf("host: token: %w", err)
 	}
+	if v.Proof == capability.ProofKey {
+		// The journal is kept, exported and audited: it records the
+		// token sealed by the key it carried, never the key.
+		if token, err = capability.Seal(token, nil); err != nil {
+			return nil, nil, fmt.Errorf("host: seal the token: %w", err)
+		}
+	}
 	return token, g, nil
+}
+
+// ParseCapsFile parses the capabilities (and optional budget) of a token
+// to issue or attenuate, from YAML or JSON. The capabilities map is a grant
+// file's, so a grant file can be used as it is, and its tools are full
+// declarations, whose digests the token binds; kv also takes a list of
+// namespaces, and tool a list of names (tool: {names: [grep]}), which keeps
+// those tools with the parent's declarations when attenuating. Unknown keys
+// are an error, so a misspelt capability never silently allows less or
+// more.
+//
+//	capabilities:
+//	  run: {}
+//	  kv: {namespaces: [crawler]}      # or {namespace: crawler}
+//	  http: {hosts: ["example.com", "127.0.0.1:8080"]}
+//	  tool: {tools: [{name: count-todo, exec: /usr/bin/grep, ...}]}
+//	budget:
+//	  wall_seconds: 600
+func ParseCapsFile(b []byte) (capability.Caps, capability.Budget, error) {
+	var doc struct {
+		Capabilities *struct {
+			Run *capability.Unit `yaml:"run"`
+			KV  *struct {
+				Namespace  string   `yaml:"namespace"`
+				Namespaces []string `yaml:"namespaces"`
+			} `yaml:"kv"`
+			HTTP   *capability.HTTP `yaml:"http"`
+			Clock  *capability.Unit `yaml:"clock"`
+			Random *capability.Unit `yaml:"random"`
+			Tool   *struct {
+				Names []string   `yaml:"names"`
+				Tools []ToolSpec `yaml:"tools"`
+			} `yaml:"tool"`
+		} `yaml:"capabilities"`
+		Budget capability.Budget `yaml:"budget"`
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&doc); err != nil {
+		return capability.Caps{}, capability.Budget{}, fmt.Errorf("parse: %w", err)
+	}
+	if doc.Capabilities == nil {
+		return capability.Caps{}, capability.Budget{}, fmt.Errorf("no 'capabilities' map (write e.g. capabilities: {run: {}})")
+	}
+	d := doc.Capabilities
+	c := capability.Caps{Run: d.Run, HTTP: d.HTTP, Clock: d.Clock, Random: d.Random}
+	if d.Tool != nil {
+		tg := &ToolGrant{Tools: d.Tool.Tools}
+		if err := tg.check(); err != nil {
+			return capability.Caps{}, capability.Budget{}, err
+		}
+		tools, err := tg.digests()
+		if err != nil {
+			return capability.Caps{}, capability.Budget{}, err
+		}
+		for _, name := range d.Tool.Names {
+			if !toolNameRE.MatchString(name) {
+				return capability.Caps{}, capability.Budget{}, fmt.Errorf("tool: names: %q must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", name)
+			}
+			if _, declared := tools[name]; declared {
+				return capability.Caps{}, capability.Budget{}, fmt.Errorf("tool %q: listed under both names and tools", name)
+			}
+			tools[name] = nil // the parent's declaration
+		}
+		if len(tools) == 0 {
+			return capability.Caps{}, capability.Budget{}, fmt.Errorf("tool: declare the tools (tools: [{name: ..., exec: ...}]), or name the parent's to keep (names: [...]); leave tool out to allow none")
+		}
+		c.Tool = &capability.Tool{Tools: tools}
+	}
+	if d.KV != nil {
+		c.KV = &capability.KV{Namespaces: d.KV.Namespaces}
+		if d.KV.Namespace != "" {
+			c.KV.Namespaces = append(c.KV.Namespaces, d.KV.Namespace)
+		}
+	}
+	c.Normalize()
+	// The tools are checked above: a name kept from the parent has no
+	// digest yet, which Check would refuse.
+	rest := c
+	rest.Tool = nil
+	if err := rest.Check(); err != nil {
+		return capability.Caps{}, capability.Budget{}, err
+	}
+	return c, doc.Budget, nil
 }

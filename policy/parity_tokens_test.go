@@ -34,19 +34,39 @@ func parityNonce(name string) []byte {
 	return n[:capability.NonceSize]
 }
 
-// parityTokens builds each token of the corpus.
+// parityTool is the digest of a corpus tool's declaration.
+func parityTool(t testing.TB, name string) capability.Digest {
+	d, err := capability.ToolDecl{Name: name, Exec: "/usr/bin/" + name}.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// parityTokens builds each token of the corpus. Each is issued to a fixed
+// holder key and sealed by it, as a cell records tokens: reproducible, and
+// carrying no private key.
 func parityTokens(t testing.TB) map[string][]byte {
 	t.Helper()
 	root, cell, other, holder := parityKey("root"), parityKey("cell"), parityKey("other-cell"), parityKey("holder")
 	full := capability.Caps{
 		Run: &capability.Unit{}, KV: &capability.KV{Namespaces: []string{"crawler", "secrets"}},
 		HTTP:  &capability.HTTP{Hosts: []string{"169.254.169.254", "api.example.com", "metadata.google.internal"}},
-		Clock: &capability.Unit{}, Random: &capability.Unit{}, Tool: &capability.Tool{Names: []string{"search", "shell"}},
+		Clock: &capability.Unit{}, Random: &capability.Unit{},
+		Tool: &capability.Tool{Tools: map[string]capability.Digest{"search": parityTool(t, "search"), "shell": parityTool(t, "shell")}},
 	}
 	year := capability.Claims{Audience: cell.Public().(ed25519.PublicKey), Caps: full,
 		NotBefore: parityEpoch, Expires: parityEpoch.AddDate(1, 0, 0)}
+	seal := func(name string, tok []byte, key ed25519.PrivateKey) []byte {
+		b, err := capability.Seal(tok, key)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return b
+	}
 	issue := func(name string, key ed25519.PrivateKey, c capability.Claims) []byte {
 		c.Nonce = parityNonce(name)
+		c.Subject = holder.Public().(ed25519.PublicKey)
 		b, err := capability.Issue(key, c)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -54,25 +74,32 @@ func parityTokens(t testing.TB) map[string][]byte {
 		return b
 	}
 	out := map[string][]byte{}
-	out["full"] = issue("full", root, year)
-	delegated := year
-	delegated.Subject = holder.Public().(ed25519.PublicKey)
-	toHolder := issue("to-holder", root, delegated)
-	narrow, err := capability.Attenuate(toHolder, holder, capability.Claims{
+	out["full"] = seal("full", issue("full", root, year), holder)
+	sub := parityKey("sub-holder")
+	narrow, err := capability.Attenuate(issue("to-holder", root, year), holder, capability.Claims{
+		Subject: sub.Public().(ed25519.PublicKey),
 		Caps: capability.Caps{Run: &capability.Unit{}, KV: &capability.KV{Namespaces: []string{"crawler"}},
 			HTTP: &capability.HTTP{Hosts: []string{"api.example.com:443"}}},
 		Nonce: parityNonce("narrow")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out["narrow"] = narrow
+	out["narrow"] = seal("narrow", narrow, sub)
+	// narrow without its last link, the seal kept: the root's claims,
+	// which the sub-holder must not get.
+	truncated, err := capability.Parse(out["narrow"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	truncated.Links = truncated.Links[:1]
+	out["truncated"] = truncated.Bytes()
 	expired := year
 	expired.Expires = parityEpoch.AddDate(0, 1, 0)
-	out["expired"] = issue("expired", root, expired)
+	out["expired"] = seal("expired", issue("expired", root, expired), holder)
 	elsewhere := year
 	elsewhere.Audience = other.Public().(ed25519.PublicKey)
-	out["other-cell"] = issue("other-cell", root, elsewhere)
-	out["untrusted"] = issue("untrusted", parityKey("stranger"), year)
+	out["other-cell"] = seal("other-cell", issue("other-cell", root, elsewhere), holder)
+	out["untrusted"] = seal("untrusted", issue("untrusted", parityKey("stranger"), year), holder)
 	return out
 }
 

@@ -29,6 +29,7 @@ func Class(err error) string {
 		{ErrBundleFormat, "bundle-format"},
 		{journal.ErrCheckpoint, "checkpoint"},
 		{ErrDiverged, "divergence"},
+		{ErrToken, "token"},
 		{journal.ErrDecode, "decode"},
 		{journal.ErrSequence, "sequence"},
 		{journal.ErrChain, "chain"},
@@ -98,6 +99,9 @@ type AuditReport struct {
 	Checkpoint           *CheckpointReport `json:"checkpoint,omitempty"`
 	CheckpointValid      bool              `json:"checkpoint_valid"`
 	BundleSignatureValid bool              `json:"bundle_signature_valid"`
+	// TokenValid says the run header's capability token verified offline,
+	// sealed, and covers the header's grant (replay/token.go).
+	TokenValid bool `json:"token_valid"`
 	// ReplayIdentical says the module, re-executed against the recorded
 	// responses, made every recorded call with the recorded request and
 	// reached the recorded end; for a run that has not finished
@@ -152,6 +156,9 @@ type VerifyOptions struct {
 	// Trusted are the cell keys the auditor trusts. Nothing else is: a
 	// key the bundle lists but Trusted lacks fails as untrusted.
 	Trusted []ed25519.PublicKey
+	// TokenRoots are the keys, besides Trusted, that the recording cell
+	// trusted to issue capability tokens (its DATA/token_roots).
+	TokenRoots []ed25519.PublicKey
 	// Engine re-executes the module; nil: a fresh wazero engine with no
 	// compilation cache (nothing on disk), closed before VerifyBundle
 	// returns.
@@ -162,7 +169,7 @@ type VerifyOptions struct {
 // BUNDLE.md section 4 fixes, and returns what it established. On the first
 // failure it stops and returns the report so far and an *AuditError.
 func VerifyBundle(ctx context.Context, data []byte, opts VerifyOptions) (*AuditReport, error) {
-	a := &auditor{rep: &AuditReport{Cells: []CellReport{}}, trusted: opts.Trusted}
+	a := &auditor{rep: &AuditReport{Cells: []CellReport{}}, trusted: opts.Trusted, tokenRoots: opts.TokenRoots}
 	err := a.verify(ctx, data, opts.Engine)
 	if err != nil {
 		var ae *AuditError
@@ -188,9 +195,10 @@ func VerifyBundle(ctx context.Context, data []byte, opts VerifyOptions) (*AuditR
 }
 
 type auditor struct {
-	rep     *AuditReport
-	trusted []ed25519.PublicKey
-	changes []Change
+	rep        *AuditReport
+	trusted    []ed25519.PublicKey
+	tokenRoots []ed25519.PublicKey
+	changes    []Change
 }
 
 func (a *auditor) isTrusted(k []byte) bool {
@@ -328,7 +336,12 @@ func (a *auditor) verify(ctx context.Context, data []byte, engine *host.Engine) 
 		return bundleErr(ErrBundleFormat, "cell key %s signed but is not in the bundle's key list", keyHex([]byte(k)))
 	}
 
-	// 9. Re-execution against the recorded responses.
+	// 9. The header's capability token grants what the header records.
+	if err := a.checkToken(ctx, st, sum); err != nil {
+		return err
+	}
+
+	// 10. Re-execution against the recorded responses.
 	if engine == nil {
 		if engine, err = host.NewEngine(ctx, host.EngineConfig{}); err != nil {
 			return err

@@ -9,7 +9,6 @@ import (
 	"os/signal"
 	"strings"
 
-	"github.com/agentrt/agentrt/capability"
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/host/cell"
 	"github.com/agentrt/agentrt/internal/wasmbuild"
@@ -91,14 +90,8 @@ func hintFor(err error) string {
 		return cell.Hint(err)
 	case errors.As(err, &h):
 		return h.hint
-	case errors.Is(err, capability.ErrReplay):
-		return "a token is presented to a cell once: issue or attenuate a fresh one for each run (agentrt token attenuate)"
-	case errors.Is(err, capability.ErrExpired), errors.Is(err, capability.ErrNotYetValid):
-		return "see the token's window with: agentrt token inspect FILE"
-	case errors.Is(err, capability.ErrUntrustedRoot):
-		return "trust its issuer: add the issuer's key (agentrt keys prints one) to DATA/token_roots, or issue the token with this cell's key"
-	case errors.Is(err, capability.ErrAudience):
-		return "the token was issued for another cell: issue one for this cell (agentrt keys prints its key)"
+	case tokenHint(err, "FILE") != "":
+		return tokenHint(err, "FILE")
 	case errors.As(err, &le):
 		return "add the missing capabilities to the grant file and pass it with --grant (see examples/*/grant.yaml)"
 	case errors.Is(err, badgerstore.ErrLocked):

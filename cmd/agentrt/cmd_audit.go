@@ -136,7 +136,7 @@ RUN is a run id, a unique prefix of one, or "last".`,
 }
 
 func (c *cli) auditVerifyCmd() *cobra.Command {
-	var trustFile string
+	var trustFile, tokenRootsFile string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "verify BUNDLE --trust KEYS",
@@ -149,17 +149,21 @@ It checks, in this order: the bundle's format; every journal record (decoding,
 sequence, the hash chain, every input and output hash, every seal by a trusted
 cell, coverage); that every key the bundle lists is trusted; the module against
 the run header; the engine settings; the signed Merkle checkpoint against the
-bundle's entries; the bundle signature; then it re-executes the module with the
+bundle's entries; the bundle signature; the run header's capability token (it
+verifies at the run's start for the recording cell, it is sealed, and it covers
+the grant the header records); then it re-executes the module with the
 recorded responses fed back to its imports and checks every call and the
 outcome.
 
 KEYS is a file of trusted cell keys, one authorized_keys line each (the output
 of agentrt keys on the signing cell). A key the bundle lists that KEYS lacks is
-untrusted.
+untrusted. The same keys are trusted to have issued the run's token; a token
+issued by another root the recording cell trusted (its DATA/token_roots) needs
+that root in --trust-token-roots.
 
 Exits 0 when everything holds. Otherwise names the first bad entry (when the
 failure is in one) and the class: decode, sequence, chain, hash, signature,
-untrusted, uncovered, checkpoint, bundle-format or divergence.`,
+untrusted, uncovered, checkpoint, token, bundle-format or divergence.`,
 		Example: "  agentrt audit verify run.bundle --trust cell.keys\n  agentrt audit verify run.bundle --trust cell.keys --json",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -174,7 +178,13 @@ untrusted, uncovered, checkpoint, bundle-format or divergence.`,
 			if err != nil {
 				return err
 			}
-			rep, verr := replay.VerifyBundle(cmd.Context(), data, replay.VerifyOptions{Trusted: keys})
+			opts := replay.VerifyOptions{Trusted: keys}
+			if tokenRootsFile != "" {
+				if opts.TokenRoots, err = readTrustFile(tokenRootsFile); err != nil {
+					return err
+				}
+			}
+			rep, verr := replay.VerifyBundle(cmd.Context(), data, opts)
 			if asJSON {
 				enc := json.NewEncoder(c.stdout)
 				enc.SetIndent("", "  ")
@@ -205,6 +215,7 @@ untrusted, uncovered, checkpoint, bundle-format or divergence.`,
 		},
 	}
 	cmd.Flags().StringVar(&trustFile, "trust", "", "file of trusted cell keys, one authorized_keys line each (required)")
+	cmd.Flags().StringVar(&tokenRootsFile, "trust-token-roots", "", "file of further keys trusted to issue the run's capability token (the recording cell's DATA/token_roots)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
 }
@@ -256,6 +267,7 @@ func printAudit(w io.Writer, file string, r *replay.AuditReport) {
 		fmt.Fprintf(w, "checkpoint: NOT VERIFIED\n")
 	}
 	fmt.Fprintf(w, "signature:  %s\n", yes(r.BundleSignatureValid, "valid"))
+	fmt.Fprintf(w, "token:      %s\n", yes(r.TokenValid, "sealed, verified at the run's start, covers the recorded grant"))
 	if r.Engine != nil {
 		fmt.Fprintf(w, "engine:     %s, ABI %d, max request %d bytes\n", r.Engine.Engine, r.Engine.ABI, r.Engine.MaxRequest)
 	}

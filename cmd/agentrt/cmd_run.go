@@ -24,6 +24,7 @@ func (c *cli) runCmd() *cobra.Command {
 		input, inputFile, grantFile, seedHex, target, tokenFile string
 		asJSON, quiet                                           bool
 	)
+	var keyFile string // seals the --token on the fly
 	cmd := &cobra.Command{
 		Use:   "run MODULE.wasm",
 		Short: "Run an agent module, journaling every call",
@@ -42,8 +43,12 @@ journaled: a run with a start and a failed end).
 
 With --token the run is granted by a capability token (agentrt token issue,
 attenuate): verified against this cell's key and DATA/token_roots, for this
-cell, unexpired, never presented before. A plain grant is issued as a token by
-this cell's key on the fly, so every run passes the same verification.
+cell, unexpired, never presented before, with a proof that the presenter
+holds it (the key it carries, or --key: the token is sealed here, and the run
+records it sealed). With --grant too, the grant file must be within the token
+and declare each tool exactly as the token binds it. A plain grant is issued
+as a token by this cell's key on the fly, so every run passes the same
+verification.
 
 Every call then passes the cell's policy (the platform defaults and the
 customer's Cedar policies in DATA/policies or --policies) and the permission
@@ -82,6 +87,11 @@ command then detaches from the run, which goes on in the cell.`,
 				if spec.Token, err = os.ReadFile(tokenFile); err != nil {
 					return err
 				}
+				if spec.Token, err = presentToken(spec.Token, keyFile, tokenFile); err != nil {
+					return err
+				}
+			} else if keyFile != "" {
+				return withHint(errors.New("--key without --token"), "--key seals the token given with --token; leave it out otherwise")
 			}
 			if grantFile != "" {
 				if spec.Grant, err = host.LoadGrant(grantFile); err != nil {
@@ -119,7 +129,8 @@ command then detaches from the run, which goes on in the cell.`,
 	f.StringVar(&input, "input", "", "the run input (usually JSON)")
 	f.StringVar(&inputFile, "input-file", "", "read the run input from a file")
 	f.StringVar(&grantFile, "grant", "", "grant file (YAML or JSON) naming the capabilities the agent may use")
-	f.StringVar(&tokenFile, "token", "", "capability token (agentrt token issue/attenuate) granting the run; with --grant, the grant must be within it")
+	f.StringVar(&tokenFile, "token", "", "capability token (agentrt token issue/attenuate) granting the run; with --grant, the grant must be within it and declare its tools as the token binds them")
+	f.StringVar(&keyFile, "key", "", "OpenSSH ed25519 private key of the token's subject, which seals it, for a token issued to a key held elsewhere")
 	f.StringVar(&seedHex, "seed", "", "seed of the guest's random stream, 64 hex digits (default: fresh)")
 	f.BoolVar(&asJSON, "json", false, `print one JSON object {"run_id","status","output"} on stdout`)
 	f.BoolVarP(&quiet, "quiet", "q", false, "do not show the guest's stdout, stderr and log lines")

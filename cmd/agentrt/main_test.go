@@ -32,7 +32,8 @@ func TestScripts(t *testing.T) {
 		t.Fatal(err)
 	}
 	testscript.Run(t, testscript.Params{
-		Dir: "testdata/script",
+		Dir:  "testdata/script",
+		Cmds: tokenScriptCmds(),
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("MODULES", modules)
 			env.Setenv("AGENTRT_DATA", filepath.Join(env.WorkDir, "data"))
