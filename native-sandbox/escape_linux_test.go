@@ -664,3 +664,21 @@ func TestAllowedToolWorks(t *testing.T) {
 		t.Fatalf("grep for a missing word: %v %+v %q", err, res, res.Stdout)
 	}
 }
+
+// Issue 10, item 13: personality, modify_ldt and mbind are refused by the
+// seccomp filter. The same probe run outside the sandbox gets through, so
+// the EPERM is the filter's and not the kernel's.
+func TestEscapeSeccompDepth(t *testing.T) {
+	b := newBox(t)
+	calls := []string{"personality", "personality_query", "mbind"}
+	if runtime.GOARCH == "amd64" {
+		calls = append(calls, "modify_ldt")
+	}
+	for _, name := range calls {
+		out, err := exec.Command(b.pb, "syscall", name).Output()
+		if got := strings.TrimSpace(string(out)); err != nil || got == "errno EPERM" {
+			t.Fatalf("control: %s outside the sandbox: %q %v; want it allowed", name, got, err)
+		}
+		b.expect("errno EPERM", "syscall", name)
+	}
+}
