@@ -15,6 +15,7 @@ const (
 	fdBlock   = 6 // bwrap --block-fd: hold the sandbox until the launcher is ready
 	fdHelper  = 7 // the helper binary, executed as /proc/self/fd/7
 	fdReport  = 8 // the helper's setup-failure report
+	fdEnv     = 9 // the tool's environment, read by the helper (envBlock)
 )
 
 // bwrapPlan is everything needed to build bwrap's command line, computed
@@ -35,10 +36,12 @@ type bwrapPlan struct {
 // tmpfs pages are host memory, and RLIMIT_AS does not count them.
 const tmpDefaultSize = 64 << 20
 
-// helperVars are set for the helper only and removed before the tool runs:
-// one scheduler thread and no GC keep the helper's thread count small under
-// a process limit.
-var helperVars = [][2]string{{"GOMAXPROCS", "1"}, {"GOGC", "off"}}
+// helperEnv is the helper's whole environment: one scheduler thread and no
+// GC keep its thread count small under a process limit. The tool's own
+// environment never reaches the helper's (a dynamic loader would honour
+// LD_PRELOAD from it before Landlock and the limits apply): the helper reads
+// it from fdEnv and hands it to execve.
+var helperEnv = []string{"GOMAXPROCS=1", "GOGC=off"}
 
 // bwrapArgs returns bwrap's options (sent through --args) and the command
 // after "--" (the helper, its configuration, the tool). It is a pure
@@ -62,19 +65,7 @@ func bwrapArgs(spec *Spec, p *bwrapPlan, exe string, argv []string) (opts, comma
 		"--cap-drop", "ALL",
 		"--clearenv",
 	}
-	env := spec.env(":")
-	// bwrap sets PWD for --chdir; the tool gets it only if the spec says so.
-	unset := []string{}
-	if _, ok := spec.Env["PWD"]; !ok {
-		unset = append(unset, "PWD")
-	}
-	for _, hv := range helperVars {
-		if _, ok := spec.Env[hv[0]]; !ok {
-			env = append(env, hv[0]+"="+hv[1])
-			unset = append(unset, hv[0])
-		}
-	}
-	for _, kv := range env {
+	for _, kv := range helperEnv {
 		k, v, _ := strings.Cut(kv, "=")
 		opts = append(opts, "--setenv", k, v)
 	}
@@ -129,7 +120,7 @@ func bwrapArgs(spec *Spec, p *bwrapPlan, exe string, argv []string) (opts, comma
 		"--block-fd", strconv.Itoa(fdBlock),
 	)
 
-	cfg := helperConfig{ReportFD: fdReport, Unset: unset, Rlimits: p.rlimits, Landlock: &landlockRules{
+	cfg := helperConfig{ReportFD: fdReport, EnvFD: fdEnv, Rlimits: p.rlimits, Landlock: &landlockRules{
 		Require:   spec.RequireLandlock,
 		ReadOnly:  spec.ReadOnly,
 		ReadWrite: spec.ReadWrite,

@@ -682,3 +682,42 @@ func TestEscapeSeccompDepth(t *testing.T) {
 		b.expect("errno EPERM", "syscall", name)
 	}
 }
+
+// Issue 10, item 13: LD_PRELOAD in the tool's environment must not reach
+// the sandbox helper, which runs before Landlock and the rlimits apply. A
+// real preload library (built with clang) marks every process it is loaded
+// into: the tool, which asked for it, and never the helper.
+func TestEscapePreloadSkipsTheHelper(t *testing.T) {
+	b := newBox(t)
+	helper, err := helperPath("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if libs, err := elfDeps(helper); err != nil || len(libs) == 0 {
+		// A static helper ignores LD_PRELOAD whatever the launcher does,
+		// and this test would prove nothing.
+		t.Fatalf("the helper %s is not dynamically linked (%v, %v): build the test binary with cgo", helper, libs, err)
+	}
+	lib := filepath.Join(b.ro, "marker.so")
+	if out, err := exec.Command("clang", "-shared", "-fPIC", "-O2", "-o", lib, "testdata/marker.c").CombinedOutput(); err != nil {
+		t.Fatalf("building the preload library with clang: %v\n%s", err, out)
+	}
+	marker := filepath.Join(b.ws, "marker.log")
+	b.spec.ReadOnly = append(b.spec.ReadOnly, "/usr", "/lib", "/lib64")
+	b.spec.Env = map[string]string{"LD_PRELOAD": lib, "AGENTRT_MARKER": marker}
+	res, err := Launch(context.Background(), b.spec, []string{"/usr/bin/env"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 || !strings.Contains(string(res.Stdout), "LD_PRELOAD="+lib+"\n") {
+		t.Fatalf("env: exit %d, stdout %q, stderr %q; want the tool to see its LD_PRELOAD", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	log, err := os.ReadFile(marker)
+	if err != nil {
+		t.Fatalf("the library marked nothing, not even the tool (%v): the test proves nothing", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(log)), "\n")
+	if len(lines) != 1 || strings.TrimSpace(lines[0]) != "/usr/bin/env" {
+		t.Errorf("the preload library ran in %q; want only the tool (/usr/bin/env)", lines)
+	}
+}

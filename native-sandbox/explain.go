@@ -77,6 +77,10 @@ func Explain(spec *Spec, goos string, argv []string) (string, error) {
 		}
 		b.WriteString("EPERM: ioctl TIOCSTI, TIOCLINUX; socket families other than unix, inet, inet6, netlink; clone with namespace flags; any non-native ABI\n")
 		b.WriteString("ENOSYS: clone3 (libc falls back to clone); x32 system calls\n")
+		b.WriteString("# tool environment (descriptor 9: the helper reads it and gives it to execve; bwrap and the helper never run with it)\n")
+		for _, kv := range spec.env(":") {
+			b.WriteString(displayQuote(kv) + "\n")
+		}
 		b.WriteString("# landlock (applied by the helper, best effort unless require_landlock)\n")
 		fmt.Fprintf(&b, "read, execute: %s /proc\nread, write: %s /dev /tmp\nrequired: %v\n",
 			strings.Join(spec.ReadOnly, " "), strings.Join(spec.ReadWrite, " "), spec.RequireLandlock)

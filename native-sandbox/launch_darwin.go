@@ -41,30 +41,42 @@ func launch(ctx context.Context, spec *Spec, argv []string, o *options) (*Result
 		return nil, err
 	}
 	defer reportR.Close()
-	cfg, _ := json.Marshal(helperConfig{ReportFD: 3, Rlimits: spec.rlimits()})
+	// The tool's environment reaches the helper on a pipe, not in its own
+	// environment, where dyld would honour DYLD_INSERT_LIBRARIES before the
+	// helper sets the limits.
+	envR, envW, err := os.Pipe()
+	if err != nil {
+		reportW.Close()
+		return nil, err
+	}
+	defer envR.Close()
+	cfg, _ := json.Marshal(helperConfig{ReportFD: 3, EnvFD: 4, Rlimits: spec.rlimits()})
 	args := seatbeltArgs(spec, exe, argv)
 	stdout, stderr := &capture{max: spec.outputCap()}, &capture{max: spec.outputCap()}
 	cmd := &exec.Cmd{
 		Path:        helper,
 		Args:        append([]string{helper, helperArg, string(cfg)}, append([]string{args[0]}, args...)...),
-		Env:         spec.env(":"),
+		Env:         []string{},
 		Dir:         spec.workdir(),
 		Stdin:       o.stdin,
 		Stdout:      stdout,
 		Stderr:      stderr,
-		ExtraFiles:  []*os.File{reportW},
+		ExtraFiles:  []*os.File{reportW, envR},
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 		WaitDelay:   5 * time.Second,
-	}
-	if cmd.Env == nil {
-		cmd.Env = []string{}
 	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		reportW.Close()
+		envW.Close()
 		return nil, refused("", "starting the helper: %v", err)
 	}
 	reportW.Close()
+	envR.Close()
+	go func() {
+		envW.Write(envBlock(spec.env(":")))
+		envW.Close()
+	}()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	res := &Result{}

@@ -106,6 +106,11 @@ func runBwrap(ctx context.Context, spec *Spec, bwrap string, opts, command []str
 		return nil, err
 	}
 	keep(secFile)
+	envFile, err := memfd("sandbox-env", envBlock(spec.env(":")))
+	if err != nil {
+		return nil, err
+	}
+	keep(envFile)
 	helperFile, err := os.Open(helper)
 	if err != nil {
 		return nil, refused("", "opening the helper %s: %v", helper, err)
@@ -129,7 +134,7 @@ func runBwrap(ctx context.Context, spec *Spec, bwrap string, opts, command []str
 		Stdin:      o.stdin,
 		Stdout:     stdout,
 		Stderr:     stderr,
-		ExtraFiles: []*os.File{argsFile, secFile, statusW, blockR, helperFile, reportW},
+		ExtraFiles: []*os.File{argsFile, secFile, statusW, blockR, helperFile, reportW, envFile},
 		// If this process dies, bwrap dies, and --die-with-parent takes the
 		// sandbox with it.
 		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},

@@ -194,7 +194,7 @@ func launch(ctx context.Context, spec *Spec, argv []string, o *options) (*Result
 	si.StdInput, si.StdOutput, si.StdErr = inH, outW, errW
 	env := set.Env
 	sort.Strings(env)
-	block, err := envBlock(env)
+	block, err := windowsEnvBlock(env)
 	if err != nil {
 		return nil, err
 	}
@@ -283,8 +283,8 @@ func launch(ctx context.Context, spec *Spec, argv []string, o *options) (*Result
 	return res, nil
 }
 
-// envBlock builds a CreateProcess environment block.
-func envBlock(env []string) (*uint16, error) {
+// windowsEnvBlock builds a CreateProcess environment block.
+func windowsEnvBlock(env []string) (*uint16, error) {
 	if len(env) == 0 {
 		return &[]uint16{0, 0}[0], nil
 	}
