@@ -53,6 +53,20 @@ type ToolDeps struct {
 	// Sandbox are options for every launch (sandbox.WithBwrap,
 	// sandbox.WithHelper).
 	Sandbox []sandbox.Option
+	// User is the host user and group tools run as when the host runs as
+	// root; the zero value means sandbox.DefaultUser (nobody, 65534:65534).
+	// Run workspaces are given to it. A host that is not root runs tools
+	// as itself, and refuses a User naming anyone else.
+	User sandbox.User
+}
+
+// sandboxOptions returns the options of every launch.
+func (d *ToolDeps) sandboxOptions() []sandbox.Option {
+	opts := slices.Clone(d.Sandbox)
+	if d.User != (sandbox.User{}) {
+		opts = append(opts, sandbox.WithUser(d.User))
+	}
+	return opts
 }
 
 // Limits of the files a tool run reports.
@@ -283,8 +297,9 @@ func serveTool(ctx context.Context, s *session, c *Call) (abi.Status, []byte) {
 		lim.wall = minPositive(lim.wall, ceiling)
 		lim.cpu = minPositive(lim.cpu, ceiling)
 	}
+	opts := s.deps.Tools.sandboxOptions()
 	if p.workspace != "" {
-		if err := os.MkdirAll(p.workspace, 0o700); err != nil {
+		if err := makeWorkspace(p.workspace, opts); err != nil {
 			return errorResponse(abi.StatusFailed, "tool.run: tool %s: workspace: %v", t.Name, err)
 		}
 	}
@@ -307,7 +322,6 @@ func serveTool(ctx context.Context, s *session, c *Call) (abi.Status, []byte) {
 		}
 	}
 	argv := append(append([]string{t.Exec}, t.Args.Fixed...), r.Args...)
-	opts := slices.Clone(s.deps.Tools.Sandbox)
 	if len(r.Stdin) > 0 {
 		opts = append(opts, sandbox.WithStdin(bytes.NewReader(r.Stdin)))
 	}
@@ -341,6 +355,23 @@ func serveTool(ctx context.Context, s *session, c *Call) (abi.Status, []byte) {
 		out.Limits = append(out.Limits, limitFiles)
 	}
 	return okResponse(out)
+}
+
+// makeWorkspace creates a run's workspace (0700) and, when this host is
+// root, gives it to the user tools run as: the tool is never root to the
+// kernel, so a workspace owned by root would be read-only to it.
+func makeWorkspace(dir string, opts []sandbox.Option) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	u, err := sandbox.ToolUser(opts...)
+	if err != nil {
+		return err
+	}
+	return os.Chown(dir, u.UID, u.GID)
 }
 
 func nonNil(b []byte) []byte {

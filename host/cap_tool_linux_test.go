@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -67,6 +68,15 @@ func newToolBox(t *testing.T) *toolBox {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The tools' write area belongs to the user they run as (nobody, when
+	// the tests run as root): the kernel's permission checks hold for them.
+	u, err := sandbox.ToolUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(b.out, u.UID, u.GID); err != nil {
+		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(b.in, "a.txt"), "one TODO\ntwo\nTODO three\n")
 	writeFile(t, filepath.Join(b.in, "b.txt"), "nothing to do here\n")
@@ -534,5 +544,42 @@ func TestToolLaunchesStayWithinTheTokensWallBudget(t *testing.T) {
 	outs := decodeOutcomes(t, res.Output)
 	if len(outs) != 1 || outs[0].Result == nil || !outs[0].Result.TimedOut {
 		t.Fatalf("the slow tool under a 1 s budget: %+v", outs)
+	}
+}
+
+// TestToolRunByRootIsNotRootToTheKernel (issue 10, item 4): an agent
+// granted cat with /etc in its read list, on a host running as root, reads
+// /etc/passwd but not /etc/shadow: the tool runs as nobody, and the
+// files it writes in the run's workspace are nobody's.
+func TestToolRunByRootIsNotRootToTheKernel(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the attack is a tool run by a root host; CI runs as root")
+	}
+	b := newToolBox(t)
+	env := testutil.NewEnv(t, host.Deps{Tools: host.ToolDeps{Workspaces: b.work}}, host.Config{})
+	g := b.grant()
+	g.Tool.Tools = append(g.Tool.Tools, host.ToolSpec{Name: "cat", Exec: "/usr/bin/cat",
+		Args: host.ToolArgs{Positional: []host.ToolPositional{{Pattern: `/etc/[a-z]+`, Path: "ro"}}},
+		Read: sys("/etc"), Workspace: true, Env: map[string]string{"LC_ALL": "C"}, Limits: host.ToolLimits{Wall: "30s"}})
+	res, outs := runTools(t, env, g, []toolStep{
+		{Tool: "cat", Args: []string{"/etc/shadow"}},
+		{Tool: "cat", Args: []string{"/etc/passwd"}},
+		{Tool: "note", Args: []string{"mine.txt"}, Stdin: "written by the tool\n"},
+	})
+	if r := outs[0].Result; r == nil || r.Exit != 1 || string(r.Stderr) != "/usr/bin/cat: /etc/shadow: Permission denied\n" || len(r.Stdout) != 0 {
+		t.Errorf("cat /etc/shadow: %+v (%s); want exit 1 and Permission denied", r, outs[0].Err)
+	}
+	if r := outs[1].Result; r == nil || r.Exit != 0 || !strings.HasPrefix(string(r.Stdout), "root:x:0:0:") {
+		t.Errorf("cat /etc/passwd (the control): %+v (%s)", r, outs[1].Err)
+	}
+	ws := filepath.Join(b.work, res.Run.String())
+	for _, p := range []string{ws, filepath.Join(ws, "mine.txt")} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 65534 || st.Gid != 65534 {
+			t.Errorf("%s is owned by %d:%d; want nobody (65534:65534)", p, st.Uid, st.Gid)
+		}
 	}
 }

@@ -30,6 +30,10 @@ type bwrapPlan struct {
 	rlimits []rlimit
 	// absent holds the protected paths that do not exist on the host.
 	absent map[string]bool
+	// stage, when set, is the staging directory of a launch by root
+	// (stage_linux.go): bwrap, which runs as the tool's unprivileged user,
+	// binds each source from stage/<i>, where the launcher bound it first.
+	stage string
 }
 
 // tmpDefaultSize bounds the private /tmp when the spec sets no memory limit:
@@ -43,14 +47,15 @@ const tmpDefaultSize = 64 << 20
 // it from fdEnv and hands it to execve.
 var helperEnv = []string{"GOMAXPROCS=1", "GOGC=off"}
 
-// bwrapArgs returns bwrap's options (sent through --args) and the command
-// after "--" (the helper, its configuration, the tool). It is a pure
-// function of the spec and the plan, so it is tested on every platform.
+// bwrapArgs returns bwrap's options (sent through --args), the command
+// after "--" (the helper, its configuration, the tool) and, when the plan
+// stages its binds, the host paths to bind at stage/0, stage/1, ... It is a
+// pure function of the spec and the plan, so it is tested on every platform.
 //
 // Mount order: a private root, /proc, /dev and /tmp first; then every bind
 // from the shallowest path to the deepest, so a read-only path inside a
 // writable root (or a protected sub-path) lands on top of it.
-func bwrapArgs(spec *Spec, p *bwrapPlan, exe string, argv []string) (opts, command []string) {
+func bwrapArgs(spec *Spec, p *bwrapPlan, exe string, argv []string) (opts, command, sources []string) {
 	opts = []string{
 		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
 		"--disable-userns",
@@ -96,12 +101,19 @@ func bwrapArgs(spec *Spec, p *bwrapPlan, exe string, argv []string) (opts, comma
 	}
 	depth := func(s string) int { return strings.Count(strings.TrimSuffix(s, "/"), "/") }
 	sort.SliceStable(mounts, func(i, j int) bool { return depth(mounts[i].path) < depth(mounts[j].path) })
+	source := func(host string) string {
+		if p.stage == "" {
+			return host
+		}
+		sources = append(sources, host)
+		return p.stage + "/" + strconv.Itoa(len(sources)-1)
+	}
 	for _, m := range mounts {
 		switch m.kind {
 		case "ro":
-			opts = append(opts, "--ro-bind", m.path, m.path)
+			opts = append(opts, "--ro-bind", source(m.path), m.path)
 		case "rw":
-			opts = append(opts, "--bind", m.path, m.path)
+			opts = append(opts, "--bind", source(m.path), m.path)
 		case "protect":
 			// An existing protected path is bound read-only onto itself; a
 			// missing one gets an empty read-only tmpfs, so that it cannot be
@@ -109,7 +121,7 @@ func bwrapArgs(spec *Spec, p *bwrapPlan, exe string, argv []string) (opts, comma
 			if p.absent[m.path] {
 				opts = append(opts, "--tmpfs", m.path, "--remount-ro", m.path)
 			} else {
-				opts = append(opts, "--ro-bind", m.path, m.path)
+				opts = append(opts, "--ro-bind", source(m.path), m.path)
 			}
 		}
 	}
@@ -127,5 +139,5 @@ func bwrapArgs(spec *Spec, p *bwrapPlan, exe string, argv []string) (opts, comma
 	}}
 	js, _ := json.Marshal(cfg)
 	command = append([]string{"/proc/self/fd/" + strconv.Itoa(fdHelper), helperArg, string(js), exe}, argv...)
-	return opts, command
+	return opts, command, sources
 }

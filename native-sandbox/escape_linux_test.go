@@ -46,6 +46,12 @@ func probe(t *testing.T) string {
 			return
 		}
 		cleanups = append(cleanups, func() { os.RemoveAll(dir) })
+		// As root the tool runs as nobody, which must be able to enter the
+		// directory (MkdirTemp makes it 0700).
+		if err := os.Chmod(dir, 0o755); err != nil {
+			probeErr = err
+			return
+		}
 		probeBin = filepath.Join(dir, "tryescape")
 		cmd := exec.Command("go", "build", "-o", probeBin, "./internal/tryescape")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -79,6 +85,9 @@ func newBox(t *testing.T) *box {
 			t.Fatal(err)
 		}
 	}
+	// The workspace belongs to the user the tool runs as (nobody, when
+	// the tests run as root), as a cell's run workspaces do.
+	b.own(b.ws)
 	b.write(filepath.Join(b.ro, "input.txt"), "read-only input\n")
 	b.write(filepath.Join(b.outside, "secret.txt"), "outside\n")
 	b.spec = &Spec{
@@ -87,6 +96,18 @@ func newBox(t *testing.T) *box {
 		Limits:    Limits{Wall: 20 * time.Second, Processes: 64, Output: 1 << 20},
 	}
 	return b
+}
+
+// own gives p to the user tools run as.
+func (b *box) own(p string) {
+	b.t.Helper()
+	u, err := ToolUser()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if err := os.Chown(p, u.UID, u.GID); err != nil {
+		b.t.Fatal(err)
+	}
 }
 
 func (b *box) write(p, s string) {
@@ -117,6 +138,9 @@ func (b *box) try(args ...string) string {
 func (b *box) expect(want string, args ...string) {
 	b.t.Helper()
 	if got := b.try(args...); got != want {
+		if len(got) > 200 {
+			got = got[:200] + "..."
+		}
 		b.t.Errorf("tryescape %s: got %q, want %q", strings.Join(args, " "), got, want)
 	}
 }
@@ -720,4 +744,112 @@ func TestEscapePreloadSkipsTheHelper(t *testing.T) {
 	if len(lines) != 1 || strings.TrimSpace(lines[0]) != "/usr/bin/env" {
 		t.Errorf("the preload library ran in %q; want only the tool (/usr/bin/env)", lines)
 	}
+}
+
+// Issue 10, item 4 (SECURITY-TESTS 33): a tool launched by root is not
+// host root to the kernel. It runs as nobody (65534:65534, no supplementary
+// groups), dropped before bwrap makes the user namespace, so file
+// permission checks hold: /etc/shadow stays unreadable with /etc in the
+// read list, root-only /proc files refuse, and a 0600 root-owned unix
+// socket refuses the connect. Each refusal has a control that gets
+// through: root outside the sandbox, and the world-readable or
+// world-writable twin inside it.
+func TestEscapeRootIsNotRootInTheSandbox(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the attack is a launch by root; CI runs the suite as root")
+	}
+	b := newBox(t)
+	b.spec.ReadOnly = append(b.spec.ReadOnly, "/etc")
+	if _, err := os.ReadFile("/etc/shadow"); err != nil {
+		t.Fatalf("control: root cannot read /etc/shadow outside the sandbox: %v", err)
+	}
+	b.expect("errno EACCES", "read", "/etc/shadow")
+	if got := b.try("read", "/etc/passwd"); !strings.HasPrefix(got, "ok root:") {
+		t.Errorf("/etc/passwd in the sandbox: %q; want it readable (it is 0644)", got)
+	}
+	if got := b.try("status"); got != "CapEff: 0000000000000000\nNoNewPrivs: 1" {
+		t.Errorf("status: %q", got)
+	}
+	if got := b.try("ids"); got != "uid 65534 65534 65534 gid 65534 65534 65534 groups []" {
+		t.Errorf("ids in the sandbox: %q; want nobody:nogroup everywhere, no groups", got)
+	}
+
+	// Root-only /proc files (0400 root): readable by root outside.
+	for _, p := range []string{"/proc/vmallocinfo", "/proc/timer_list", "/proc/slabinfo"} {
+		if _, err := os.Stat(p); err != nil {
+			continue // not built into this kernel
+		}
+		if _, err := os.ReadFile(p); err != nil {
+			t.Fatalf("control: root cannot read %s outside the sandbox: %v", p, err)
+		}
+		b.expect("errno EACCES", "read", p)
+	}
+
+	// A root-owned socket, 0600, in a directory the tool can read and
+	// write; its 0666 twin beside it is the control.
+	for name, mode := range map[string]os.FileMode{"root.sock": 0o600, "open.sock": 0o666} {
+		ln, err := net.Listen("unix", filepath.Join(b.ws, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+		if err := os.Chmod(filepath.Join(b.ws, name), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.expect("errno EACCES", "unix", filepath.Join(b.ws, "root.sock"))
+	b.expect("ok", "unix", filepath.Join(b.ws, "open.sock"))
+
+	// What the tool writes belongs to nobody on the host.
+	b.expect("ok", "write", filepath.Join(b.ws, "made.txt"))
+	fi, err := os.Stat(filepath.Join(b.ws, "made.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 65534 || st.Gid != 65534 {
+		t.Errorf("the tool's file is owned by %d:%d on the host; want 65534:65534", st.Uid, st.Gid)
+	}
+	// And it cannot write where nobody may not: a root-owned 0755
+	// directory inside its own writable root.
+	sub := filepath.Join(b.ws, "root-owned")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b.expect("errno EACCES", "write", filepath.Join(sub, "x"))
+}
+
+// WithUser picks another unprivileged user; root and a user other than
+// oneself (when not root) are refused before anything runs.
+func TestEscapeWithUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("switching users needs root")
+	}
+	b := newBox(t)
+	if err := os.Chown(b.ws, 4242, 4343); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Launch(context.Background(), b.spec, []string{b.pb, "ids"}, WithUser(User{UID: 4242, GID: 4343}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(res.Stdout)); got != "uid 4242 4242 4242 gid 4343 4343 4343 groups []" {
+		t.Errorf("ids: %q", got)
+	}
+	marker := filepath.Join(b.ws, "ran")
+	for _, u := range []User{{0, 0}, {4242, 0}, {0, 4343}} {
+		_, err := Launch(context.Background(), b.spec, []string{b.pb, "write", marker}, WithUser(u))
+		if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "would give the tool root's file access") {
+			t.Errorf("WithUser(%v): %v; want a refusal", u, err)
+		}
+	}
+	b.absent(marker)
 }

@@ -41,10 +41,11 @@ func Explain(spec *Spec, goos string, argv []string) (string, error) {
 	switch goos {
 	case "linux":
 		plan := &bwrapPlan{uid: 1000, gid: 1000, rlimits: spec.rlimits(), absent: map[string]bool{}}
+		root := false
 		if local {
 			plan.uid, plan.gid = os.Getuid(), os.Getgid()
-			if plan.uid == 0 {
-				plan.uid, plan.gid = 65534, 65534
+			if root = os.Geteuid() == 0; root {
+				plan.uid, plan.gid = DefaultUser.UID, DefaultUser.GID
 			}
 			if h, err := helperPath(""); err == nil {
 				plan.helperLibs, _ = elfDeps(h)
@@ -55,7 +56,11 @@ func Explain(spec *Spec, goos string, argv []string) (string, error) {
 				}
 			}
 		}
-		opts, command := bwrapArgs(spec, plan, exe, argv)
+		opts, command, _ := bwrapArgs(spec, plan, exe, argv)
+		if root {
+			fmt.Fprintf(&b, "# this process is root: bwrap runs as uid %d, gid %d, no supplementary groups (WithUser sets another);\n"+
+				"# each bind source below is first bound, as root, at /tmp/agentrt-stage-*/N in a private mount namespace\n", plan.uid, plan.gid)
+		}
 		b.WriteString("# bwrap options, passed on descriptor 3 (--args) so they stay off the host's ps\n")
 		for i, o := range opts {
 			switch {

@@ -32,7 +32,10 @@ func testSpec() *Spec {
 func TestBwrapArgs(t *testing.T) {
 	spec := testSpec()
 	plan := &bwrapPlan{uid: 1000, gid: 1000, helperLibs: []string{"/lib64/ld-linux-x86-64.so.2", "/usr/lib/libc.so.6"}, rlimits: spec.rlimits(), absent: map[string]bool{}}
-	opts, cmd := bwrapArgs(spec, plan, "/usr/bin/git", []string{"git", "status"})
+	opts, cmd, sources := bwrapArgs(spec, plan, "/usr/bin/git", []string{"git", "status"})
+	if sources != nil {
+		t.Errorf("an unstaged plan lists staged sources: %q", sources)
+	}
 	joined := " " + strings.Join(opts, " ") + " "
 	for _, want := range []string{
 		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--disable-userns",
@@ -68,7 +71,7 @@ func TestBwrapArgs(t *testing.T) {
 	}
 	// A protected path that does not exist gets a read-only tmpfs.
 	plan.absent["/work/ws/.git"] = true
-	opts, _ = bwrapArgs(spec, plan, "/usr/bin/git", []string{"git", "status"})
+	opts, _, _ = bwrapArgs(spec, plan, "/usr/bin/git", []string{"git", "status"})
 	if j := strings.Join(opts, " "); !strings.Contains(j, "--tmpfs /work/ws/.git --remount-ro /work/ws/.git") {
 		t.Errorf("absent protected path: %s", j)
 	}

@@ -40,6 +40,11 @@ func HelperMain() {
 		fmt.Println("sandboxed")
 		os.Exit(0)
 	}
+	if len(os.Args) >= 4 && os.Args[1] == stageArg {
+		// A launch by root: bind the sandbox's paths, drop to the tool's
+		// user, execute bwrap (stage_linux.go).
+		os.Exit(stageMain(os.Args[2:]))
+	}
 	if len(os.Args) < 5 || os.Args[1] != helperArg {
 		return
 	}

@@ -28,6 +28,10 @@ func launch(ctx context.Context, spec *Spec, argv []string, o *options) (*Result
 	if _, err := os.Stat(sandboxExec); err != nil {
 		return nil, refused("", "%s is missing: %v", sandboxExec, err)
 	}
+	user, drop, err := launchUser(o)
+	if err != nil {
+		return nil, err
+	}
 	exe, err := resolveExecutable(spec, argv[0], "darwin", statFile)
 	if err != nil {
 		return nil, err
@@ -64,6 +68,13 @@ func launch(ctx context.Context, spec *Spec, argv []string, o *options) (*Result
 		ExtraFiles:  []*os.File{reportW, envR},
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 		WaitDelay:   5 * time.Second,
+	}
+	if drop {
+		// As root, the helper (and so sandbox-exec and the tool) runs as
+		// the tool's user with no supplementary groups: Seatbelt narrows
+		// what it reaches, and the file permissions still hold. Unlike on
+		// Linux, every directory above a listed path must let it pass.
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(user.UID), Gid: uint32(user.GID), Groups: []uint32{}}
 	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {

@@ -96,6 +96,9 @@ func grant(sid *windows.SID, grants []aclGrant) error {
 // real Windows machine in this repository's CI; the settings it applies are
 // computed by windowsPlan, which is.
 func launch(ctx context.Context, spec *Spec, argv []string, o *options) (*Result, error) {
+	if _, _, err := launchUser(o); err != nil {
+		return nil, err
+	}
 	exe, err := resolveExecutable(spec, argv[0], "windows", statFile)
 	if err != nil {
 		return nil, err

@@ -99,6 +99,11 @@ func main() {
 	case "tty":
 		f, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
 		closeReport(f, err)
+	case "ids":
+		groups, _ := unix.Getgroups()
+		ruid, euid, suid := unix.Getresuid()
+		rgid, egid, sgid := unix.Getresgid()
+		fmt.Printf("uid %d %d %d gid %d %d %d groups %v\n", ruid, euid, suid, rgid, egid, sgid, groups)
 	case "env":
 		for _, kv := range os.Environ() {
 			fmt.Println(kv)
