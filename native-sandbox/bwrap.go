@@ -36,8 +36,9 @@ type bwrapPlan struct {
 	stage string
 }
 
-// tmpDefaultSize bounds the private /tmp when the spec sets no memory limit:
-// tmpfs pages are host memory, and RLIMIT_AS does not count them.
+// tmpDefaultSize bounds each private tmpfs the tool may write (/tmp and
+// /dev/shm), and limits.memory when smaller: tmpfs pages are host memory,
+// RLIMIT_AS does not count them, and without limits.memory no cgroup does.
 const tmpDefaultSize = 64 << 20
 
 // helperEnv is the helper's whole environment: one scheduler thread and no
@@ -78,7 +79,13 @@ func bwrapArgs(spec *Spec, p *bwrapPlan, exe string, argv []string) (opts, comma
 	if m := spec.Limits.Memory; m > 0 && m < size {
 		size = m
 	}
-	opts = append(opts, "--proc", "/proc", "--dev", "/dev", "--size", strconv.FormatInt(size, 10), "--tmpfs", "/tmp")
+	sz := strconv.FormatInt(size, 10)
+	// bwrap's /dev is a tmpfs the tool owns, of unbounded size: it gets
+	// a sized tmpfs of its own on /dev/shm (POSIX shared memory), then
+	// /dev itself is made read-only (not recursively: the device nodes
+	// and /dev/shm keep their mounts).
+	opts = append(opts, "--proc", "/proc", "--dev", "/dev", "--size", sz, "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+		"--size", sz, "--tmpfs", "/tmp")
 
 	type mount struct {
 		kind string // ro, rw, protect

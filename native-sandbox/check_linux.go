@@ -51,10 +51,19 @@ func Check(opts ...Option) (*Report, error) {
 	} else {
 		r.add("tool user", true, true, fmt.Sprintf("uid %d, gid %d (this process's own)", u.UID, u.GID))
 	}
-	if dir, err := pidsCgroupParent(); err != nil {
+	if place, err := cgroupParent("pids"); err != nil {
 		r.add("pids cgroup", false, false, err.Error()+" (limits.processes uses RLIMIT_NPROC)")
 	} else {
-		r.add("pids cgroup", true, false, dir)
+		r.add("pids cgroup", true, false, place.dir)
+	}
+	if place, err := cgroupParent("memory"); err != nil {
+		r.add("memory cgroup", false, false, err.Error()+" (specs with limits.memory are refused)")
+	} else {
+		kind := "v1, memory.limit_in_bytes"
+		if place.v2 {
+			kind = "v2, memory.max"
+		}
+		r.add("memory cgroup", true, false, place.dir+" ("+kind+"; tmpfs, shm and memfd pages count)")
 	}
 	if !r.Ready() {
 		return r, nil

@@ -98,6 +98,17 @@ func newBox(t *testing.T) *box {
 	return b
 }
 
+// clang builds testdata/NAME.c into a static program in the box's
+// read-only directory and returns its path.
+func (b *box) clang(name string) string {
+	b.t.Helper()
+	out := filepath.Join(b.ro, name)
+	if msg, err := exec.Command("clang", "-static", "-O2", "-o", out, filepath.Join("testdata", name+".c")).CombinedOutput(); err != nil {
+		b.t.Fatalf("building %s with clang: %v\n%s", name, err, msg)
+	}
+	return out
+}
+
 // own gives p to the user tools run as.
 func (b *box) own(p string) {
 	b.t.Helper()
@@ -852,4 +863,55 @@ func TestEscapeWithUser(t *testing.T) {
 		}
 	}
 	b.absent(marker)
+}
+
+// hoarded sums what a hoard run said it held in each place.
+func hoarded(out string) map[string]int {
+	held := map[string]int{}
+	for _, line := range strings.Split(out, "\n") {
+		var where string
+		var n int
+		if _, err := fmt.Sscanf(line, "%s %d", &where, &n); err == nil && n > held[where] {
+			held[where] = n
+		}
+	}
+	return held
+}
+
+// Issue 10, item 5 (SECURITY-TESTS 33): a tool limited to 256 MiB held
+// 768 MiB of host memory in /dev/shm, /dev and a memfd, none of which
+// RLIMIT_AS counts. The memory cgroup counts them all (tmpfs and shmem
+// pages are charged to it), /dev is read-only and /dev/shm a sized tmpfs:
+// the hoard stops below the limit and the result says memory.
+func TestEscapeMemoryLimitCountsTmpfsAndMemfd(t *testing.T) {
+	b := newBox(t)
+	hoard := b.clang("hoard")
+	const limit = 256
+	b.spec.Limits.Memory = limit << 20
+	// 192 MiB in each of four places: 768 MiB asked for.
+	res, err := Launch(context.Background(), b.spec, []string{hoard, "192", "/dev/shm/a", "/dev/hoard", "memfd", "/tmp/hoard"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := hoarded(string(res.Stdout))
+	total := 0
+	for _, n := range held {
+		total += n
+	}
+	t.Logf("held %v MiB (total %d) of 768 asked; exit %d, signal %d, exceeded %v", held, total, res.ExitCode, res.Signal, res.Exceeded)
+	if total >= limit {
+		t.Errorf("the tool held %d MiB (%v) under a %d MiB limit", total, held, limit)
+	}
+	if !strings.Contains(string(res.Stdout), "/dev/hoard 0 EROFS") {
+		t.Errorf("writing a file in /dev: %q; want EROFS", res.Stdout)
+	}
+	// /dev/shm is a tmpfs of 64 MiB (the default size, below the limit).
+	if !strings.Contains(string(res.Stdout), "/dev/shm/a 64 ENOSPC") {
+		t.Errorf("writing /dev/shm: %q; want ENOSPC at 64 MiB", res.Stdout)
+	}
+	// 64 MiB there and 192 in the memfd pass the limit: the cgroup kills
+	// the tool before it says "held", and the result says memory.
+	if strings.Contains(string(res.Stdout), "held") || res.Signal != int(syscall.SIGKILL) || !hasLimit(res, LimitMemory) {
+		t.Errorf("signal %d, exceeded %v, stdout %q; want SIGKILL from the memory cgroup, reported as memory", res.Signal, res.Exceeded, res.Stdout)
+	}
 }

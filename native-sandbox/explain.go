@@ -94,12 +94,15 @@ func Explain(spec *Spec, goos string, argv []string) (string, error) {
 			fmt.Fprintf(&b, "%s: %d (hard %d)\n", l.Name, l.Cur, l.Max)
 		}
 		if n := spec.Limits.Processes; n > 0 {
-			fmt.Fprintf(&b, "processes: %d (pids cgroup; RLIMIT_NPROC when not root)\n", n)
+			fmt.Fprintf(&b, "processes: %d (pids cgroup where one can be made, else RLIMIT_NPROC)\n", n)
+		}
+		if m := spec.Limits.Memory; m > 0 {
+			fmt.Fprintf(&b, "memory: %d bytes for the whole sandbox (memory cgroup: tmpfs, shm and memfd pages count; refused without one)\n", m)
 		}
 		fmt.Fprintf(&b, "wall: %v (the whole pid namespace is killed)\noutput: %d bytes per stream\n", spec.Limits.Wall, spec.outputCap())
 	case "darwin":
-		if spec.Limits.Processes > 0 || spec.RequireLandlock {
-			b.WriteString("# refused on macOS: limits.processes and require_landlock cannot be enforced there\n")
+		if spec.Limits.Processes > 0 || spec.Limits.Memory > 0 || spec.RequireLandlock {
+			b.WriteString("# refused on macOS: limits.processes, limits.memory and require_landlock cannot be enforced there\n")
 		}
 		profile, _ := seatbeltProfile(spec)
 		b.WriteString("# Seatbelt profile (sandbox-exec -p)\n")

@@ -42,6 +42,8 @@ func TestBwrapArgs(t *testing.T) {
 		"--as-pid-1", "--die-with-parent", "--new-session", "--cap-drop ALL", "--clearenv",
 		"--proc /proc", "--dev /dev", "--seccomp 4", "--json-status-fd 5", "--block-fd 6", "--chdir /work/ws",
 		"--setenv GOMAXPROCS 1", "--setenv GOGC off",
+		// /dev/shm a sized tmpfs, then /dev read-only; /tmp sized too.
+		"--dev /dev --size 67108864 --tmpfs /dev/shm --remount-ro /dev --size 67108864 --tmpfs /tmp",
 	} {
 		if !strings.Contains(joined, " "+want+" ") {
 			t.Errorf("bwrap options lack %q:\n%s", want, joined)
@@ -239,7 +241,7 @@ func TestWindowsPlan(t *testing.T) {
 	if len(s.Capabilities) != 0 || !s.KillOnClose || s.AllowBreakaway {
 		t.Errorf("capabilities %v, kill on close %v, breakaway %v", s.Capabilities, s.KillOnClose, s.AllowBreakaway)
 	}
-	if s.ActiveProcesses != 8 || s.ProcessMemory != 256<<20 || s.ProcessCPU != 20_000_000 {
+	if s.ActiveProcesses != 8 || s.JobMemory != 256<<20 || s.ProcessCPU != 20_000_000 {
 		t.Errorf("job limits: %+v", s)
 	}
 	wantGrants := []string{`allow read C:\tools`, `allow write C:\Users\bob\work`, `deny write C:\Users\bob\work\.git`}

@@ -25,6 +25,9 @@ func launch(ctx context.Context, spec *Spec, argv []string, o *options) (*Result
 	if spec.RequireLandlock {
 		return nil, refused("drop require_landlock for macOS specs", "Landlock exists only on Linux")
 	}
+	if spec.Limits.Memory > 0 {
+		return nil, refused("drop limits.memory on macOS", "limits.memory cannot be enforced on macOS: it bounds everything the sandbox holds in memory, shared memory included, and macOS has no memory cgroup (nor an RLIMIT_AS it enforces)")
+	}
 	if _, err := os.Stat(sandboxExec); err != nil {
 		return nil, refused("", "%s is missing: %v", sandboxExec, err)
 	}
@@ -139,6 +142,7 @@ func Check(opts ...Option) (*Report, error) {
 	_, err := os.Stat(sandboxExec)
 	r.add("sandbox-exec", err == nil, true, errText(err, sandboxExec))
 	r.add("process limit", false, false, "not enforceable on macOS (specs with limits.processes are refused)")
+	r.add("memory limit", false, false, "not enforceable on macOS (specs with limits.memory are refused)")
 	return r, nil
 }
 

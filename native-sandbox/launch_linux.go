@@ -75,19 +75,24 @@ func launch(ctx context.Context, spec *Spec, argv []string, o *options) (*Result
 		defer st.remove()
 		plan.stage = st.dir
 	}
-	var cg *pidsCgroup
+	// RLIMIT_NPROC counts the tool's own user in its own user namespace
+	// (since Linux 5.14; before, every process of that user on the host).
+	// The pids cgroup, where this process may make one, is exact and says
+	// when it refused a fork. The memory limit needs its cgroup: RLIMIT_AS
+	// alone leaves tmpfs, shm and memfd pages uncounted, so without one the
+	// launch is refused.
+	pidsMax := 0
 	if n := spec.Limits.Processes; n > 0 {
-		// RLIMIT_NPROC counts the tool's own user in its own user
-		// namespace (since Linux 5.14; before, every process of that user
-		// on the host). The pids cgroup, where this process may make one,
-		// is exact and says when it refused a fork.
-		cg, err = newPidsCgroup(n + 1) // + bwrap itself
-		if cg == nil || !drop {
-			plan.rlimits = append(plan.rlimits, rlimit{Name: "nproc", Cur: uint64(n), Max: uint64(n)})
-		}
+		pidsMax = n + 1 // + bwrap itself
 	}
-	if cg != nil {
-		defer cg.remove()
+	cg, pidsErr, memErr := newLaunchCgroups(pidsMax, spec.Limits.Memory)
+	defer cg.remove()
+	if memErr != nil {
+		return nil, refused("run agentrt where it may create a memory cgroup (as root with cgroup v1's memory controller, or in a cgroup v2 subtree that delegates memory), or drop limits.memory",
+			"limits.memory cannot be enforced: %v", memErr)
+	}
+	if n := spec.Limits.Processes; n > 0 && (pidsErr != nil || !drop) {
+		plan.rlimits = append(plan.rlimits, rlimit{Name: "nproc", Cur: uint64(n), Max: uint64(n)})
 	}
 	filter, _, err := seccompFilter()
 	if err != nil {
@@ -107,7 +112,7 @@ type bwrapRun struct {
 	opts, command []string
 	filter        []byte
 	helper        string
-	cg            *pidsCgroup
+	cg            *launchCgroups
 	// stage, for a launch by root, makes the launcher start stage 0
 	// (stage_linux.go), which executes bwrap as the tool's user.
 	stage *stageConfig
@@ -271,7 +276,7 @@ func runBwrap(ctx context.Context, spec *Spec, r *bwrapRun, o *options) (*Result
 			if pidfd, err = unix.PidfdOpen(pid, 0); err != nil {
 				pidfd = -1
 			}
-			if cg != nil {
+			if len(cg.dirs) > 0 {
 				if err := cg.add(cmd.Process.Pid, pid); err != nil {
 					// Usually bwrap failed and exited first; say why.
 					kill()
@@ -279,7 +284,7 @@ func runBwrap(ctx context.Context, spec *Spec, r *bwrapRun, o *options) (*Result
 					if msg := strings.TrimSpace(stderr.buf.String()); msg != "" {
 						return nil, refused("run: agentrt sandbox check", "bwrap could not set up the sandbox: %s", msg)
 					}
-					return nil, refused("", "placing the sandbox in its pids cgroup: %v", err)
+					return nil, refused("", "placing the sandbox in its cgroups: %v", err)
 				}
 			}
 			// Release the sandbox: the helper starts now.
@@ -358,8 +363,11 @@ func runBwrap(ctx context.Context, spec *Spec, r *bwrapRun, o *options) (*Result
 	if res.TimedOut {
 		res.exceeded(LimitWall)
 	}
-	if cg != nil && cg.hitMax() {
+	if cg.pidsHitMax() {
 		res.exceeded(LimitProcesses)
+	}
+	if cg.oomKilled() {
+		res.exceeded(LimitMemory)
 	}
 	if res.Canceled {
 		return res, ctx.Err()

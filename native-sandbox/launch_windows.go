@@ -126,9 +126,9 @@ func launch(ctx context.Context, spec *Spec, argv []string, o *options) (*Result
 		info.BasicLimitInformation.LimitFlags |= windows.JOB_OBJECT_LIMIT_ACTIVE_PROCESS
 		info.BasicLimitInformation.ActiveProcessLimit = set.ActiveProcesses
 	}
-	if set.ProcessMemory > 0 {
-		info.BasicLimitInformation.LimitFlags |= windows.JOB_OBJECT_LIMIT_PROCESS_MEMORY
-		info.ProcessMemoryLimit = uintptr(set.ProcessMemory)
+	if set.JobMemory > 0 {
+		info.BasicLimitInformation.LimitFlags |= windows.JOB_OBJECT_LIMIT_JOB_MEMORY
+		info.JobMemoryLimit = uintptr(set.JobMemory)
 	}
 	if set.ProcessCPU > 0 {
 		info.BasicLimitInformation.LimitFlags |= windows.JOB_OBJECT_LIMIT_PROCESS_TIME

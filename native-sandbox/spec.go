@@ -68,7 +68,13 @@ type Limits struct {
 	// Wall is the wall-clock time of the whole launch; when it passes, every
 	// process the tool started is killed. Required.
 	Wall time.Duration
-	// Memory is the address space of each process, in bytes.
+	// Memory bounds, in bytes, everything the sandbox holds in memory, all
+	// its processes together: anonymous memory, page cache, and the pages
+	// of its tmpfs (/tmp, /dev/shm) and memfds, which RLIMIT_AS never
+	// counts. Linux enforces it with a memory cgroup and refuses the launch
+	// where none can be made; Windows with the job's memory limit; macOS
+	// refuses it. Each process's address space (RLIMIT_AS) is capped at it
+	// too, so an allocation past it fails with ENOMEM first.
 	Memory int64
 	// Processes is the number of processes and threads alive at once.
 	Processes int
