@@ -915,3 +915,85 @@ func TestEscapeMemoryLimitCountsTmpfsAndMemfd(t *testing.T) {
 		t.Errorf("signal %d, exceeded %v, stdout %q; want SIGKILL from the memory cgroup, reported as memory", res.Signal, res.Exceeded, res.Stdout)
 	}
 }
+
+// Issue 10, item 5 (SECURITY-TESTS 33): a tool limited to 256 MiB of
+// memory wrote 2 GiB to disk. limits.disk bounds what it adds to its
+// read-write roots: the watchdog kills it past the limit and the result
+// says disk. The overshoot (what it wrote between two samples) is logged.
+func TestEscapeDiskLimit(t *testing.T) {
+	b := newBox(t)
+	fill := b.clang("fill")
+	const limit = 64 << 20
+	b.spec.Limits.Disk = limit
+	b.spec.Limits.FileSize = 16 << 20
+	before := scanRoots([]string{b.ws}, 0).used
+	start := time.Now()
+	res, err := Launch(context.Background(), b.spec, []string{fill, b.ws, "2048", "8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	grew := scanRoots([]string{b.ws}, 0).used - before
+	t.Logf("disk limit %d MiB: the tool added %.1f MiB (overshoot %.1f MiB) in %v; exit %d, signal %d, exceeded %v, last line %q",
+		limit>>20, float64(grew)/(1<<20), float64(grew-limit)/(1<<20), took.Round(time.Millisecond), res.ExitCode, res.Signal, res.Exceeded, lastLine(res.Stdout))
+	if strings.Contains(string(res.Stdout), "done") || res.Signal != int(syscall.SIGKILL) || !hasLimit(res, LimitDisk) {
+		t.Errorf("signal %d, exceeded %v, last line %q; want the tool killed before it wrote 2 GiB, reported as disk", res.Signal, res.Exceeded, lastLine(res.Stdout))
+	}
+	if grew < limit || grew > limit+512<<20 {
+		t.Errorf("the tool added %d MiB under a %d MiB disk limit; want it stopped past the limit, within 512 MiB", grew>>20, limit>>20)
+	}
+	// Within the limit nothing is reported.
+	res, err = Launch(context.Background(), b.spec, []string{fill, b.ws, "8", "8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 || len(res.Exceeded) != 0 {
+		t.Errorf("8 MiB under a 64 MiB limit: exit %d, exceeded %v", res.ExitCode, res.Exceeded)
+	}
+}
+
+// A file past limits.file_size: the write fails with EFBIG, a hole made
+// with ftruncate too, and the result says file_size. Without the limit the
+// same hole is made (the control).
+func TestEscapeFileSizeLimit(t *testing.T) {
+	b := newBox(t)
+	fill := b.clang("fill")
+	b.spec.Limits.FileSize = 16 << 20
+	res, err := Launch(context.Background(), b.spec, []string{fill, b.ws, "64", "64"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(res.Stdout)); got != "wrote 16\nwrote 16 EFBIG" || !hasLimit(res, LimitFileSize) {
+		t.Errorf("a 64 MiB file under a 16 MiB limit: %q, exceeded %v; want EFBIG at 16 MiB, reported as file_size", got, res.Exceeded)
+	}
+	sparse := filepath.Join(b.ws, "sparse")
+	res, err = Launch(context.Background(), b.spec, []string{fill, "-sparse", sparse, "8192"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(res.Stdout)); got != "sparse EFBIG" {
+		t.Errorf("an 8 GiB hole under a 16 MiB file size limit: %q; want EFBIG", got)
+	}
+	if fi, err := os.Stat(sparse); err != nil || fi.Size() != 0 {
+		t.Errorf("the hole on the host: %v, %v; want an empty file", fi, err)
+	}
+	b.spec.Limits.FileSize = 0
+	if res := b.launchProgram(fill, "-sparse", sparse, "8192"); strings.TrimSpace(string(res.Stdout)) != "sparse ok" || len(res.Exceeded) != 0 {
+		t.Errorf("control: the hole without a file size limit: %q, %v", res.Stdout, res.Exceeded)
+	}
+}
+
+// launchProgram runs another program than the probe.
+func (b *box) launchProgram(argv ...string) *Result {
+	b.t.Helper()
+	res, err := Launch(context.Background(), b.spec, argv)
+	if err != nil {
+		b.t.Fatalf("launch %v: %v", argv, err)
+	}
+	return res
+}
+
+func lastLine(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return lines[len(lines)-1]
+}

@@ -99,6 +99,9 @@ func Explain(spec *Spec, goos string, argv []string) (string, error) {
 		if m := spec.Limits.Memory; m > 0 {
 			fmt.Fprintf(&b, "memory: %d bytes for the whole sandbox (memory cgroup: tmpfs, shm and memfd pages count; refused without one)\n", m)
 		}
+		if d := spec.Limits.Disk; d > 0 {
+			fmt.Fprintf(&b, "disk: %d bytes added to the read_write paths (a watchdog samples them every %v and kills the sandbox past it)\n", d, diskInterval)
+		}
 		fmt.Fprintf(&b, "wall: %v (the whole pid namespace is killed)\noutput: %d bytes per stream\n", spec.Limits.Wall, spec.outputCap())
 	case "darwin":
 		if spec.Limits.Processes > 0 || spec.Limits.Memory > 0 || spec.RequireLandlock {
@@ -118,13 +121,22 @@ func Explain(spec *Spec, goos string, argv []string) (string, error) {
 			b.WriteString(displayQuote(a))
 		}
 		fmt.Fprintf(&b, "\n# limits\nrlimits: %v\nwall: %v (the process group is killed)\n", spec.rlimits(), spec.Limits.Wall)
+		if d := spec.Limits.Disk; d > 0 {
+			fmt.Fprintf(&b, "disk: %d bytes added to the read_write paths (watchdog)\n", d)
+		}
 	case "windows":
 		set, err := windowsPlan(spec, exe, argv)
 		if err != nil {
 			return "", err
 		}
+		if spec.Limits.FileSize > 0 {
+			b.WriteString("# refused on Windows: limits.file_size cannot be enforced there\n")
+		}
 		b.WriteString(set.String())
 		fmt.Fprintf(&b, "wall: %v (the job is terminated)\n", spec.Limits.Wall)
+		if d := spec.Limits.Disk; d > 0 {
+			fmt.Fprintf(&b, "disk: %d bytes added to the read_write paths (watchdog)\n", d)
+		}
 	default:
 		return "", fmt.Errorf("%w (%s); explain linux, darwin or windows", ErrUnsupported, goos)
 	}

@@ -47,6 +47,7 @@ const (
 	LimitProcesses Limit = "processes"
 	LimitFileSize  Limit = "file_size"
 	LimitOutput    Limit = "output"
+	LimitDisk      Limit = "disk"
 )
 
 // ErrUnsupported is returned by Launch and Check on a platform that has no

@@ -35,6 +35,10 @@ func launch(ctx context.Context, spec *Spec, argv []string, o *options) (*Result
 	if err != nil {
 		return nil, err
 	}
+	disk, err := measureDisk(spec)
+	if err != nil {
+		return nil, err
+	}
 	exe, err := resolveExecutable(spec, argv[0], "darwin", statFile)
 	if err != nil {
 		return nil, err
@@ -95,6 +99,7 @@ func launch(ctx context.Context, spec *Spec, argv []string, o *options) (*Result
 	go func() { done <- cmd.Wait() }()
 	res := &Result{}
 	kill := func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	disk.start(kill)
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -110,6 +115,7 @@ func launch(ctx context.Context, spec *Spec, argv []string, o *options) (*Result
 	// The tool's exit ends the launch: what is left of its group goes.
 	kill()
 	res.WallTime = time.Since(start)
+	disk.finish(res)
 	reportR.SetReadDeadline(time.Now().Add(time.Second))
 	report, _ := io.ReadAll(reportR)
 	if !res.TimedOut && !res.Canceled && len(report) > 1 {

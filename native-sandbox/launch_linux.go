@@ -98,8 +98,12 @@ func launch(ctx context.Context, spec *Spec, argv []string, o *options) (*Result
 	if err != nil {
 		return nil, refused("", "building the seccomp filter: %v", err)
 	}
+	disk, err := measureDisk(spec)
+	if err != nil {
+		return nil, err
+	}
 	opts, command, sources := bwrapArgs(spec, plan, exe, argv)
-	run := &bwrapRun{bwrap: bwrap, opts: opts, command: command, filter: filter, helper: helper, cg: cg}
+	run := &bwrapRun{bwrap: bwrap, opts: opts, command: command, filter: filter, helper: helper, cg: cg, disk: disk}
 	if drop {
 		run.stage = &stageConfig{UID: user.UID, GID: user.GID, Parent: os.Getpid(), Dir: st.dir, Sources: sources, Writable: spec.ReadWrite, ReportFD: fdReport}
 	}
@@ -113,6 +117,7 @@ type bwrapRun struct {
 	filter        []byte
 	helper        string
 	cg            *launchCgroups
+	disk          *diskLimits
 	// stage, for a launch by root, makes the launcher start stage 0
 	// (stage_linux.go), which executes bwrap as the tool's user.
 	stage *stageConfig
@@ -289,6 +294,7 @@ func runBwrap(ctx context.Context, spec *Spec, r *bwrapRun, o *options) (*Result
 			}
 			// Release the sandbox: the helper starts now.
 			blockW.Write([]byte{1})
+			r.disk.start(kill)
 		}
 		blockW.Close()
 	case <-ctx.Done():
@@ -322,6 +328,7 @@ func runBwrap(ctx context.Context, spec *Spec, r *bwrapRun, o *options) (*Result
 		waitPidfd(pidfd, 5*time.Second)
 	}
 	res.WallTime = time.Since(start)
+	r.disk.finish(res)
 	reportR.SetReadDeadline(time.Now().Add(time.Second))
 	report, _ := io.ReadAll(reportR)
 

@@ -99,6 +99,13 @@ func launch(ctx context.Context, spec *Spec, argv []string, o *options) (*Result
 	if _, _, err := launchUser(o); err != nil {
 		return nil, err
 	}
+	if spec.Limits.FileSize > 0 {
+		return nil, refused("drop limits.file_size on Windows (limits.disk bounds what the tool writes)", "limits.file_size cannot be enforced on Windows, which has no per-process file size limit")
+	}
+	disk, err := measureDisk(spec)
+	if err != nil {
+		return nil, err
+	}
 	exe, err := resolveExecutable(spec, argv[0], "windows", statFile)
 	if err != nil {
 		return nil, err
@@ -245,6 +252,7 @@ func launch(ctx context.Context, spec *Spec, argv []string, o *options) (*Result
 	}
 
 	res := &Result{}
+	disk.start(func() { windows.TerminateJobObject(job, 1) })
 	done := make(chan struct{})
 	go func() {
 		windows.WaitForSingleObject(pi.Process, windows.INFINITE)
@@ -266,6 +274,7 @@ func launch(ctx context.Context, spec *Spec, argv []string, o *options) (*Result
 	windows.TerminateJobObject(job, 1)
 	wg.Wait()
 	res.WallTime = time.Since(start)
+	disk.finish(res)
 	var code uint32
 	windows.GetExitCodeProcess(pi.Process, &code)
 	res.ExitCode = int(code)
