@@ -308,7 +308,7 @@ func serveTool(ctx context.Context, s *session, c *Call) (abi.Status, []byte) {
 		Workdir:   p.workdir,
 		Env:       t.Env,
 		Limits: sandbox.Limits{CPU: lim.cpu, Wall: lim.wall, Memory: lim.memory, Processes: lim.procs,
-			Output: lim.output},
+			Output: lim.output, FileSize: lim.fileSize, Disk: lim.disk},
 	}
 	if !withinAny(t.Exec, t.Read) {
 		spec.ReadOnly = append(spec.ReadOnly, t.Exec)

@@ -583,3 +583,38 @@ func TestToolRunByRootIsNotRootToTheKernel(t *testing.T) {
 		}
 	}
 }
+
+// TestToolDiskAndFileSizeLimitsAreReported (issue 10, item 5): the grant's
+// limits.disk and limits.file_size reach the sandbox, and the response
+// names them when the tool runs into them: dd writing 200 MiB into the
+// workspace under a 32 MiB disk limit is killed, and one file past an
+// 8 MiB file size limit stops with EFBIG.
+func TestToolDiskAndFileSizeLimitsAreReported(t *testing.T) {
+	b := newToolBox(t)
+	env := testutil.NewEnv(t, host.Deps{Tools: host.ToolDeps{Workspaces: b.work}}, host.Config{})
+	g := b.grant()
+	dd := func(name string, lim host.ToolLimits) host.ToolSpec {
+		lim.Wall = "60s"
+		return host.ToolSpec{Name: name, Exec: "/usr/bin/dd",
+			Args: host.ToolArgs{Fixed: []string{"if=/dev/zero", "bs=1M"}, Positional: []host.ToolPositional{{Pattern: `of=[a-z]+`}, {Pattern: `count=[0-9]+`}}},
+			Read: sys(), Workspace: true, Env: map[string]string{"LC_ALL": "C"}, Limits: lim}
+	}
+	g.Tool.Tools = append(g.Tool.Tools, dd("dd-disk", host.ToolLimits{Disk: "32MiB"}), dd("dd-file", host.ToolLimits{FileSize: "8MiB"}))
+	res, outs := runTools(t, env, g, []toolStep{
+		{Tool: "dd-disk", Args: []string{"of=big", "count=200"}},
+		{Tool: "dd-file", Args: []string{"of=one", "count=20"}},
+		{Tool: "dd-file", Args: []string{"of=small", "count=4"}},
+	})
+	if r := outs[0].Result; r == nil || r.Signal != "SIGKILL" || !slices.Contains(r.Limits, "disk") {
+		t.Errorf("200 MiB under a 32 MiB disk limit: %+v (%s); want SIGKILL and limits [disk]", r, outs[0].Err)
+	}
+	if fi, err := os.Stat(filepath.Join(b.work, res.Run.String(), "big")); err != nil || fi.Size() >= 200<<20 {
+		t.Errorf("the workspace's big file: %v %v; want it cut short", fi, err)
+	}
+	if r := outs[1].Result; r == nil || r.Exit != 1 || !strings.Contains(string(r.Stderr), "File too large") || !slices.Equal(r.Limits, []string{"file_size"}) {
+		t.Errorf("20 MiB under an 8 MiB file size limit: %+v (%s); want exit 1, File too large, limits [file_size]", r, outs[1].Err)
+	}
+	if r := outs[2].Result; r == nil || r.Exit != 0 || len(r.Limits) != 0 || len(r.Files) != 1 || r.Files[0].Size != 4<<20 {
+		t.Errorf("4 MiB under an 8 MiB limit (the control): %+v (%s)", r, outs[2].Err)
+	}
+}
