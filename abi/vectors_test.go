@@ -396,6 +396,13 @@ func generateVectors(t *testing.T) []*vector {
 			Stdout: []byte("aaaa"), Stderr: []byte("bb"), StdoutTruncated: true, StderrTruncated: true,
 			Files: []abi.ToolFile{{Path: "partial.txt", Size: 4, SHA256: sha}}})
 	valid("tool.run", "response", "nil-streams", "nil stdout and stderr are null", &abi.ToolRunResponse{Exit: -1})
+	valid("tool.run", "response", "unhashed", "files the host did not hash: no sha256, and unhashed says why (sparse: holes; hash: the hash limit, named in limits; stopped: the run stopped)",
+		&abi.ToolRunResponse{Exit: 0, Limits: []string{"hash"}, Stdout: []byte{}, Stderr: []byte{}, Files: []abi.ToolFile{
+			{Path: "big.bin", Size: 300 << 20, Unhashed: abi.UnhashedLimit},
+			{Path: "disk.img", Size: 8 << 30, Unhashed: abi.UnhashedSparse},
+			{Path: "out.txt", Size: 4, SHA256: sha},
+			{Path: "rest.log", Size: 12, Unhashed: abi.UnhashedStopped},
+		}})
 
 	// Error opBodies, one per status that carries one.
 	errorVector("run.log", "bad-request", abi.StatusBadRequest, "run.log: level 9 is not 0..3")
@@ -439,6 +446,10 @@ func generateVectors(t *testing.T) []*vector {
 		cborCat(cborMap(2), cborText("args"), cborArray(0), cborText("name"), cborText("grep")))
 	invalid("tool.run", "response", "omitempty-false", "not-canonical", "timed_out is omitempty: false MUST be absent",
 		cborCat(cborMap(4), cborText("exit"), cborUint(0), cborText("stderr"), cborBytes(nil), cborText("stdout"), cborBytes(nil), cborText("timed_out"), cborFalse))
+	invalid("tool.run", "response", "unhashed-empty", "not-canonical", `unhashed is omitempty: "" MUST be absent (and a file without a hash says why)`,
+		cborCat(cborMap(4), cborText("exit"), cborUint(0), cborText("files"), cborArray(1),
+			cborMap(3), cborText("path"), cborText("a"), cborText("size"), cborUint(1), cborText("unhashed"), cborText(""),
+			cborText("stderr"), cborBytes(nil), cborText("stdout"), cborBytes(nil)))
 	invalid("tool.run", "response", "file-keys-unsorted", "not-canonical", `a file's "sha256" (6 bytes) before "path" (4)`,
 		cborCat(cborMap(4), cborText("exit"), cborUint(0), cborText("files"), cborArray(1),
 			cborMap(3), cborText("sha256"), cborBytes(sha), cborText("path"), cborText("a"), cborText("size"), cborUint(1),

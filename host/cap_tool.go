@@ -83,6 +83,10 @@ const (
 // files and more were written (or the area was too large to scan).
 const limitFiles = "files"
 
+// limitHash is the limit a response names when it left files unhashed at
+// the tool's hash limit (limits.hash).
+const limitHash = "hash"
+
 // toolPlan is where one run of a tool sees the world: its areas and working
 // directory, as host paths.
 type toolPlan struct {
@@ -350,9 +354,13 @@ func serveTool(ctx context.Context, s *session, c *Call) (abi.Status, []byte) {
 		out.Limits = append(out.Limits, string(l))
 	}
 	var more bool
-	out.Files, more = writtenFiles(before, scanArea(p.rw), p.workdir)
+	h := &hashing{ctx: ctx, halt: s.halt, budget: lim.hash}
+	out.Files, more = writtenFiles(h, before, scanArea(p.rw), p.workdir)
 	if more || before.more {
 		out.Limits = append(out.Limits, limitFiles)
+	}
+	if h.limited {
+		out.Limits = append(out.Limits, limitHash)
 	}
 	return okResponse(out)
 }
@@ -435,9 +443,31 @@ func scanArea(roots []string) *area {
 	return a
 }
 
+// hashing is the bound on the host's work after a tool ran: it reads at
+// most budget bytes to hash the files the tool wrote, and stops when the
+// run's context ends or the run is asked to stop (cancel, drain).
+type hashing struct {
+	ctx    context.Context
+	halt   <-chan struct{}
+	budget int64
+	// limited says a file was left unhashed at the budget.
+	limited bool
+}
+
+// stopped reports whether the run is ending.
+func (h *hashing) stopped() bool {
+	select {
+	case <-h.halt:
+		return true
+	default:
+	}
+	return h.ctx.Err() != nil
+}
+
 // writtenFiles lists the files of after that are new or changed since
-// before, by hash, sorted by path; more says some were left out.
-func writtenFiles(before, after *area, workdir string) ([]abi.ToolFile, bool) {
+// before, sorted by path, with their hashes as far as h allows; more says
+// some were left out.
+func writtenFiles(h *hashing, before, after *area, workdir string) ([]abi.ToolFile, bool) {
 	var paths []string
 	for p, st := range after.files {
 		if old, ok := before.files[p]; !ok || old != st {
@@ -451,34 +481,75 @@ func writtenFiles(before, after *area, workdir string) ([]abi.ToolFile, bool) {
 	}
 	var out []abi.ToolFile
 	for _, p := range paths {
-		sum, size, err := hashFile(p)
-		if err != nil {
-			continue // gone or unreadable since the scan
+		f, ok := h.file(p)
+		if !ok {
+			continue // gone, or no longer a regular file, since the scan
 		}
-		name := filepath.ToSlash(p)
+		f.Path = filepath.ToSlash(p)
 		if workdir != "" && hostWithin(p, workdir) {
 			if rel, err := filepath.Rel(workdir, p); err == nil {
-				name = filepath.ToSlash(rel)
+				f.Path = filepath.ToSlash(rel)
 			}
 		}
-		out = append(out, abi.ToolFile{Path: name, Size: uint64(size), SHA256: sum})
+		out = append(out, f)
 	}
 	slices.SortFunc(out, func(a, b abi.ToolFile) int { return strings.Compare(a.Path, b.Path) })
 	return out, more
 }
 
-func hashFile(p string) ([]byte, int64, error) {
-	f, err := os.Open(p)
+// hashChunk is how much is read between two checks for a stop.
+const hashChunk = 1 << 20
+
+// file describes the file at p: its size and its hash, or why it has none.
+// It opens p without following a symbolic link or blocking on a FIFO (a
+// tool of another run sharing the area could have swapped either in since
+// the scan) and reads nothing of a file with holes.
+func (h *hashing) file(p string) (abi.ToolFile, bool) {
+	f, err := openRegular(p)
 	if err != nil {
-		return nil, 0, err
+		return abi.ToolFile{}, false
 	}
 	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return nil, 0, err
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return abi.ToolFile{}, false
 	}
-	return h.Sum(nil), n, nil
+	size := fi.Size()
+	out := abi.ToolFile{Size: uint64(size)}
+	holes, err := hasHoles(f, size)
+	if err != nil {
+		return abi.ToolFile{}, false
+	}
+	switch {
+	case h.stopped():
+		out.Unhashed = abi.UnhashedStopped
+		return out, true
+	case holes:
+		out.Unhashed = abi.UnhashedSparse
+		return out, true
+	case size > h.budget:
+		out.Unhashed, h.limited = abi.UnhashedLimit, true
+		return out, true
+	}
+	sum := sha256.New()
+	var n int64
+	for n < size {
+		if h.stopped() {
+			out.Unhashed = abi.UnhashedStopped
+			return out, true
+		}
+		k, err := io.CopyN(sum, f, min(hashChunk, size-n))
+		n += k
+		if err == io.EOF {
+			break // it shrank since the stat: the hash is of what is there
+		}
+		if err != nil {
+			return abi.ToolFile{}, false
+		}
+	}
+	h.budget -= n
+	out.Size, out.SHA256 = uint64(n), sum.Sum(nil)
+	return out, true
 }
 
 // minPositive returns the smaller of a limit (0: none) and a ceiling.

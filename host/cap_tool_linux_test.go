@@ -294,7 +294,7 @@ func TestToolsReadTheirInputsWriteTheirOutputsAndReplayWithoutLaunching(t *testi
 }
 
 func toolFileEqual(a, b abi.ToolFile) bool {
-	return a.Path == b.Path && a.Size == b.Size && bytes.Equal(a.SHA256, b.SHA256)
+	return a.Path == b.Path && a.Size == b.Size && bytes.Equal(a.SHA256, b.SHA256) && a.Unhashed == b.Unhashed
 }
 
 func TestToolSchemaRefusesArgumentsBeforeTheIntent(t *testing.T) {
@@ -616,5 +616,48 @@ func TestToolDiskAndFileSizeLimitsAreReported(t *testing.T) {
 	}
 	if r := outs[2].Result; r == nil || r.Exit != 0 || len(r.Limits) != 0 || len(r.Files) != 1 || r.Files[0].Size != 4<<20 {
 		t.Errorf("4 MiB under an 8 MiB limit (the control): %+v (%s)", r, outs[2].Err)
+	}
+}
+
+// TestToolOutputCannotKeepTheHostBusy (issue 10, item 7): two sparse
+// 8 GiB files from a tool held the call for 24 to 58 s while the host
+// hashed their holes. Now a file with holes is listed with its size and
+// unhashed: sparse, without a byte read; past the tool's hash limit a file
+// is listed unhashed: hash, and the response names the limit.
+func TestToolOutputCannotKeepTheHostBusy(t *testing.T) {
+	b := newToolBox(t)
+	env := testutil.NewEnv(t, host.Deps{Tools: host.ToolDeps{Workspaces: b.work}}, host.Config{})
+	g := b.grant()
+	g.Tool.Tools = append(g.Tool.Tools,
+		host.ToolSpec{Name: "holes", Exec: "/usr/bin/truncate", Args: host.ToolArgs{Fixed: []string{"-s", "8G"}, Positional: []host.ToolPositional{{Pattern: `[a-z]+`, Path: "rw"}}, Max: 2},
+			Read: sys(), Workspace: true, Limits: host.ToolLimits{Wall: "30s"}},
+		host.ToolSpec{Name: "two", Exec: "/usr/bin/dash", Args: host.ToolArgs{Fixed: []string{"-c", "head -c 786432 /dev/urandom > one; head -c 786432 /dev/urandom > two"}},
+			Read: sys(), Workspace: true, Limits: host.ToolLimits{Wall: "30s", Hash: "1MiB"}})
+	res, outs := runTools(t, env, g, []toolStep{{Tool: "holes", Args: []string{"a", "b"}}, {Tool: "two"}})
+	r := outs[0].Result
+	want := []abi.ToolFile{{Path: "a", Size: 8 << 30, Unhashed: "sparse"}, {Path: "b", Size: 8 << 30, Unhashed: "sparse"}}
+	if r == nil || r.Exit != 0 || !slices.EqualFunc(r.Files, want, toolFileEqual) || len(r.Limits) != 0 {
+		t.Fatalf("two 8 GiB holes: %+v (%s); want them listed unhashed, sparse", r, outs[0].Err)
+	}
+	es := toolEntries(t, env, res.Run)[2]
+	took := time.Duration(es[2].Time - es[1].Time)
+	t.Logf("tool.run with two sparse 8 GiB files: %v from executing to completed", took)
+	if took > 5*time.Second {
+		t.Errorf("the call took %v: the host read the holes", took)
+	}
+	r = outs[1].Result
+	if r == nil || r.Exit != 0 || len(r.Files) != 2 || !slices.Equal(r.Limits, []string{"hash"}) {
+		t.Fatalf("two 768 KiB files under a 1 MiB hash limit: %+v (%s)", r, outs[1].Err)
+	}
+	one, err := os.ReadFile(filepath.Join(b.work, res.Run.String(), "one"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(one)
+	if f := r.Files[0]; f.Path != "one" || f.Size != 786432 || !bytes.Equal(f.SHA256, sum[:]) || f.Unhashed != "" {
+		t.Errorf("the first file: %+v; want it hashed", f)
+	}
+	if f := r.Files[1]; f.Path != "two" || f.Size != 786432 || f.SHA256 != nil || f.Unhashed != "hash" {
+		t.Errorf("the second file: %+v; want it listed, unhashed: hash", f)
 	}
 }

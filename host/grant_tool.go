@@ -128,11 +128,16 @@ type ToolLimits struct {
 	// Disk is the most disk space one run of the tool may add to its
 	// write paths and workspace, all together; empty: no limit.
 	Disk string `yaml:"disk,omitempty" cbor:"disk,omitempty"`
+	// Hash is the most the host reads to hash the files one run wrote;
+	// files past it are listed without a hash. Empty: 256MiB.
+	Hash string `yaml:"hash,omitempty" cbor:"hash,omitempty"`
 }
 
 // Limits of tool grants.
 const (
 	defaultToolWall = 60 * time.Second
+	defaultToolHash = 256 << 20
+	maxToolHash     = 16 << 30
 	maxToolOutput   = 16 << 20
 	maxToolMax      = 1024
 	minToolMemory   = 16 << 20
@@ -293,13 +298,13 @@ func checkGrantPath(field, p string) error {
 
 // toolLimits are ToolLimits parsed.
 type toolLimits struct {
-	cpu, wall                      time.Duration
-	memory, output, fileSize, disk int64
-	procs                          int
+	cpu, wall                            time.Duration
+	memory, output, fileSize, disk, hash int64
+	procs                                int
 }
 
 func (l *ToolLimits) parse() (*toolLimits, error) {
-	out := &toolLimits{wall: defaultToolWall, procs: l.Procs}
+	out := &toolLimits{wall: defaultToolWall, procs: l.Procs, hash: defaultToolHash}
 	var err error
 	if out.cpu, err = parseToolDuration("limits.cpu", l.CPU); err != nil {
 		return nil, err
@@ -321,9 +326,16 @@ func (l *ToolLimits) parse() (*toolLimits, error) {
 	if out.disk, err = parseToolSize("limits.disk", l.Disk); err != nil {
 		return nil, err
 	}
+	if l.Hash != "" {
+		if out.hash, err = parseToolSize("limits.hash", l.Hash); err != nil {
+			return nil, err
+		}
+	}
 	switch {
 	case out.memory > 0 && out.memory < minToolMemory:
 		return nil, fmt.Errorf("limits.memory: %s is too little for any program to start; give at least 16MiB", l.Memory)
+	case out.hash > maxToolHash:
+		return nil, fmt.Errorf("limits.hash: %s is over the most the host hashes for one run, 16GiB", l.Hash)
 	case out.output > maxToolOutput:
 		return nil, fmt.Errorf("limits.output: %s is over the most a response carries, 16MiB per stream", l.Output)
 	case l.Procs < 0 || l.Procs > 0 && l.Procs < minToolProcs:

@@ -90,6 +90,7 @@ func TestToolGrantCheckSaysWhatToChange(t *testing.T) {
 		{"memory unit", base("name: g\nexec: /bin/g\nlimits: {memory: 1TB}"), `tool "g": limits.memory: "1TB" is not a size`},
 		{"procs", base("name: g\nexec: /bin/g\nlimits: {procs: 2}"), `tool "g": limits.procs: 2 is too few`},
 		{"output", base("name: g\nexec: /bin/g\nlimits: {output: 1GiB}"), `tool "g": limits.output: 1GiB is over the most a response carries`},
+		{"hash", base("name: g\nexec: /bin/g\nlimits: {hash: 17GiB}"), `tool "g": limits.hash: 17GiB is over the most the host hashes for one run, 16GiB`},
 		{"file size", base("name: g\nexec: /bin/g\nlimits: {file_size: big}"), `tool "g": limits.file_size: "big" is not a size`},
 		{"disk", base("name: g\nexec: /bin/g\nlimits: {disk: 1G}"), `tool "g": limits.disk: 1G bounds what the tool writes, and it writes nowhere`},
 	}

@@ -219,6 +219,7 @@ static void run(const char *op) {
       put_view(res.files[i].path.data, res.files[i].path.len);
       printf(" %" PRIu64, res.files[i].size);
       put_view(res.files[i].sha256.data, res.files[i].sha256.len);
+      put_view(res.files[i].unhashed.data, res.files[i].unhashed.len);
     }
     printf("\n");
     agentrt_tool_result_free(&res);
