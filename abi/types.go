@@ -165,6 +165,11 @@ type ToolRunRequest struct {
 // read-write area, by hash. Path is relative to the tool's working
 // directory when it lies beneath it (with '/' separators), else absolute.
 // A file the host did not hash has no SHA256 and says why in Unhashed.
+//
+// A file name is bytes, and a tool may make one that is not UTF-8: Path
+// then holds those bytes as they are, and travels as a CBOR byte string
+// where a valid name is a text string (tool.go), so that no name makes a
+// response undecodable.
 type ToolFile struct {
 	Path string `cbor:"path"`
 	Size uint64 `cbor:"size"`

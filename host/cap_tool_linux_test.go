@@ -43,6 +43,7 @@ type toolStep struct {
 type toolOutcome struct {
 	Tool   string               `json:"tool"`
 	Err    string               `json:"err"`
+	Names  [][]byte             `json:"names"`
 	Result *abi.ToolRunResponse `json:"result"`
 }
 
@@ -660,4 +661,37 @@ func TestToolOutputCannotKeepTheHostBusy(t *testing.T) {
 	if f := r.Files[1]; f.Path != "two" || f.Size != 786432 || f.SHA256 != nil || f.Unhashed != "hash" {
 		t.Errorf("the second file: %+v; want it listed, unhashed: hash", f)
 	}
+}
+
+// TestToolFileNamesThatAreNotUTF8 (issue 10, item 12): a tool that made a
+// file whose name is not UTF-8 made the whole result undecodable, and the
+// agent lost the exit code and the output. The name now travels as bytes:
+// the agent gets the exit status, the output and the name exactly.
+func TestToolFileNamesThatAreNotUTF8(t *testing.T) {
+	b := newToolBox(t)
+	env := testutil.NewEnv(t, host.Deps{Tools: host.ToolDeps{Workspaces: b.work}}, host.Config{})
+	g := b.grant()
+	g.Tool.Tools = append(g.Tool.Tools, host.ToolSpec{Name: "latin1", Exec: "/usr/bin/dash",
+		// café.txt in Latin-1 (0xe9), then café in UTF-8, then exit 3.
+		Args: host.ToolArgs{Fixed: []string{"-c", `printf x > "$(printf 'caf\351.txt')"; printf y > "$(printf 'caf\303\251.txt')"; echo done; exit 3`}},
+		Read: sys(), Workspace: true, Limits: host.ToolLimits{Wall: "30s"}})
+	res, outs := runTools(t, env, g, []toolStep{{Tool: "latin1"}})
+	o := outs[0]
+	if o.Err != "" || o.Result == nil || o.Result.Exit != 3 || string(o.Result.Stdout) != "done\n" {
+		t.Fatalf("the tool's result: %+v (%s); want exit 3 and its output", o.Result, o.Err)
+	}
+	want := [][]byte{[]byte("caf\u00e9.txt"), []byte("caf\xe9.txt")} // sorted bytewise
+	if !slices.EqualFunc(o.Names, want, bytes.Equal) {
+		t.Errorf("file names %q; want %q, byte for byte", o.Names, want)
+	}
+	// On the host, the name is the one the tool made.
+	if _, err := os.Stat(filepath.Join(b.work, res.Run.String(), "caf\xe9.txt")); err != nil {
+		t.Error(err)
+	}
+	// The journaled response holds the name as a byte string, and replays.
+	es := toolEntries(t, env, res.Run)[2]
+	if !bytes.Contains(es[2].Response, append([]byte("dpath\x48"), "caf\xe9.txt"...)) {
+		t.Errorf("journaled response %x; want the Latin-1 name as a byte string", es[2].Response)
+	}
+	replaysTo(t, env, res.Run, testutil.BuildGo(t, "host/testdata/agents/tools"), res.Output)
 }

@@ -188,12 +188,16 @@ typedef struct agentrt_tool_request {
 
 /* A file the tool created or changed in its read-write area. path is
  * relative to the tool's working directory when beneath it, else absolute.
+ * A file name is bytes: path_bytes says the name is not valid UTF-8, and
+ * path holds its bytes as they are (the host sends such a name as a byte
+ * string; it never holds a NUL).
  * sha256 is the hash of its content (32 bytes), or empty when the host did
  * not hash it; then unhashed says why: "sparse" (it has holes, which the
  * host does not read), "hash" (the tool's hash limit was spent) or
  * "stopped" (the run was stopped while the host hashed). */
 typedef struct agentrt_tool_file {
   agentrt_str_t path;
+  bool path_bytes;
   uint64_t size;
   agentrt_bytes_t sha256;
   agentrt_str_t unhashed;
@@ -1082,6 +1086,18 @@ static inline void agentrt_tool_result_free(agentrt_tool_result_t *res) {
   memset(res, 0, sizeof *res);
 }
 
+/* agentrt__rd_name reads a file name: a text string, or a byte string
+ * holding a name that is not UTF-8 (a UTF-8 one in a byte string is not
+ * canonical). */
+static inline bool agentrt__rd_name(agentrt__rd *r, agentrt_str_t *s, bool *raw) {
+  *raw = r->p < r->end && (r->p[0] >> 5) == 2;
+  if (!*raw) return agentrt__rd_text(r, s);
+  const uint8_t *d;
+  if (!agentrt__rd_string(r, 2, false, &d, &s->len) || agentrt__utf8(d, s->len)) return false;
+  s->data = (const char *)d;
+  return true;
+}
+
 /* agentrt__rd_files reads a non-empty list of tool-file maps (the field is
  * omitempty: absent when there are none). */
 static inline bool agentrt__rd_files(agentrt__rd *r, agentrt_tool_file_t **fs, size_t *n) {
@@ -1098,7 +1114,7 @@ static inline bool agentrt__rd_files(agentrt__rd *r, agentrt_tool_file_t **fs, s
     /* path, size, then sha256 or (without a hash) unhashed. */
     if (!agentrt__rd_head(r, &mt, &a) || mt != 5 || a != 3) return false;
     pairs = 3;
-    if (!agentrt__rd_key(r, &pairs, "path") || !agentrt__rd_text(r, &f->path) ||
+    if (!agentrt__rd_key(r, &pairs, "path") || !agentrt__rd_name(r, &f->path, &f->path_bytes) ||
         !agentrt__rd_key(r, &pairs, "size") || !agentrt__rd_uint(r, UINT64_MAX, &f->size))
       return false;
     if (agentrt__rd_key(r, &pairs, "sha256")) {
