@@ -50,6 +50,12 @@ type ToolDeps struct {
 	// agentrt-work under the system's temporary directory. The cell sets
 	// DATA/work.
 	Workspaces string
+	// DataDir is the cell's data directory (its keys, API token, store),
+	// which no tool may reach: a tool whose exec, read, write or workdir
+	// path lies in it, or holds it, is denied at the gate, except for paths
+	// in the run's own workspace. Empty: no such directory (the cell sets
+	// it).
+	DataDir string
 	// Sandbox are options for every launch (sandbox.WithBwrap,
 	// sandbox.WithHelper).
 	Sandbox []sandbox.Option
@@ -145,11 +151,83 @@ func checkTool(s *session, c *Call) *denial {
 		st, b := errorResponse(abi.StatusDenied, "tool.run: no tool %q in the grant (granted: %s)", r.Name, s.grant.Tool.names())
 		return &denial{st, b}
 	}
-	if msg := s.toolPlan(t).checkArgs(r.Args); msg != "" {
+	p := s.toolPlan(t)
+	if msg := p.reachesData(s.deps.Tools.DataDir); msg != "" {
+		st, b := errorResponse(abi.StatusDenied, "tool.run: tool %s: %s", t.Name, msg)
+		return &denial{st, b}
+	}
+	if msg := p.checkArgs(r.Args); msg != "" {
 		st, b := errorResponse(abi.StatusDenied, "tool.run: tool %s: %s", t.Name, msg)
 		return &denial{st, b}
 	}
 	return nil
+}
+
+// reachesData returns why the tool's paths reach the cell's data directory
+// data, or "": its exec, read, write and workdir paths, symbolic links
+// resolved, must neither lie in data nor hold it, except inside the run's
+// own workspace. The grant decides what a tool sees, but never the keys,
+// the API token or the store a cell keeps there.
+func (p *toolPlan) reachesData(data string) string {
+	if data == "" {
+		return ""
+	}
+	realData := realPath(data)
+	ws := ""
+	if p.workspace != "" {
+		ws = realPath(p.workspace)
+	}
+	check := func(field, path string) string {
+		rp := realPath(path)
+		if ws != "" && hostWithin(rp, ws) {
+			return ""
+		}
+		if hostWithin(rp, realData) || hostWithin(realData, rp) {
+			via := ""
+			if rp != filepath.Clean(path) {
+				via = " (" + rp + ")"
+			}
+			return fmt.Sprintf("%s %q%s reaches the cell's data directory %s, which holds its keys, API token and store: no tool may see it (a tool's workspace is the one place there it may use)", field, path, via, data)
+		}
+		return ""
+	}
+	t := p.tool
+	if msg := check("exec", t.Exec); msg != "" {
+		return msg
+	}
+	for i, r := range t.Read {
+		if msg := check(fmt.Sprintf("read[%d]", i), r); msg != "" {
+			return msg
+		}
+	}
+	for i, w := range t.Write {
+		if msg := check(fmt.Sprintf("write[%d]", i), w); msg != "" {
+			return msg
+		}
+	}
+	if t.Workdir != "" {
+		return check("workdir", t.Workdir)
+	}
+	return ""
+}
+
+// realPath returns p with every symbolic link resolved, as far as it
+// exists: a path whose last elements are missing keeps them as they are.
+func realPath(p string) string {
+	p = filepath.Clean(p)
+	if abs, err := filepath.Abs(p); err == nil {
+		p = abs
+	}
+	rest := ""
+	for q := p; ; q = filepath.Dir(q) {
+		if r, err := filepath.EvalSymlinks(q); err == nil {
+			return filepath.Join(r, rest)
+		}
+		if filepath.Dir(q) == q {
+			return p
+		}
+		rest = filepath.Join(filepath.Base(q), rest)
+	}
 }
 
 // checkArgs checks the guest's arguments against the tool's schema and
@@ -290,6 +368,11 @@ func serveTool(ctx context.Context, s *session, c *Call) (abi.Status, []byte) {
 		return errorResponse(abi.StatusFailed, "tool.run: no tool %q in the grant", r.Name)
 	}
 	p := s.toolPlan(t)
+	// Checked again at launch: a path the gate saw may have become a
+	// symbolic link into the data directory since.
+	if msg := p.reachesData(s.deps.Tools.DataDir); msg != "" {
+		return errorResponse(abi.StatusFailed, "tool.run: tool %s: %s", t.Name, msg)
+	}
 	lim, err := t.Limits.parse()
 	if err != nil {
 		return errorResponse(abi.StatusFailed, "tool.run: tool %s: %v", t.Name, err)

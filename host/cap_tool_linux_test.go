@@ -28,6 +28,7 @@ import (
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/capability"
 	"github.com/agentrt/agentrt/host"
+	"github.com/agentrt/agentrt/host/cell"
 	"github.com/agentrt/agentrt/internal/testutil"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/journal/badgerstore"
@@ -694,4 +695,86 @@ func TestToolFileNamesThatAreNotUTF8(t *testing.T) {
 		t.Errorf("journaled response %x; want the Latin-1 name as a byte string", es[2].Response)
 	}
 	replaysTo(t, env, res.Run, testutil.BuildGo(t, "host/testdata/agents/tools"), res.Output)
+}
+
+// TestToolCannotReachTheCellsDataDirectory (the lead's rule, SECURITY-TESTS
+// 31): whatever the grant lists, a tool never sees the cell's data
+// directory (its key, API token, store), except its run's own workspace in
+// DATA/work. A grant naming DATA, a parent of it, a path in it or a link
+// to it in a tool's paths is denied at the gate, before anything is
+// journaled as intent or launched: the agent cannot read DATA/cell_ed25519.
+func TestToolCannotReachTheCellsDataDirectory(t *testing.T) {
+	b := newToolBox(t)
+	data := filepath.Join(t.TempDir(), "data")
+	c, err := cell.Open(context.Background(), data, cell.Options{Engine: host.EngineWazero})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	key := filepath.Join(data, "cell_ed25519")
+	if _, err := os.Stat(key); err != nil {
+		t.Fatalf("the cell has no key file: %v", err)
+	}
+	link := filepath.Join(b.in, "innocent")
+	if err := os.Symlink(data, link); err != nil {
+		t.Fatal(err)
+	}
+	cat := func(name string, read []string, extra ...string) host.ToolSpec {
+		return host.ToolSpec{Name: name, Exec: "/usr/bin/cat", Args: host.ToolArgs{Positional: []host.ToolPositional{{Pattern: `/.+`, Path: "ro"}}},
+			Read: append(sys(), read...), Write: extra, Workspace: true, Limits: host.ToolLimits{Wall: "30s"}}
+	}
+	g := b.grant()
+	g.Tool.Tools = append(g.Tool.Tools,
+		cat("cat-data", []string{data}),
+		cat("cat-parent", []string{filepath.Dir(data)}),
+		cat("cat-root", []string{"/"}),
+		cat("cat-link", []string{link}),
+		cat("cat-store", []string{filepath.Join(data, "store")}),
+		cat("cat-work", []string{cell.WorkDir(data)}),
+		cat("write-data", nil, data),
+	)
+	steps := []toolStep{
+		{Tool: "cat-data", Args: []string{key}},
+		{Tool: "cat-parent", Args: []string{key}},
+		{Tool: "cat-root", Args: []string{key}},
+		{Tool: "cat-link", Args: []string{filepath.Join(link, "cell_ed25519")}},
+		{Tool: "cat-store", Args: []string{filepath.Join(data, "store", "MANIFEST")}},
+		{Tool: "cat-work", Args: []string{filepath.Join(cell.WorkDir(data), "x")}},
+		{Tool: "write-data", Args: []string{key}},
+		// The control: the run's own workspace, in DATA/work, is usable.
+		{Tool: "note", Args: []string{"mine.txt"}, Stdin: "in the workspace\n"},
+	}
+	in, _ := json.Marshal(steps)
+	res, err := c.Host.Run(context.Background(), host.RunSpec{Code: testutil.BuildGo(t, "host/testdata/agents/tools"), Grant: g, Input: in})
+	if err != nil || res.Status != journal.StatusCompleted {
+		t.Fatalf("run: %v %+v", err, res)
+	}
+	outs := decodeOutcomes(t, res.Output)
+	journaled := map[uint64][]*journal.Entry{}
+	err = journal.ReadEntries(context.Background(), c.Store, res.Run, func(e *journal.Entry, _ *journal.Record) error {
+		if e.Op == "tool.run" {
+			journaled[e.Step] = append(journaled[e.Step], e)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range outs[:len(outs)-1] {
+		if o.Result != nil || !strings.HasPrefix(o.Err, "denied: tool.run: tool "+o.Tool+": ") || !strings.Contains(o.Err, "reaches the cell's data directory "+data) {
+			t.Errorf("%s: %q %+v; want it denied for reaching %s", o.Tool, o.Err, o.Result, data)
+		}
+		if p := phases(journaled[uint64(i+2)]); p != "failed" {
+			t.Errorf("%s journaled %q; want one failed entry: nothing launched", o.Tool, p)
+		}
+		if o.Result != nil && bytes.Contains(o.Result.Stdout, []byte("OPENSSH PRIVATE KEY")) {
+			t.Fatalf("%s read the cell's key", o.Tool)
+		}
+	}
+	if o := outs[len(outs)-1]; o.Err != "" || o.Result == nil || o.Result.Exit != 0 {
+		t.Errorf("the workspace in DATA/work: %q %+v; want it usable", o.Err, o.Result)
+	}
+	if got, err := os.ReadFile(filepath.Join(cell.WorkDir(data), res.Run.String(), "mine.txt")); err != nil || string(got) != "in the workspace\n" {
+		t.Errorf("DATA/work/<run>/mine.txt: %q %v", got, err)
+	}
 }

@@ -158,7 +158,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Cell, error) {
 		c.sinks = append(c.sinks, opts.Sink)
 	}
 	deps := host.Deps{Store: st, KV: st, Events: st, Key: key, Sink: c.sink, Nonces: st, Approver: opts.Approver}
-	deps.Tools = host.ToolDeps{Workspaces: WorkDir(dir)}
+	deps.Tools = host.ToolDeps{Workspaces: WorkDir(dir), DataDir: dir}
 	if err = gateDeps(dir, opts, &deps); err == nil {
 		c.Host, err = host.New(eng, deps, host.Config{})
 	}
