@@ -33,9 +33,15 @@ import (
 // files the tool created or changed in its read-write area, by hash. A tool
 // that ran is a successful call whatever its exit status.
 //
+// The host's work after the launch is bounded too: it hashes at most the
+// tool's limits.hash of the files, never reads a file with holes, and stops
+// at a cancel, a drain or the run's end; such files are listed with their
+// size and why they have no hash (abi.ToolFile.Unhashed).
+//
 // Errors: StatusBadRequest for a malformed request, an empty name or an
-// argument holding NUL; StatusDenied for a tool the grant does not register
-// or an argument its schema refuses, naming the argument and the rule;
+// argument holding NUL; StatusDenied for a tool the grant does not register,
+// a tool whose paths reach the cell's data directory (ToolDeps.DataDir), or
+// an argument its schema refuses, naming the argument and the rule;
 // StatusFailed when the sandbox cannot be set up as the grant demands (no
 // bubblewrap, no user namespaces, a missing executable, an unsupported
 // platform): nothing ran, and nothing ever runs unsandboxed.
