@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // launchCgroups are the cgroups made for one launch: a pids cgroup that
@@ -58,9 +60,11 @@ func cgroupParent(controller string) (cgroupPlace, error) {
 			}
 		}
 	}
+	// A place counts only if this process may create a cgroup in it.
+	writable := func(dir string) bool { return unix.Access(dir, unix.W_OK) == nil }
 	if v1 != "" {
 		dir := filepath.Join("/sys/fs/cgroup", controller, v1)
-		if _, err := os.Stat(filepath.Join(dir, "cgroup.procs")); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, "cgroup.procs")); err == nil && writable(dir) {
 			return cgroupPlace{dir: dir}, nil
 		}
 	}
@@ -70,12 +74,12 @@ func cgroupParent(controller string) (cgroupPlace, error) {
 		for _, root := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
 			dir := filepath.Join(root, v2)
 			b, err := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
-			if err == nil && strings.Contains(" "+strings.TrimSpace(string(b))+" ", " "+controller+" ") {
+			if err == nil && strings.Contains(" "+strings.TrimSpace(string(b))+" ", " "+controller+" ") && writable(dir) {
 				return cgroupPlace{dir: dir, v2: true}, nil
 			}
 		}
 	}
-	return cgroupPlace{}, fmt.Errorf("no %s cgroup controller is available to this process (neither its own cgroup v1 %s hierarchy nor a cgroup v2 subtree that delegates it)", controller, controller)
+	return cgroupPlace{}, fmt.Errorf("no %s cgroup is available to this process (it may write neither its own cgroup v1 %s hierarchy nor a cgroup v2 subtree that delegates it)", controller, controller)
 }
 
 // newLaunchCgroups makes the cgroups a launch needs: pids when pidsMax > 0
