@@ -57,7 +57,9 @@ var bodies = []fuzzBody{
 	{"ToolRunResponse", func() any { return new(abi.ToolRunResponse) }, []any{
 		abi.ToolRunResponse{Stdout: []byte("out"), Stderr: []byte{}},
 		abi.ToolRunResponse{Exit: 137, Signal: "SIGKILL", TimedOut: true, Limits: []string{"wall"}, StdoutTruncated: true, StderrTruncated: true,
-			Files: []abi.ToolFile{{Path: "a.txt", Size: 1, SHA256: make([]byte, 32)}}}}},
+			Files: []abi.ToolFile{{Path: "a.txt", Size: 1, SHA256: make([]byte, 32)}}},
+		abi.ToolRunResponse{Stdout: []byte{}, Stderr: []byte{}, Limits: []string{"hash"},
+			Files: []abi.ToolFile{{Path: "caf\xe9", Size: 9, Unhashed: abi.UnhashedLimit}, {Path: "d", Size: 1 << 33, Unhashed: abi.UnhashedSparse}}}}},
 	{"Error", func() any { return new(abi.Error) }, []any{
 		abi.Error{Code: abi.StatusTooLarge, Message: "request exceeds the limit"}}},
 }

@@ -164,11 +164,35 @@ type ToolRunRequest struct {
 // ToolFile is a regular file that a tool run created or changed in its
 // read-write area, by hash. Path is relative to the tool's working
 // directory when it lies beneath it (with '/' separators), else absolute.
+// A file the host did not hash has no SHA256 and says why in Unhashed.
+//
+// A file name is bytes, and a tool may make one that is not UTF-8: Path
+// then holds those bytes as they are, and travels as a CBOR byte string
+// where a valid name is a text string (tool.go), so that no name makes a
+// response undecodable.
 type ToolFile struct {
-	Path   string `cbor:"path"`
-	Size   uint64 `cbor:"size"`
-	SHA256 []byte `cbor:"sha256"`
+	Path string `cbor:"path"`
+	Size uint64 `cbor:"size"`
+	// SHA256 is the hash of the file's content, absent when Unhashed says
+	// why there is none.
+	SHA256 []byte `cbor:"sha256,omitempty"`
+	// Unhashed is why the file was not hashed: UnhashedSparse,
+	// UnhashedLimit or UnhashedStopped. Empty when SHA256 is set.
+	Unhashed string `cbor:"unhashed,omitempty"`
 }
+
+// Why a ToolFile has no hash.
+const (
+	// UnhashedSparse: the file has holes, which the host does not read
+	// (a tool can make a file of any size in no time that way).
+	UnhashedSparse = "sparse"
+	// UnhashedLimit: hashing the file would pass the tool's hash limit
+	// (limits.hash in the grant); the response's Limits then holds "hash".
+	UnhashedLimit = "hash"
+	// UnhashedStopped: the run was cancelled or drained while the host
+	// hashed the tool's files.
+	UnhashedStopped = "stopped"
+)
 
 // ToolRunResponse answers tool.run. A tool that ran is a successful call
 // whatever its exit status, like an HTTP error status: Exit, Signal,
@@ -180,8 +204,8 @@ type ToolRunResponse struct {
 	// Files lists the files written, sorted by path.
 	Files []ToolFile `cbor:"files,omitempty"`
 	// Limits names the limits the tool ran into: wall, cpu, memory,
-	// processes, file_size, output, or files (more files written than
-	// the host lists).
+	// processes, file_size, disk, output, files (more files written than
+	// the host lists) or hash (files left unhashed at the hash limit).
 	Limits []string `cbor:"limits,omitempty"`
 	// Signal names the signal that ended the tool ("SIGKILL").
 	Signal string `cbor:"signal,omitempty"`

@@ -404,6 +404,18 @@ func generateVectors(t *testing.T) []*vector {
 			Stdout: []byte("aaaa"), Stderr: []byte("bb"), StdoutTruncated: true, StderrTruncated: true,
 			Files: []abi.ToolFile{{Path: "partial.txt", Size: 4, SHA256: sha}}})
 	valid("tool.run", "response", "nil-streams", "nil stdout and stderr are null", &abi.ToolRunResponse{Exit: -1})
+	valid("tool.run", "response", "file-name-bytes", "a file name that is not UTF-8 (Latin-1 caf\\xe9.txt) is a byte string holding its bytes; a UTF-8 one stays text",
+		&abi.ToolRunResponse{Exit: 3, Stdout: []byte("hi\n"), Stderr: []byte{}, Files: []abi.ToolFile{
+			{Path: "caf\xe9.txt", Size: 4, SHA256: sha},
+			{Path: "caf\u00e9.txt", Size: 4, SHA256: sha},
+		}})
+	valid("tool.run", "response", "unhashed", "files the host did not hash: no sha256, and unhashed says why (sparse: holes; hash: the hash limit, named in limits; stopped: the run stopped)",
+		&abi.ToolRunResponse{Exit: 0, Limits: []string{"hash"}, Stdout: []byte{}, Stderr: []byte{}, Files: []abi.ToolFile{
+			{Path: "big.bin", Size: 300 << 20, Unhashed: abi.UnhashedLimit},
+			{Path: "disk.img", Size: 8 << 30, Unhashed: abi.UnhashedSparse},
+			{Path: "out.txt", Size: 4, SHA256: sha},
+			{Path: "rest.log", Size: 12, Unhashed: abi.UnhashedStopped},
+		}})
 
 	// Error opBodies, one per status that carries one.
 	errorVector("run.log", "bad-request", abi.StatusBadRequest, "run.log: level 9 is not 0..3")
@@ -447,6 +459,21 @@ func generateVectors(t *testing.T) []*vector {
 		cborCat(cborMap(2), cborText("args"), cborArray(0), cborText("name"), cborText("grep")))
 	invalid("tool.run", "response", "omitempty-false", "not-canonical", "timed_out is omitempty: false MUST be absent",
 		cborCat(cborMap(4), cborText("exit"), cborUint(0), cborText("stderr"), cborBytes(nil), cborText("stdout"), cborBytes(nil), cborText("timed_out"), cborFalse))
+	// A file name that is not UTF-8 (Latin-1 "café.txt"), and the same
+	// bytes spelled wrongly.
+	fileResp := func(path []byte) []byte {
+		return cborCat(cborMap(4), cborText("exit"), cborUint(0), cborText("files"), cborArray(1),
+			cborMap(3), cborText("path"), path, cborText("size"), cborUint(1), cborText("sha256"), cborBytes(sha),
+			cborText("stderr"), cborBytes(nil), cborText("stdout"), cborBytes(nil))
+	}
+	invalid("tool.run", "response", "file-name-bytes-utf8", "not-canonical", "a name that is valid UTF-8 MUST be a text string, not a byte string",
+		fileResp(cborBytes([]byte("a.txt"))))
+	invalid("tool.run", "response", "file-name-text-not-utf8", "invalid-utf8", "a name that is not UTF-8 cannot be a text string: it is a byte string",
+		fileResp(append(cborHead(3, 8), "caf\xe9.txt"...)))
+	invalid("tool.run", "response", "unhashed-empty", "not-canonical", `unhashed is omitempty: "" MUST be absent (and a file without a hash says why)`,
+		cborCat(cborMap(4), cborText("exit"), cborUint(0), cborText("files"), cborArray(1),
+			cborMap(3), cborText("path"), cborText("a"), cborText("size"), cborUint(1), cborText("unhashed"), cborText(""),
+			cborText("stderr"), cborBytes(nil), cborText("stdout"), cborBytes(nil)))
 	invalid("tool.run", "response", "file-keys-unsorted", "not-canonical", `a file's "sha256" (6 bytes) before "path" (4)`,
 		cborCat(cborMap(4), cborText("exit"), cborUint(0), cborText("files"), cborArray(1),
 			cborMap(3), cborText("sha256"), cborBytes(sha), cborText("path"), cborText("a"), cborText("size"), cborUint(1),

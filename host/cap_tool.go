@@ -33,9 +33,15 @@ import (
 // files the tool created or changed in its read-write area, by hash. A tool
 // that ran is a successful call whatever its exit status.
 //
+// The host's work after the launch is bounded too: it hashes at most the
+// tool's limits.hash of the files, never reads a file with holes, and stops
+// at a cancel, a drain or the run's end; such files are listed with their
+// size and why they have no hash (abi.ToolFile.Unhashed).
+//
 // Errors: StatusBadRequest for a malformed request, an empty name or an
-// argument holding NUL; StatusDenied for a tool the grant does not register
-// or an argument its schema refuses, naming the argument and the rule;
+// argument holding NUL; StatusDenied for a tool the grant does not register,
+// a tool whose paths reach the cell's data directory (ToolDeps.DataDir), or
+// an argument its schema refuses, naming the argument and the rule;
 // StatusFailed when the sandbox cannot be set up as the grant demands (no
 // bubblewrap, no user namespaces, a missing executable, an unsupported
 // platform): nothing ran, and nothing ever runs unsandboxed.
@@ -50,9 +56,29 @@ type ToolDeps struct {
 	// agentrt-work under the system's temporary directory. The cell sets
 	// DATA/work.
 	Workspaces string
+	// DataDir is the cell's data directory (its keys, API token, store),
+	// which no tool may reach: a tool whose exec, read, write or workdir
+	// path lies in it, or holds it, is denied at the gate, except for paths
+	// in the run's own workspace. Empty: no such directory (the cell sets
+	// it).
+	DataDir string
 	// Sandbox are options for every launch (sandbox.WithBwrap,
 	// sandbox.WithHelper).
 	Sandbox []sandbox.Option
+	// User is the host user and group tools run as when the host runs as
+	// root; the zero value means sandbox.DefaultUser (nobody, 65534:65534).
+	// Run workspaces are given to it. A host that is not root runs tools
+	// as itself, and refuses a User naming anyone else.
+	User sandbox.User
+}
+
+// sandboxOptions returns the options of every launch.
+func (d *ToolDeps) sandboxOptions() []sandbox.Option {
+	opts := slices.Clone(d.Sandbox)
+	if d.User != (sandbox.User{}) {
+		opts = append(opts, sandbox.WithUser(d.User))
+	}
+	return opts
 }
 
 // Limits of the files a tool run reports.
@@ -68,6 +94,10 @@ const (
 // limitFiles is the limit a response names when it lists maxToolFiles
 // files and more were written (or the area was too large to scan).
 const limitFiles = "files"
+
+// limitHash is the limit a response names when it left files unhashed at
+// the tool's hash limit (limits.hash).
+const limitHash = "hash"
 
 // toolPlan is where one run of a tool sees the world: its areas and working
 // directory, as host paths.
@@ -131,11 +161,83 @@ func checkTool(s *session, c *Call) *denial {
 		st, b := errorResponse(abi.StatusDenied, "tool.run: no tool %q in the grant (granted: %s)", r.Name, s.grant.Tool.names())
 		return &denial{st, b}
 	}
-	if msg := s.toolPlan(t).checkArgs(r.Args); msg != "" {
+	p := s.toolPlan(t)
+	if msg := p.reachesData(s.deps.Tools.DataDir); msg != "" {
+		st, b := errorResponse(abi.StatusDenied, "tool.run: tool %s: %s", t.Name, msg)
+		return &denial{st, b}
+	}
+	if msg := p.checkArgs(r.Args); msg != "" {
 		st, b := errorResponse(abi.StatusDenied, "tool.run: tool %s: %s", t.Name, msg)
 		return &denial{st, b}
 	}
 	return nil
+}
+
+// reachesData returns why the tool's paths reach the cell's data directory
+// data, or "": its exec, read, write and workdir paths, symbolic links
+// resolved, must neither lie in data nor hold it, except inside the run's
+// own workspace. The grant decides what a tool sees, but never the keys,
+// the API token or the store a cell keeps there.
+func (p *toolPlan) reachesData(data string) string {
+	if data == "" {
+		return ""
+	}
+	realData := realPath(data)
+	ws := ""
+	if p.workspace != "" {
+		ws = realPath(p.workspace)
+	}
+	check := func(field, path string) string {
+		rp := realPath(path)
+		if ws != "" && hostWithin(rp, ws) {
+			return ""
+		}
+		if hostWithin(rp, realData) || hostWithin(realData, rp) {
+			via := ""
+			if rp != filepath.Clean(path) {
+				via = " (" + rp + ")"
+			}
+			return fmt.Sprintf("%s %q%s reaches the cell's data directory %s, which holds its keys, API token and store: no tool may see it (a tool's workspace is the one place there it may use)", field, path, via, data)
+		}
+		return ""
+	}
+	t := p.tool
+	if msg := check("exec", t.Exec); msg != "" {
+		return msg
+	}
+	for i, r := range t.Read {
+		if msg := check(fmt.Sprintf("read[%d]", i), r); msg != "" {
+			return msg
+		}
+	}
+	for i, w := range t.Write {
+		if msg := check(fmt.Sprintf("write[%d]", i), w); msg != "" {
+			return msg
+		}
+	}
+	if t.Workdir != "" {
+		return check("workdir", t.Workdir)
+	}
+	return ""
+}
+
+// realPath returns p with every symbolic link resolved, as far as it
+// exists: a path whose last elements are missing keeps them as they are.
+func realPath(p string) string {
+	p = filepath.Clean(p)
+	if abs, err := filepath.Abs(p); err == nil {
+		p = abs
+	}
+	rest := ""
+	for q := p; ; q = filepath.Dir(q) {
+		if r, err := filepath.EvalSymlinks(q); err == nil {
+			return filepath.Join(r, rest)
+		}
+		if filepath.Dir(q) == q {
+			return p
+		}
+		rest = filepath.Join(filepath.Base(q), rest)
+	}
 }
 
 // checkArgs checks the guest's arguments against the tool's schema and
@@ -277,6 +379,11 @@ func serveTool(ctx context.Context, s *session, c *Call) (abi.Status, []byte) {
 		return errorResponse(abi.StatusFailed, "tool.run: no tool %q in the grant", r.Name)
 	}
 	p := s.toolPlan(t)
+	// Checked again at launch: a path the gate saw may have become a
+	// symbolic link into the data directory since.
+	if msg := p.reachesData(s.deps.Tools.DataDir); msg != "" {
+		return errorResponse(abi.StatusFailed, "tool.run: tool %s: %s", t.Name, msg)
+	}
 	lim, err := t.Limits.parse()
 	if err != nil {
 		return errorResponse(abi.StatusFailed, "tool.run: tool %s: %v", t.Name, err)
@@ -288,8 +395,9 @@ func serveTool(ctx context.Context, s *session, c *Call) (abi.Status, []byte) {
 		lim.wall = minPositive(lim.wall, ceiling)
 		lim.cpu = minPositive(lim.cpu, ceiling)
 	}
+	opts := s.deps.Tools.sandboxOptions()
 	if p.workspace != "" {
-		if err := os.MkdirAll(p.workspace, 0o700); err != nil {
+		if err := makeWorkspace(p.workspace, opts); err != nil {
 			return errorResponse(abi.StatusFailed, "tool.run: tool %s: workspace: %v", t.Name, err)
 		}
 	}
@@ -298,7 +406,7 @@ func serveTool(ctx context.Context, s *session, c *Call) (abi.Status, []byte) {
 		Workdir:   p.workdir,
 		Env:       t.Env,
 		Limits: sandbox.Limits{CPU: lim.cpu, Wall: lim.wall, Memory: lim.memory, Processes: lim.procs,
-			Output: lim.output},
+			Output: lim.output, FileSize: lim.fileSize, Disk: lim.disk},
 	}
 	if !withinAny(t.Exec, t.Read) {
 		spec.ReadOnly = append(spec.ReadOnly, t.Exec)
@@ -312,7 +420,6 @@ func serveTool(ctx context.Context, s *session, c *Call) (abi.Status, []byte) {
 		}
 	}
 	argv := append(append([]string{t.Exec}, t.Args.Fixed...), r.Args...)
-	opts := slices.Clone(s.deps.Tools.Sandbox)
 	if len(r.Stdin) > 0 {
 		opts = append(opts, sandbox.WithStdin(bytes.NewReader(r.Stdin)))
 	}
@@ -341,11 +448,32 @@ func serveTool(ctx context.Context, s *session, c *Call) (abi.Status, []byte) {
 		out.Limits = append(out.Limits, string(l))
 	}
 	var more bool
-	out.Files, more = writtenFiles(before, scanArea(p.rw), p.workdir)
+	h := &hashing{ctx: ctx, halt: s.halt, budget: lim.hash}
+	out.Files, more = writtenFiles(h, before, scanArea(p.rw), p.workdir)
 	if more || before.more {
 		out.Limits = append(out.Limits, limitFiles)
 	}
+	if h.limited {
+		out.Limits = append(out.Limits, limitHash)
+	}
 	return okResponse(out)
+}
+
+// makeWorkspace creates a run's workspace (0700) and, when this host is
+// root, gives it to the user tools run as: the tool is never root to the
+// kernel, so a workspace owned by root would be read-only to it.
+func makeWorkspace(dir string, opts []sandbox.Option) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	u, err := sandbox.ToolUser(opts...)
+	if err != nil {
+		return err
+	}
+	return os.Chown(dir, u.UID, u.GID)
 }
 
 func nonNil(b []byte) []byte {
@@ -409,9 +537,31 @@ func scanArea(roots []string) *area {
 	return a
 }
 
+// hashing is the bound on the host's work after a tool ran: it reads at
+// most budget bytes to hash the files the tool wrote, and stops when the
+// run's context ends or the run is asked to stop (cancel, drain).
+type hashing struct {
+	ctx    context.Context
+	halt   <-chan struct{}
+	budget int64
+	// limited says a file was left unhashed at the budget.
+	limited bool
+}
+
+// stopped reports whether the run is ending.
+func (h *hashing) stopped() bool {
+	select {
+	case <-h.halt:
+		return true
+	default:
+	}
+	return h.ctx.Err() != nil
+}
+
 // writtenFiles lists the files of after that are new or changed since
-// before, by hash, sorted by path; more says some were left out.
-func writtenFiles(before, after *area, workdir string) ([]abi.ToolFile, bool) {
+// before, sorted by path, with their hashes as far as h allows; more says
+// some were left out.
+func writtenFiles(h *hashing, before, after *area, workdir string) ([]abi.ToolFile, bool) {
 	var paths []string
 	for p, st := range after.files {
 		if old, ok := before.files[p]; !ok || old != st {
@@ -425,34 +575,75 @@ func writtenFiles(before, after *area, workdir string) ([]abi.ToolFile, bool) {
 	}
 	var out []abi.ToolFile
 	for _, p := range paths {
-		sum, size, err := hashFile(p)
-		if err != nil {
-			continue // gone or unreadable since the scan
+		f, ok := h.file(p)
+		if !ok {
+			continue // gone, or no longer a regular file, since the scan
 		}
-		name := filepath.ToSlash(p)
+		f.Path = filepath.ToSlash(p)
 		if workdir != "" && hostWithin(p, workdir) {
 			if rel, err := filepath.Rel(workdir, p); err == nil {
-				name = filepath.ToSlash(rel)
+				f.Path = filepath.ToSlash(rel)
 			}
 		}
-		out = append(out, abi.ToolFile{Path: name, Size: uint64(size), SHA256: sum})
+		out = append(out, f)
 	}
 	slices.SortFunc(out, func(a, b abi.ToolFile) int { return strings.Compare(a.Path, b.Path) })
 	return out, more
 }
 
-func hashFile(p string) ([]byte, int64, error) {
-	f, err := os.Open(p)
+// hashChunk is how much is read between two checks for a stop.
+const hashChunk = 1 << 20
+
+// file describes the file at p: its size and its hash, or why it has none.
+// It opens p without following a symbolic link or blocking on a FIFO (a
+// tool of another run sharing the area could have swapped either in since
+// the scan) and reads nothing of a file with holes.
+func (h *hashing) file(p string) (abi.ToolFile, bool) {
+	f, err := openRegular(p)
 	if err != nil {
-		return nil, 0, err
+		return abi.ToolFile{}, false
 	}
 	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return nil, 0, err
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return abi.ToolFile{}, false
 	}
-	return h.Sum(nil), n, nil
+	size := fi.Size()
+	out := abi.ToolFile{Size: uint64(size)}
+	holes, err := hasHoles(f, size)
+	if err != nil {
+		return abi.ToolFile{}, false
+	}
+	switch {
+	case h.stopped():
+		out.Unhashed = abi.UnhashedStopped
+		return out, true
+	case holes:
+		out.Unhashed = abi.UnhashedSparse
+		return out, true
+	case size > h.budget:
+		out.Unhashed, h.limited = abi.UnhashedLimit, true
+		return out, true
+	}
+	sum := sha256.New()
+	var n int64
+	for n < size {
+		if h.stopped() {
+			out.Unhashed = abi.UnhashedStopped
+			return out, true
+		}
+		k, err := io.CopyN(sum, f, min(hashChunk, size-n))
+		n += k
+		if err == io.EOF {
+			break // it shrank since the stat: the hash is of what is there
+		}
+		if err != nil {
+			return abi.ToolFile{}, false
+		}
+	}
+	h.budget -= n
+	out.Size, out.SHA256 = uint64(n), sum.Sum(nil)
+	return out, true
 }
 
 // minPositive returns the smaller of a limit (0: none) and a ceiling.

@@ -21,12 +21,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/capability"
 	"github.com/agentrt/agentrt/host"
+	"github.com/agentrt/agentrt/host/cell"
 	"github.com/agentrt/agentrt/internal/testutil"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/journal/badgerstore"
@@ -42,6 +44,7 @@ type toolStep struct {
 type toolOutcome struct {
 	Tool   string               `json:"tool"`
 	Err    string               `json:"err"`
+	Names  [][]byte             `json:"names"`
 	Result *abi.ToolRunResponse `json:"result"`
 }
 
@@ -67,6 +70,15 @@ func newToolBox(t *testing.T) *toolBox {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The tools' write area belongs to the user they run as (nobody, when
+	// the tests run as root): the kernel's permission checks hold for them.
+	u, err := sandbox.ToolUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(b.out, u.UID, u.GID); err != nil {
+		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(b.in, "a.txt"), "one TODO\ntwo\nTODO three\n")
 	writeFile(t, filepath.Join(b.in, "b.txt"), "nothing to do here\n")
@@ -284,7 +296,7 @@ func TestToolsReadTheirInputsWriteTheirOutputsAndReplayWithoutLaunching(t *testi
 }
 
 func toolFileEqual(a, b abi.ToolFile) bool {
-	return a.Path == b.Path && a.Size == b.Size && bytes.Equal(a.SHA256, b.SHA256)
+	return a.Path == b.Path && a.Size == b.Size && bytes.Equal(a.SHA256, b.SHA256) && a.Unhashed == b.Unhashed
 }
 
 func TestToolSchemaRefusesArgumentsBeforeTheIntent(t *testing.T) {
@@ -538,5 +550,235 @@ func TestToolLaunchesStayWithinTheTokensWallBudget(t *testing.T) {
 	outs := decodeOutcomes(t, res.Output)
 	if len(outs) != 1 || outs[0].Result == nil || !outs[0].Result.TimedOut {
 		t.Fatalf("the slow tool under a 1 s budget: %+v", outs)
+	}
+}
+
+// TestToolRunByRootIsNotRootToTheKernel (issue 10, item 4): an agent
+// granted cat with /etc in its read list, on a host running as root, reads
+// /etc/passwd but not /etc/shadow: the tool runs as nobody, and the
+// files it writes in the run's workspace are nobody's.
+func TestToolRunByRootIsNotRootToTheKernel(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the attack is a tool run by a root host; CI runs as root")
+	}
+	b := newToolBox(t)
+	env := testutil.NewEnv(t, host.Deps{Tools: host.ToolDeps{Workspaces: b.work}}, host.Config{})
+	g := b.grant()
+	g.Tool.Tools = append(g.Tool.Tools, host.ToolSpec{Name: "cat", Exec: "/usr/bin/cat",
+		Args: host.ToolArgs{Positional: []host.ToolPositional{{Pattern: `/etc/[a-z]+`, Path: "ro"}}},
+		Read: sys("/etc"), Workspace: true, Env: map[string]string{"LC_ALL": "C"}, Limits: host.ToolLimits{Wall: "30s"}})
+	res, outs := runTools(t, env, g, []toolStep{
+		{Tool: "cat", Args: []string{"/etc/shadow"}},
+		{Tool: "cat", Args: []string{"/etc/passwd"}},
+		{Tool: "note", Args: []string{"mine.txt"}, Stdin: "written by the tool\n"},
+	})
+	if r := outs[0].Result; r == nil || r.Exit != 1 || string(r.Stderr) != "/usr/bin/cat: /etc/shadow: Permission denied\n" || len(r.Stdout) != 0 {
+		t.Errorf("cat /etc/shadow: %+v (%s); want exit 1 and Permission denied", r, outs[0].Err)
+	}
+	if r := outs[1].Result; r == nil || r.Exit != 0 || !strings.HasPrefix(string(r.Stdout), "root:x:0:0:") {
+		t.Errorf("cat /etc/passwd (the control): %+v (%s)", r, outs[1].Err)
+	}
+	ws := filepath.Join(b.work, res.Run.String())
+	for _, p := range []string{ws, filepath.Join(ws, "mine.txt")} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 65534 || st.Gid != 65534 {
+			t.Errorf("%s is owned by %d:%d; want nobody (65534:65534)", p, st.Uid, st.Gid)
+		}
+	}
+}
+
+// TestToolDiskAndFileSizeLimitsAreReported (issue 10, item 5): the grant's
+// limits.disk and limits.file_size reach the sandbox, and the response
+// names them when the tool runs into them: dd writing 200 MiB into the
+// workspace under a 32 MiB disk limit is killed, and one file past an
+// 8 MiB file size limit stops with EFBIG.
+func TestToolDiskAndFileSizeLimitsAreReported(t *testing.T) {
+	b := newToolBox(t)
+	env := testutil.NewEnv(t, host.Deps{Tools: host.ToolDeps{Workspaces: b.work}}, host.Config{})
+	g := b.grant()
+	dd := func(name string, lim host.ToolLimits) host.ToolSpec {
+		lim.Wall = "60s"
+		return host.ToolSpec{Name: name, Exec: "/usr/bin/dd",
+			Args: host.ToolArgs{Fixed: []string{"if=/dev/zero", "bs=1M"}, Positional: []host.ToolPositional{{Pattern: `of=[a-z]+`}, {Pattern: `count=[0-9]+`}}},
+			Read: sys(), Workspace: true, Env: map[string]string{"LC_ALL": "C"}, Limits: lim}
+	}
+	g.Tool.Tools = append(g.Tool.Tools, dd("dd-disk", host.ToolLimits{Disk: "32MiB"}), dd("dd-file", host.ToolLimits{FileSize: "8MiB"}))
+	res, outs := runTools(t, env, g, []toolStep{
+		{Tool: "dd-disk", Args: []string{"of=big", "count=200"}},
+		{Tool: "dd-file", Args: []string{"of=one", "count=20"}},
+		{Tool: "dd-file", Args: []string{"of=small", "count=4"}},
+	})
+	if r := outs[0].Result; r == nil || r.Signal != "SIGKILL" || !slices.Contains(r.Limits, "disk") {
+		t.Errorf("200 MiB under a 32 MiB disk limit: %+v (%s); want SIGKILL and limits [disk]", r, outs[0].Err)
+	}
+	if fi, err := os.Stat(filepath.Join(b.work, res.Run.String(), "big")); err != nil || fi.Size() >= 200<<20 {
+		t.Errorf("the workspace's big file: %v %v; want it cut short", fi, err)
+	}
+	if r := outs[1].Result; r == nil || r.Exit != 1 || !strings.Contains(string(r.Stderr), "File too large") || !slices.Equal(r.Limits, []string{"file_size"}) {
+		t.Errorf("20 MiB under an 8 MiB file size limit: %+v (%s); want exit 1, File too large, limits [file_size]", r, outs[1].Err)
+	}
+	if r := outs[2].Result; r == nil || r.Exit != 0 || len(r.Limits) != 0 || len(r.Files) != 1 || r.Files[0].Size != 4<<20 {
+		t.Errorf("4 MiB under an 8 MiB limit (the control): %+v (%s)", r, outs[2].Err)
+	}
+}
+
+// TestToolOutputCannotKeepTheHostBusy (issue 10, item 7): two sparse
+// 8 GiB files from a tool held the call for 24 to 58 s while the host
+// hashed their holes. Now a file with holes is listed with its size and
+// unhashed: sparse, without a byte read; past the tool's hash limit a file
+// is listed unhashed: hash, and the response names the limit.
+func TestToolOutputCannotKeepTheHostBusy(t *testing.T) {
+	b := newToolBox(t)
+	env := testutil.NewEnv(t, host.Deps{Tools: host.ToolDeps{Workspaces: b.work}}, host.Config{})
+	g := b.grant()
+	g.Tool.Tools = append(g.Tool.Tools,
+		host.ToolSpec{Name: "holes", Exec: "/usr/bin/truncate", Args: host.ToolArgs{Fixed: []string{"-s", "8G"}, Positional: []host.ToolPositional{{Pattern: `[a-z]+`, Path: "rw"}}, Max: 2},
+			Read: sys(), Workspace: true, Limits: host.ToolLimits{Wall: "30s"}},
+		host.ToolSpec{Name: "two", Exec: "/usr/bin/dash", Args: host.ToolArgs{Fixed: []string{"-c", "head -c 786432 /dev/urandom > one; head -c 786432 /dev/urandom > two"}},
+			Read: sys(), Workspace: true, Limits: host.ToolLimits{Wall: "30s", Hash: "1MiB"}})
+	res, outs := runTools(t, env, g, []toolStep{{Tool: "holes", Args: []string{"a", "b"}}, {Tool: "two"}})
+	r := outs[0].Result
+	want := []abi.ToolFile{{Path: "a", Size: 8 << 30, Unhashed: "sparse"}, {Path: "b", Size: 8 << 30, Unhashed: "sparse"}}
+	if r == nil || r.Exit != 0 || !slices.EqualFunc(r.Files, want, toolFileEqual) || len(r.Limits) != 0 {
+		t.Fatalf("two 8 GiB holes: %+v (%s); want them listed unhashed, sparse", r, outs[0].Err)
+	}
+	es := toolEntries(t, env, res.Run)[2]
+	took := time.Duration(es[2].Time - es[1].Time)
+	t.Logf("tool.run with two sparse 8 GiB files: %v from executing to completed", took)
+	if took > 5*time.Second {
+		t.Errorf("the call took %v: the host read the holes", took)
+	}
+	r = outs[1].Result
+	if r == nil || r.Exit != 0 || len(r.Files) != 2 || !slices.Equal(r.Limits, []string{"hash"}) {
+		t.Fatalf("two 768 KiB files under a 1 MiB hash limit: %+v (%s)", r, outs[1].Err)
+	}
+	one, err := os.ReadFile(filepath.Join(b.work, res.Run.String(), "one"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(one)
+	if f := r.Files[0]; f.Path != "one" || f.Size != 786432 || !bytes.Equal(f.SHA256, sum[:]) || f.Unhashed != "" {
+		t.Errorf("the first file: %+v; want it hashed", f)
+	}
+	if f := r.Files[1]; f.Path != "two" || f.Size != 786432 || f.SHA256 != nil || f.Unhashed != "hash" {
+		t.Errorf("the second file: %+v; want it listed, unhashed: hash", f)
+	}
+}
+
+// TestToolFileNamesThatAreNotUTF8 (issue 10, item 12): a tool that made a
+// file whose name is not UTF-8 made the whole result undecodable, and the
+// agent lost the exit code and the output. The name now travels as bytes:
+// the agent gets the exit status, the output and the name exactly.
+func TestToolFileNamesThatAreNotUTF8(t *testing.T) {
+	b := newToolBox(t)
+	env := testutil.NewEnv(t, host.Deps{Tools: host.ToolDeps{Workspaces: b.work}}, host.Config{})
+	g := b.grant()
+	g.Tool.Tools = append(g.Tool.Tools, host.ToolSpec{Name: "latin1", Exec: "/usr/bin/dash",
+		// café.txt in Latin-1 (0xe9), then café in UTF-8, then exit 3.
+		Args: host.ToolArgs{Fixed: []string{"-c", `printf x > "$(printf 'caf\351.txt')"; printf y > "$(printf 'caf\303\251.txt')"; echo done; exit 3`}},
+		Read: sys(), Workspace: true, Limits: host.ToolLimits{Wall: "30s"}})
+	res, outs := runTools(t, env, g, []toolStep{{Tool: "latin1"}})
+	o := outs[0]
+	if o.Err != "" || o.Result == nil || o.Result.Exit != 3 || string(o.Result.Stdout) != "done\n" {
+		t.Fatalf("the tool's result: %+v (%s); want exit 3 and its output", o.Result, o.Err)
+	}
+	want := [][]byte{[]byte("caf\u00e9.txt"), []byte("caf\xe9.txt")} // sorted bytewise
+	if !slices.EqualFunc(o.Names, want, bytes.Equal) {
+		t.Errorf("file names %q; want %q, byte for byte", o.Names, want)
+	}
+	// On the host, the name is the one the tool made.
+	if _, err := os.Stat(filepath.Join(b.work, res.Run.String(), "caf\xe9.txt")); err != nil {
+		t.Error(err)
+	}
+	// The journaled response holds the name as a byte string, and replays.
+	es := toolEntries(t, env, res.Run)[2]
+	if !bytes.Contains(es[2].Response, append([]byte("dpath\x48"), "caf\xe9.txt"...)) {
+		t.Errorf("journaled response %x; want the Latin-1 name as a byte string", es[2].Response)
+	}
+	replaysTo(t, env, res.Run, testutil.BuildGo(t, "host/testdata/agents/tools"), res.Output)
+}
+
+// TestToolCannotReachTheCellsDataDirectory (the lead's rule, SECURITY-TESTS
+// 31): whatever the grant lists, a tool never sees the cell's data
+// directory (its key, API token, store), except its run's own workspace in
+// DATA/work. A grant naming DATA, a parent of it, a path in it or a link
+// to it in a tool's paths is denied at the gate, before anything is
+// journaled as intent or launched: the agent cannot read DATA/cell_ed25519.
+func TestToolCannotReachTheCellsDataDirectory(t *testing.T) {
+	b := newToolBox(t)
+	data := filepath.Join(t.TempDir(), "data")
+	c, err := cell.Open(context.Background(), data, cell.Options{Engine: host.EngineWazero})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	key := filepath.Join(data, "cell_ed25519")
+	if _, err := os.Stat(key); err != nil {
+		t.Fatalf("the cell has no key file: %v", err)
+	}
+	link := filepath.Join(b.in, "innocent")
+	if err := os.Symlink(data, link); err != nil {
+		t.Fatal(err)
+	}
+	cat := func(name string, read []string, extra ...string) host.ToolSpec {
+		return host.ToolSpec{Name: name, Exec: "/usr/bin/cat", Args: host.ToolArgs{Positional: []host.ToolPositional{{Pattern: `/.+`, Path: "ro"}}},
+			Read: append(sys(), read...), Write: extra, Workspace: true, Limits: host.ToolLimits{Wall: "30s"}}
+	}
+	g := b.grant()
+	g.Tool.Tools = append(g.Tool.Tools,
+		cat("cat-data", []string{data}),
+		cat("cat-parent", []string{filepath.Dir(data)}),
+		cat("cat-root", []string{"/"}),
+		cat("cat-link", []string{link}),
+		cat("cat-store", []string{filepath.Join(data, "store")}),
+		cat("cat-work", []string{cell.WorkDir(data)}),
+		cat("write-data", nil, data),
+	)
+	steps := []toolStep{
+		{Tool: "cat-data", Args: []string{key}},
+		{Tool: "cat-parent", Args: []string{key}},
+		{Tool: "cat-root", Args: []string{key}},
+		{Tool: "cat-link", Args: []string{filepath.Join(link, "cell_ed25519")}},
+		{Tool: "cat-store", Args: []string{filepath.Join(data, "store", "MANIFEST")}},
+		{Tool: "cat-work", Args: []string{filepath.Join(cell.WorkDir(data), "x")}},
+		{Tool: "write-data", Args: []string{key}},
+		// The control: the run's own workspace, in DATA/work, is usable.
+		{Tool: "note", Args: []string{"mine.txt"}, Stdin: "in the workspace\n"},
+	}
+	in, _ := json.Marshal(steps)
+	res, err := c.Host.Run(context.Background(), host.RunSpec{Code: testutil.BuildGo(t, "host/testdata/agents/tools"), Grant: g, Input: in})
+	if err != nil || res.Status != journal.StatusCompleted {
+		t.Fatalf("run: %v %+v", err, res)
+	}
+	outs := decodeOutcomes(t, res.Output)
+	journaled := map[uint64][]*journal.Entry{}
+	err = journal.ReadEntries(context.Background(), c.Store, res.Run, func(e *journal.Entry, _ *journal.Record) error {
+		if e.Op == "tool.run" {
+			journaled[e.Step] = append(journaled[e.Step], e)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range outs[:len(outs)-1] {
+		if o.Result != nil || !strings.HasPrefix(o.Err, "denied: tool.run: tool "+o.Tool+": ") || !strings.Contains(o.Err, "reaches the cell's data directory "+data) {
+			t.Errorf("%s: %q %+v; want it denied for reaching %s", o.Tool, o.Err, o.Result, data)
+		}
+		if p := phases(journaled[uint64(i+2)]); p != "failed" {
+			t.Errorf("%s journaled %q; want one failed entry: nothing launched", o.Tool, p)
+		}
+		if o.Result != nil && bytes.Contains(o.Result.Stdout, []byte("OPENSSH PRIVATE KEY")) {
+			t.Fatalf("%s read the cell's key", o.Tool)
+		}
+	}
+	if o := outs[len(outs)-1]; o.Err != "" || o.Result == nil || o.Result.Exit != 0 {
+		t.Errorf("the workspace in DATA/work: %q %+v; want it usable", o.Err, o.Result)
+	}
+	if got, err := os.ReadFile(filepath.Join(cell.WorkDir(data), res.Run.String(), "mine.txt")); err != nil || string(got) != "in the workspace\n" {
+		t.Errorf("DATA/work/<run>/mine.txt: %q %v", got, err)
 	}
 }

@@ -26,7 +26,7 @@ import (
 //	      read: [/usr, /lib, /lib64, /srv/repo]
 //	      workspace: true
 //	      env: {LC_ALL: C}
-//	      limits: {wall: 30s, cpu: 10s, memory: 256MiB, procs: 16, output: 1MiB}
+//	      limits: {wall: 30s, cpu: 10s, memory: 256MiB, procs: 16, output: 1MiB, file_size: 64MiB, disk: 256MiB}
 //	      idempotent: true
 type ToolGrant struct {
 	Tools []ToolSpec `yaml:"tools" cbor:"tools"`
@@ -115,17 +115,29 @@ type ToolLimits struct {
 	CPU string `yaml:"cpu,omitempty" cbor:"cpu,omitempty"`
 	// Wall is the wall-clock time of the whole run; empty: 60s.
 	Wall string `yaml:"wall,omitempty" cbor:"wall,omitempty"`
-	// Memory is the address space of each process; empty: no limit.
+	// Memory bounds everything the tool holds in memory, all its processes
+	// together, tmpfs, shared memory and memfds included (a memory cgroup;
+	// each process's address space is capped at it too); empty: no limit.
 	Memory string `yaml:"memory,omitempty" cbor:"memory,omitempty"`
 	// Procs is the most processes and threads at once; 0: no limit.
 	Procs int `yaml:"procs,omitempty" cbor:"procs,omitempty"`
 	// Output is the bytes kept of each of stdout and stderr; empty: 1MiB.
 	Output string `yaml:"output,omitempty" cbor:"output,omitempty"`
+	// FileSize is the largest file the tool may write; empty: no limit.
+	FileSize string `yaml:"file_size,omitempty" cbor:"file_size,omitempty"`
+	// Disk is the most disk space one run of the tool may add to its
+	// write paths and workspace, all together; empty: no limit.
+	Disk string `yaml:"disk,omitempty" cbor:"disk,omitempty"`
+	// Hash is the most the host reads to hash the files one run wrote;
+	// files past it are listed without a hash. Empty: 256MiB.
+	Hash string `yaml:"hash,omitempty" cbor:"hash,omitempty"`
 }
 
 // Limits of tool grants.
 const (
 	defaultToolWall = 60 * time.Second
+	defaultToolHash = 256 << 20
+	maxToolHash     = 16 << 30
 	maxToolOutput   = 16 << 20
 	maxToolMax      = 1024
 	minToolMemory   = 16 << 20
@@ -192,8 +204,12 @@ func (t *ToolSpec) check() error {
 			return fmt.Errorf("env.%s: the value must be UTF-8 without NUL", k)
 		}
 	}
-	if _, err := t.Limits.parse(); err != nil {
+	lim, err := t.Limits.parse()
+	if err != nil {
 		return err
+	}
+	if lim.disk > 0 && len(t.Write) == 0 && !t.Workspace {
+		return fmt.Errorf("limits.disk: %s bounds what the tool writes, and it writes nowhere (no write paths, no workspace); drop it", t.Limits.Disk)
 	}
 	a := &t.Args
 	for i, f := range a.Fixed {
@@ -282,13 +298,13 @@ func checkGrantPath(field, p string) error {
 
 // toolLimits are ToolLimits parsed.
 type toolLimits struct {
-	cpu, wall      time.Duration
-	memory, output int64
-	procs          int
+	cpu, wall                            time.Duration
+	memory, output, fileSize, disk, hash int64
+	procs                                int
 }
 
 func (l *ToolLimits) parse() (*toolLimits, error) {
-	out := &toolLimits{wall: defaultToolWall, procs: l.Procs}
+	out := &toolLimits{wall: defaultToolWall, procs: l.Procs, hash: defaultToolHash}
 	var err error
 	if out.cpu, err = parseToolDuration("limits.cpu", l.CPU); err != nil {
 		return nil, err
@@ -304,9 +320,22 @@ func (l *ToolLimits) parse() (*toolLimits, error) {
 	if out.output, err = parseToolSize("limits.output", l.Output); err != nil {
 		return nil, err
 	}
+	if out.fileSize, err = parseToolSize("limits.file_size", l.FileSize); err != nil {
+		return nil, err
+	}
+	if out.disk, err = parseToolSize("limits.disk", l.Disk); err != nil {
+		return nil, err
+	}
+	if l.Hash != "" {
+		if out.hash, err = parseToolSize("limits.hash", l.Hash); err != nil {
+			return nil, err
+		}
+	}
 	switch {
 	case out.memory > 0 && out.memory < minToolMemory:
 		return nil, fmt.Errorf("limits.memory: %s is too little for any program to start; give at least 16MiB", l.Memory)
+	case out.hash > maxToolHash:
+		return nil, fmt.Errorf("limits.hash: %s is over the most the host hashes for one run, 16GiB", l.Hash)
 	case out.output > maxToolOutput:
 		return nil, fmt.Errorf("limits.output: %s is over the most a response carries, 16MiB per stream", l.Output)
 	case l.Procs < 0 || l.Procs > 0 && l.Procs < minToolProcs:

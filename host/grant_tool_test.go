@@ -24,7 +24,7 @@ const toolGrantYAML = `capabilities:
         workspace: true
         network: none
         env: {LC_ALL: C}
-        limits: {wall: 30s, cpu: 10s, memory: 256MiB, procs: 16, output: 1MiB}
+        limits: {wall: 30s, cpu: 10s, memory: 256MiB, procs: 16, output: 1MiB, file_size: 64MiB, disk: 1GiB}
         idempotent: true
       - name: git-log
         exec: /usr/bin/git
@@ -43,7 +43,8 @@ func TestToolGrantParsesAndSurvivesTheRunHeader(t *testing.T) {
 	}
 	c := g.Tool.Tools[0]
 	if c.Exec != "/usr/bin/grep" || c.Args.Max != 8 || c.Args.Flags[1].Value != "[0-9]{1,4}" || c.Args.Positional[0].Path != "ro" ||
-		!c.Workspace || !c.Idempotent || c.Env["LC_ALL"] != "C" || c.Limits.Memory != "256MiB" || c.Limits.Procs != 16 {
+		!c.Workspace || !c.Idempotent || c.Env["LC_ALL"] != "C" || c.Limits.Memory != "256MiB" || c.Limits.Procs != 16 ||
+		c.Limits.FileSize != "64MiB" || c.Limits.Disk != "1GiB" {
 		t.Fatalf("parsed %+v", c)
 	}
 	// The grant is recorded in the run header as canonical CBOR, and read
@@ -89,6 +90,9 @@ func TestToolGrantCheckSaysWhatToChange(t *testing.T) {
 		{"memory unit", base("name: g\nexec: /bin/g\nlimits: {memory: 1TB}"), `tool "g": limits.memory: "1TB" is not a size`},
 		{"procs", base("name: g\nexec: /bin/g\nlimits: {procs: 2}"), `tool "g": limits.procs: 2 is too few`},
 		{"output", base("name: g\nexec: /bin/g\nlimits: {output: 1GiB}"), `tool "g": limits.output: 1GiB is over the most a response carries`},
+		{"hash", base("name: g\nexec: /bin/g\nlimits: {hash: 17GiB}"), `tool "g": limits.hash: 17GiB is over the most the host hashes for one run, 16GiB`},
+		{"file size", base("name: g\nexec: /bin/g\nlimits: {file_size: big}"), `tool "g": limits.file_size: "big" is not a size`},
+		{"disk", base("name: g\nexec: /bin/g\nlimits: {disk: 1G}"), `tool "g": limits.disk: 1G bounds what the tool writes, and it writes nowhere`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

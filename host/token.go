@@ -85,7 +85,8 @@ func ToolDecl(t *ToolSpec) capability.ToolDecl {
 		Workdir: t.Workdir, Network: t.Network, Env: t.Env, Idempotent: t.Idempotent,
 		Args: &capability.ToolArgsDecl{Fixed: t.Args.Fixed, Max: uint64(max(t.Args.Max, 0))},
 		Limits: &capability.ToolLimitsDecl{CPU: t.Limits.CPU, Wall: t.Limits.Wall, Memory: t.Limits.Memory,
-			Procs: uint64(max(t.Limits.Procs, 0)), Output: t.Limits.Output},
+			Procs: uint64(max(t.Limits.Procs, 0)), Output: t.Limits.Output,
+			FileSize: t.Limits.FileSize, Disk: t.Limits.Disk, Hash: t.Limits.Hash},
 	}
 	for _, f := range t.Args.Flags {
 		d.Args.Flags = append(d.Args.Flags, capability.ToolFlagDecl{Name: f.Name, Value: f.Value, Path: f.Path})

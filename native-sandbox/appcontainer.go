@@ -22,7 +22,9 @@ type windowsSettings struct {
 	KillOnClose     bool
 	AllowBreakaway  bool
 	ActiveProcesses uint32
-	ProcessMemory   uint64
+	// JobMemory bounds the committed memory of all the job's processes
+	// together (limits.memory is the whole sandbox's, not each process's).
+	JobMemory uint64
 	// ProcessCPU is per-process user time, in 100 ns units.
 	ProcessCPU int64
 	// Grants are the ACL entries added for the AppContainer SID, in order;
@@ -129,7 +131,7 @@ func windowsPlan(spec *Spec, exe string, argv []string) (*windowsSettings, error
 		s.ActiveProcesses = uint32(n)
 	}
 	if m := spec.Limits.Memory; m > 0 {
-		s.ProcessMemory = uint64(m)
+		s.JobMemory = uint64(m)
 	}
 	if c := spec.Limits.CPU; c > 0 {
 		s.ProcessCPU = int64(c / 100)
@@ -187,8 +189,8 @@ func (s *windowsSettings) String() string {
 	fmt.Fprintf(&b, "AppContainer profile: %s\n", s.Container)
 	fmt.Fprintf(&b, "  capabilities: %s\n", orNone(s.Capabilities))
 	fmt.Fprintf(&b, "Job Object:\n  kill on job close: %v\n  breakaway allowed: %v\n", s.KillOnClose, s.AllowBreakaway)
-	fmt.Fprintf(&b, "  active processes: %s\n  process memory: %s\n  process CPU (100ns): %s\n",
-		limitText(uint64(s.ActiveProcesses)), limitText(s.ProcessMemory), limitText(uint64(s.ProcessCPU)))
+	fmt.Fprintf(&b, "  active processes: %s\n  job memory: %s\n  process CPU (100ns): %s\n",
+		limitText(uint64(s.ActiveProcesses)), limitText(s.JobMemory), limitText(uint64(s.ProcessCPU)))
 	b.WriteString("ACL entries for the AppContainer SID:\n")
 	for _, g := range s.Grants {
 		fmt.Fprintf(&b, "  %s\n", g)

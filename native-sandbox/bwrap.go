@@ -15,6 +15,7 @@ const (
 	fdBlock   = 6 // bwrap --block-fd: hold the sandbox until the launcher is ready
 	fdHelper  = 7 // the helper binary, executed as /proc/self/fd/7
 	fdReport  = 8 // the helper's setup-failure report
+	fdEnv     = 9 // the tool's environment, read by the helper (envBlock)
 )
 
 // bwrapPlan is everything needed to build bwrap's command line, computed
@@ -29,25 +30,33 @@ type bwrapPlan struct {
 	rlimits []rlimit
 	// absent holds the protected paths that do not exist on the host.
 	absent map[string]bool
+	// stage, when set, is the staging directory of a launch by root
+	// (stage_linux.go): bwrap, which runs as the tool's unprivileged user,
+	// binds each source from stage/<i>, where the launcher bound it first.
+	stage string
 }
 
-// tmpDefaultSize bounds the private /tmp when the spec sets no memory limit:
-// tmpfs pages are host memory, and RLIMIT_AS does not count them.
+// tmpDefaultSize bounds each private tmpfs the tool may write (/tmp and
+// /dev/shm), and limits.memory when smaller: tmpfs pages are host memory,
+// RLIMIT_AS does not count them, and without limits.memory no cgroup does.
 const tmpDefaultSize = 64 << 20
 
-// helperVars are set for the helper only and removed before the tool runs:
-// one scheduler thread and no GC keep the helper's thread count small under
-// a process limit.
-var helperVars = [][2]string{{"GOMAXPROCS", "1"}, {"GOGC", "off"}}
+// helperEnv is the helper's whole environment: one scheduler thread and no
+// GC keep its thread count small under a process limit. The tool's own
+// environment never reaches the helper's (a dynamic loader would honour
+// LD_PRELOAD from it before Landlock and the limits apply): the helper reads
+// it from fdEnv and hands it to execve.
+var helperEnv = []string{"GOMAXPROCS=1", "GOGC=off"}
 
-// bwrapArgs returns bwrap's options (sent through --args) and the command
-// after "--" (the helper, its configuration, the tool). It is a pure
-// function of the spec and the plan, so it is tested on every platform.
+// bwrapArgs returns bwrap's options (sent through --args), the command
+// after "--" (the helper, its configuration, the tool) and, when the plan
+// stages its binds, the host paths to bind at stage/0, stage/1, ... It is a
+// pure function of the spec and the plan, so it is tested on every platform.
 //
 // Mount order: a private root, /proc, /dev and /tmp first; then every bind
 // from the shallowest path to the deepest, so a read-only path inside a
 // writable root (or a protected sub-path) lands on top of it.
-func bwrapArgs(spec *Spec, p *bwrapPlan, exe string, argv []string) (opts, command []string) {
+func bwrapArgs(spec *Spec, p *bwrapPlan, exe string, argv []string) (opts, command, sources []string) {
 	opts = []string{
 		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
 		"--disable-userns",
@@ -62,19 +71,7 @@ func bwrapArgs(spec *Spec, p *bwrapPlan, exe string, argv []string) (opts, comma
 		"--cap-drop", "ALL",
 		"--clearenv",
 	}
-	env := spec.env(":")
-	// bwrap sets PWD for --chdir; the tool gets it only if the spec says so.
-	unset := []string{}
-	if _, ok := spec.Env["PWD"]; !ok {
-		unset = append(unset, "PWD")
-	}
-	for _, hv := range helperVars {
-		if _, ok := spec.Env[hv[0]]; !ok {
-			env = append(env, hv[0]+"="+hv[1])
-			unset = append(unset, hv[0])
-		}
-	}
-	for _, kv := range env {
+	for _, kv := range helperEnv {
 		k, v, _ := strings.Cut(kv, "=")
 		opts = append(opts, "--setenv", k, v)
 	}
@@ -82,7 +79,13 @@ func bwrapArgs(spec *Spec, p *bwrapPlan, exe string, argv []string) (opts, comma
 	if m := spec.Limits.Memory; m > 0 && m < size {
 		size = m
 	}
-	opts = append(opts, "--proc", "/proc", "--dev", "/dev", "--size", strconv.FormatInt(size, 10), "--tmpfs", "/tmp")
+	sz := strconv.FormatInt(size, 10)
+	// bwrap's /dev is a tmpfs the tool owns, of unbounded size: it gets
+	// a sized tmpfs of its own on /dev/shm (POSIX shared memory), then
+	// /dev itself is made read-only (not recursively: the device nodes
+	// and /dev/shm keep their mounts).
+	opts = append(opts, "--proc", "/proc", "--dev", "/dev", "--size", sz, "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+		"--size", sz, "--tmpfs", "/tmp")
 
 	type mount struct {
 		kind string // ro, rw, protect
@@ -105,12 +108,19 @@ func bwrapArgs(spec *Spec, p *bwrapPlan, exe string, argv []string) (opts, comma
 	}
 	depth := func(s string) int { return strings.Count(strings.TrimSuffix(s, "/"), "/") }
 	sort.SliceStable(mounts, func(i, j int) bool { return depth(mounts[i].path) < depth(mounts[j].path) })
+	source := func(host string) string {
+		if p.stage == "" {
+			return host
+		}
+		sources = append(sources, host)
+		return p.stage + "/" + strconv.Itoa(len(sources)-1)
+	}
 	for _, m := range mounts {
 		switch m.kind {
 		case "ro":
-			opts = append(opts, "--ro-bind", m.path, m.path)
+			opts = append(opts, "--ro-bind", source(m.path), m.path)
 		case "rw":
-			opts = append(opts, "--bind", m.path, m.path)
+			opts = append(opts, "--bind", source(m.path), m.path)
 		case "protect":
 			// An existing protected path is bound read-only onto itself; a
 			// missing one gets an empty read-only tmpfs, so that it cannot be
@@ -118,7 +128,7 @@ func bwrapArgs(spec *Spec, p *bwrapPlan, exe string, argv []string) (opts, comma
 			if p.absent[m.path] {
 				opts = append(opts, "--tmpfs", m.path, "--remount-ro", m.path)
 			} else {
-				opts = append(opts, "--ro-bind", m.path, m.path)
+				opts = append(opts, "--ro-bind", source(m.path), m.path)
 			}
 		}
 	}
@@ -129,12 +139,12 @@ func bwrapArgs(spec *Spec, p *bwrapPlan, exe string, argv []string) (opts, comma
 		"--block-fd", strconv.Itoa(fdBlock),
 	)
 
-	cfg := helperConfig{ReportFD: fdReport, Unset: unset, Rlimits: p.rlimits, Landlock: &landlockRules{
+	cfg := helperConfig{ReportFD: fdReport, EnvFD: fdEnv, Rlimits: p.rlimits, Landlock: &landlockRules{
 		Require:   spec.RequireLandlock,
 		ReadOnly:  spec.ReadOnly,
 		ReadWrite: spec.ReadWrite,
 	}}
 	js, _ := json.Marshal(cfg)
 	command = append([]string{"/proc/self/fd/" + strconv.Itoa(fdHelper), helperArg, string(js), exe}, argv...)
-	return opts, command
+	return opts, command, sources
 }

@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -28,10 +27,10 @@ func Check(opts ...Option) (*Report, error) {
 		out, _ := exec.Command(bwrap, "--version").Output()
 		r.add("bubblewrap", true, true, bwrap+" ("+strings.TrimSpace(string(out))+")")
 	}
-	if err := userNamespaces(); err != nil {
+	if err := userNamespaces(bwrap == "" || !setuidRoot(bwrap)); err != nil {
 		r.add("user namespaces", false, true, err.(*RefusedError).What)
 	} else {
-		r.add("user namespaces", true, true, "max_user_namespaces = "+readSysctl("/proc/sys/user/max_user_namespaces"))
+		r.add("user namespaces", true, true, "max_user_namespaces = "+readSysctl("/proc/sys/user/max_user_namespaces")+"; unprivileged ones allowed (bwrap makes them as the tool's user)")
 	}
 	if err := seccompAvailable(); err != nil {
 		r.add("seccomp", false, true, err.(*RefusedError).What)
@@ -45,16 +44,26 @@ func Check(opts ...Option) (*Report, error) {
 	} else {
 		r.add("landlock", true, false, fmt.Sprintf("ABI version %d", abi))
 	}
-	if dir, err := pidsCgroupParent(); err != nil {
-		detail := err.Error()
-		if os.Geteuid() == 0 {
-			detail += " (as root, specs with limits.processes are refused)"
-		} else {
-			detail += " (limits.processes uses RLIMIT_NPROC)"
-		}
-		r.add("pids cgroup", false, false, detail)
+	if u, drop, err := launchUser(&o); err != nil {
+		r.add("tool user", false, true, err.Error())
+	} else if drop {
+		r.add("tool user", true, true, fmt.Sprintf("uid %d, gid %d, no supplementary groups (this process is root: it switches before bwrap makes the user namespace)", u.UID, u.GID))
 	} else {
-		r.add("pids cgroup", true, false, dir)
+		r.add("tool user", true, true, fmt.Sprintf("uid %d, gid %d (this process's own)", u.UID, u.GID))
+	}
+	if place, err := cgroupParent("pids"); err != nil {
+		r.add("pids cgroup", false, false, err.Error()+" (limits.processes uses RLIMIT_NPROC)")
+	} else {
+		r.add("pids cgroup", true, false, place.dir)
+	}
+	if place, err := cgroupParent("memory"); err != nil {
+		r.add("memory cgroup", false, false, err.Error()+" (specs with limits.memory are refused)")
+	} else {
+		kind := "v1, memory.limit_in_bytes"
+		if place.v2 {
+			kind = "v2, memory.max"
+		}
+		r.add("memory cgroup", true, false, place.dir+" ("+kind+"; tmpfs, shm and memfd pages count)")
 	}
 	if !r.Ready() {
 		return r, nil

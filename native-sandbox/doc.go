@@ -18,10 +18,19 @@
 //  4. Write outside Spec.ReadWrite, or into a protected sub-path of it.
 //  5. Leave a process behind. When Launch returns, every process the tool
 //     started is gone, whether it exited, timed out or was cancelled.
+//  6. Run the tool as root. Launched by root, the tool runs as an
+//     unprivileged user (DefaultUser, or WithUser), switched to before the
+//     user namespace is made, so the kernel's permission checks hold.
+//  7. Leave a limit unenforced. A limit the platform cannot enforce
+//     refuses the launch; the ones the tool ran into are in Result.
 //
 // On Linux the chain is: bwrap (namespaces, mounts, seccomp, no
 // capabilities) runs a helper, the calling binary re-executed, which
-// applies Landlock and rlimits on its own thread and then execs the tool.
+// applies Landlock and rlimits on its own thread and then execs the tool
+// with the environment it read from a descriptor. Launched by root, a
+// stage 0 comes first: the same binary, as root in a private mount
+// namespace, binds the spec's paths where the tool's user can reach them,
+// drops to that user and becomes bwrap.
 // A binary that calls Launch must therefore call [HelperMain] first thing
 // (in main, in an init function or in TestMain).
 package sandbox

@@ -46,6 +46,12 @@ func probe(t *testing.T) string {
 			return
 		}
 		cleanups = append(cleanups, func() { os.RemoveAll(dir) })
+		// As root the tool runs as nobody, which must be able to enter the
+		// directory (MkdirTemp makes it 0700).
+		if err := os.Chmod(dir, 0o755); err != nil {
+			probeErr = err
+			return
+		}
 		probeBin = filepath.Join(dir, "tryescape")
 		cmd := exec.Command("go", "build", "-o", probeBin, "./internal/tryescape")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -79,6 +85,9 @@ func newBox(t *testing.T) *box {
 			t.Fatal(err)
 		}
 	}
+	// The workspace belongs to the user the tool runs as (nobody, when
+	// the tests run as root), as a cell's run workspaces do.
+	b.own(b.ws)
 	b.write(filepath.Join(b.ro, "input.txt"), "read-only input\n")
 	b.write(filepath.Join(b.outside, "secret.txt"), "outside\n")
 	b.spec = &Spec{
@@ -87,6 +96,29 @@ func newBox(t *testing.T) *box {
 		Limits:    Limits{Wall: 20 * time.Second, Processes: 64, Output: 1 << 20},
 	}
 	return b
+}
+
+// clang builds testdata/NAME.c into a static program in the box's
+// read-only directory and returns its path.
+func (b *box) clang(name string) string {
+	b.t.Helper()
+	out := filepath.Join(b.ro, name)
+	if msg, err := exec.Command("clang", "-static", "-O2", "-o", out, filepath.Join("testdata", name+".c")).CombinedOutput(); err != nil {
+		b.t.Fatalf("building %s with clang: %v\n%s", name, err, msg)
+	}
+	return out
+}
+
+// own gives p to the user tools run as.
+func (b *box) own(p string) {
+	b.t.Helper()
+	u, err := ToolUser()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if err := os.Chown(p, u.UID, u.GID); err != nil {
+		b.t.Fatal(err)
+	}
 }
 
 func (b *box) write(p, s string) {
@@ -117,6 +149,9 @@ func (b *box) try(args ...string) string {
 func (b *box) expect(want string, args ...string) {
 	b.t.Helper()
 	if got := b.try(args...); got != want {
+		if len(got) > 200 {
+			got = got[:200] + "..."
+		}
 		b.t.Errorf("tryescape %s: got %q, want %q", strings.Join(args, " "), got, want)
 	}
 }
@@ -496,6 +531,9 @@ func TestEscape12Limits(t *testing.T) {
 		// good part of it before main runs.
 		b.spec.Limits.Memory = 1 << 30
 		defer func() { b.spec.Limits.Memory = 0 }()
+		if noMemoryCgroup(t, b) {
+			return
+		}
 		got := b.try("alloc")
 		var mib int
 		if _, err := fmt.Sscanf(got, "allocated %d MiB then ENOMEM", &mib); err != nil || mib >= 1024 {
@@ -663,4 +701,320 @@ func TestAllowedToolWorks(t *testing.T) {
 	if err != nil || res.ExitCode != 1 || string(res.Stdout) != "0\n" {
 		t.Fatalf("grep for a missing word: %v %+v %q", err, res, res.Stdout)
 	}
+}
+
+// Issue 10, item 13: personality, modify_ldt and mbind are refused by the
+// seccomp filter. The same probe run outside the sandbox gets through, so
+// the EPERM is the filter's and not the kernel's.
+func TestEscapeSeccompDepth(t *testing.T) {
+	b := newBox(t)
+	calls := []string{"personality", "personality_query", "mbind"}
+	if runtime.GOARCH == "amd64" {
+		calls = append(calls, "modify_ldt")
+	}
+	for _, name := range calls {
+		out, err := exec.Command(b.pb, "syscall", name).Output()
+		if got := strings.TrimSpace(string(out)); err != nil || got == "errno EPERM" {
+			t.Fatalf("control: %s outside the sandbox: %q %v; want it allowed", name, got, err)
+		}
+		b.expect("errno EPERM", "syscall", name)
+	}
+}
+
+// Issue 10, item 13: LD_PRELOAD in the tool's environment must not reach
+// the sandbox helper, which runs before Landlock and the rlimits apply. A
+// real preload library (built with clang) marks every process it is loaded
+// into: the tool, which asked for it, and never the helper.
+func TestEscapePreloadSkipsTheHelper(t *testing.T) {
+	b := newBox(t)
+	helper, err := helperPath("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if libs, err := elfDeps(helper); err != nil || len(libs) == 0 {
+		// A static helper ignores LD_PRELOAD whatever the launcher does,
+		// and this test would prove nothing.
+		t.Fatalf("the helper %s is not dynamically linked (%v, %v): build the test binary with cgo", helper, libs, err)
+	}
+	lib := filepath.Join(b.ro, "marker.so")
+	if out, err := exec.Command("clang", "-shared", "-fPIC", "-O2", "-o", lib, "testdata/marker.c").CombinedOutput(); err != nil {
+		t.Fatalf("building the preload library with clang: %v\n%s", err, out)
+	}
+	marker := filepath.Join(b.ws, "marker.log")
+	b.spec.ReadOnly = append(b.spec.ReadOnly, "/usr", "/lib", "/lib64")
+	b.spec.Env = map[string]string{"LD_PRELOAD": lib, "AGENTRT_MARKER": marker}
+	res, err := Launch(context.Background(), b.spec, []string{"/usr/bin/env"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 || !strings.Contains(string(res.Stdout), "LD_PRELOAD="+lib+"\n") {
+		t.Fatalf("env: exit %d, stdout %q, stderr %q; want the tool to see its LD_PRELOAD", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	log, err := os.ReadFile(marker)
+	if err != nil {
+		t.Fatalf("the library marked nothing, not even the tool (%v): the test proves nothing", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(log)), "\n")
+	if len(lines) != 1 || strings.TrimSpace(lines[0]) != "/usr/bin/env" {
+		t.Errorf("the preload library ran in %q; want only the tool (/usr/bin/env)", lines)
+	}
+}
+
+// Issue 10, item 4 (SECURITY-TESTS 33): a tool launched by root is not
+// host root to the kernel. It runs as nobody (65534:65534, no supplementary
+// groups), dropped before bwrap makes the user namespace, so file
+// permission checks hold: /etc/shadow stays unreadable with /etc in the
+// read list, root-only /proc files refuse, and a 0600 root-owned unix
+// socket refuses the connect. Each refusal has a control that gets
+// through: root outside the sandbox, and the world-readable or
+// world-writable twin inside it.
+func TestEscapeRootIsNotRootInTheSandbox(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the attack is a launch by root; CI runs the suite as root")
+	}
+	b := newBox(t)
+	b.spec.ReadOnly = append(b.spec.ReadOnly, "/etc")
+	if _, err := os.ReadFile("/etc/shadow"); err != nil {
+		t.Fatalf("control: root cannot read /etc/shadow outside the sandbox: %v", err)
+	}
+	b.expect("errno EACCES", "read", "/etc/shadow")
+	if got := b.try("read", "/etc/passwd"); !strings.HasPrefix(got, "ok root:") {
+		t.Errorf("/etc/passwd in the sandbox: %q; want it readable (it is 0644)", got)
+	}
+	if got := b.try("status"); got != "CapEff: 0000000000000000\nNoNewPrivs: 1" {
+		t.Errorf("status: %q", got)
+	}
+	if got := b.try("ids"); got != "uid 65534 65534 65534 gid 65534 65534 65534 groups []" {
+		t.Errorf("ids in the sandbox: %q; want nobody:nogroup everywhere, no groups", got)
+	}
+
+	// Root-only /proc files (0400 root): readable by root outside.
+	for _, p := range []string{"/proc/vmallocinfo", "/proc/timer_list", "/proc/slabinfo"} {
+		if _, err := os.Stat(p); err != nil {
+			continue // not built into this kernel
+		}
+		if _, err := os.ReadFile(p); err != nil {
+			t.Fatalf("control: root cannot read %s outside the sandbox: %v", p, err)
+		}
+		b.expect("errno EACCES", "read", p)
+	}
+
+	// A root-owned socket, 0600, in a directory the tool can read and
+	// write; its 0666 twin beside it is the control.
+	for name, mode := range map[string]os.FileMode{"root.sock": 0o600, "open.sock": 0o666} {
+		ln, err := net.Listen("unix", filepath.Join(b.ws, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+		if err := os.Chmod(filepath.Join(b.ws, name), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.expect("errno EACCES", "unix", filepath.Join(b.ws, "root.sock"))
+	b.expect("ok", "unix", filepath.Join(b.ws, "open.sock"))
+
+	// What the tool writes belongs to nobody on the host.
+	b.expect("ok", "write", filepath.Join(b.ws, "made.txt"))
+	fi, err := os.Stat(filepath.Join(b.ws, "made.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 65534 || st.Gid != 65534 {
+		t.Errorf("the tool's file is owned by %d:%d on the host; want 65534:65534", st.Uid, st.Gid)
+	}
+	// And it cannot write where nobody may not: a root-owned 0755
+	// directory inside its own writable root.
+	sub := filepath.Join(b.ws, "root-owned")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b.expect("errno EACCES", "write", filepath.Join(sub, "x"))
+}
+
+// WithUser picks another unprivileged user; root and a user other than
+// oneself (when not root) are refused before anything runs.
+func TestEscapeWithUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("switching users needs root")
+	}
+	b := newBox(t)
+	if err := os.Chown(b.ws, 4242, 4343); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Launch(context.Background(), b.spec, []string{b.pb, "ids"}, WithUser(User{UID: 4242, GID: 4343}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(res.Stdout)); got != "uid 4242 4242 4242 gid 4343 4343 4343 groups []" {
+		t.Errorf("ids: %q", got)
+	}
+	marker := filepath.Join(b.ws, "ran")
+	for _, u := range []User{{0, 0}, {4242, 0}, {0, 4343}} {
+		_, err := Launch(context.Background(), b.spec, []string{b.pb, "write", marker}, WithUser(u))
+		if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "would give the tool root's file access") {
+			t.Errorf("WithUser(%v): %v; want a refusal", u, err)
+		}
+	}
+	b.absent(marker)
+}
+
+// noMemoryCgroup reports whether this process may make no memory cgroup,
+// after checking that a launch with limits.memory is then refused (a limit
+// that cannot be enforced never passes as one).
+func noMemoryCgroup(t *testing.T, b *box) bool {
+	t.Helper()
+	if _, err := cgroupParent("memory"); err == nil {
+		return false
+	}
+	_, err := Launch(context.Background(), b.spec, []string{b.pb, "env"})
+	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "limits.memory cannot be enforced") {
+		t.Errorf("no memory cgroup here, and a launch with limits.memory gave %v; want a refusal", err)
+	}
+	return true
+}
+
+// hoarded sums what a hoard run said it held in each place.
+func hoarded(out string) map[string]int {
+	held := map[string]int{}
+	for _, line := range strings.Split(out, "\n") {
+		var where string
+		var n int
+		if _, err := fmt.Sscanf(line, "%s %d", &where, &n); err == nil && n > held[where] {
+			held[where] = n
+		}
+	}
+	return held
+}
+
+// Issue 10, item 5 (SECURITY-TESTS 33): a tool limited to 256 MiB held
+// 768 MiB of host memory in /dev/shm, /dev and a memfd, none of which
+// RLIMIT_AS counts. The memory cgroup counts them all (tmpfs and shmem
+// pages are charged to it), /dev is read-only and /dev/shm a sized tmpfs:
+// the hoard stops below the limit and the result says memory.
+func TestEscapeMemoryLimitCountsTmpfsAndMemfd(t *testing.T) {
+	b := newBox(t)
+	hoard := b.clang("hoard")
+	const limit = 256
+	b.spec.Limits.Memory = limit << 20
+	if noMemoryCgroup(t, b) {
+		return
+	}
+	// 192 MiB in each of four places: 768 MiB asked for.
+	res, err := Launch(context.Background(), b.spec, []string{hoard, "192", "/dev/shm/a", "/dev/hoard", "memfd", "/tmp/hoard"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := hoarded(string(res.Stdout))
+	total := 0
+	for _, n := range held {
+		total += n
+	}
+	t.Logf("held %v MiB (total %d) of 768 asked; exit %d, signal %d, exceeded %v", held, total, res.ExitCode, res.Signal, res.Exceeded)
+	if total >= limit {
+		t.Errorf("the tool held %d MiB (%v) under a %d MiB limit", total, held, limit)
+	}
+	if !strings.Contains(string(res.Stdout), "/dev/hoard 0 EROFS") {
+		t.Errorf("writing a file in /dev: %q; want EROFS", res.Stdout)
+	}
+	// /dev/shm is a tmpfs of 64 MiB (the default size, below the limit).
+	if !strings.Contains(string(res.Stdout), "/dev/shm/a 64 ENOSPC") {
+		t.Errorf("writing /dev/shm: %q; want ENOSPC at 64 MiB", res.Stdout)
+	}
+	// 64 MiB there and 192 in the memfd pass the limit: the cgroup kills
+	// the tool before it says "held", and the result says memory.
+	if strings.Contains(string(res.Stdout), "held") || res.Signal != int(syscall.SIGKILL) || !hasLimit(res, LimitMemory) {
+		t.Errorf("signal %d, exceeded %v, stdout %q; want SIGKILL from the memory cgroup, reported as memory", res.Signal, res.Exceeded, res.Stdout)
+	}
+}
+
+// Issue 10, item 5 (SECURITY-TESTS 33): a tool limited to 256 MiB of
+// memory wrote 2 GiB to disk. limits.disk bounds what it adds to its
+// read-write roots: the watchdog kills it past the limit and the result
+// says disk. The overshoot (what it wrote between two samples) is logged.
+func TestEscapeDiskLimit(t *testing.T) {
+	b := newBox(t)
+	fill := b.clang("fill")
+	const limit = 64 << 20
+	b.spec.Limits.Disk = limit
+	b.spec.Limits.FileSize = 16 << 20
+	before := scanRoots([]string{b.ws}, 0).used
+	start := time.Now()
+	res, err := Launch(context.Background(), b.spec, []string{fill, b.ws, "2048", "8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	grew := scanRoots([]string{b.ws}, 0).used - before
+	t.Logf("disk limit %d MiB: the tool added %.1f MiB (overshoot %.1f MiB) in %v; exit %d, signal %d, exceeded %v, last line %q",
+		limit>>20, float64(grew)/(1<<20), float64(grew-limit)/(1<<20), took.Round(time.Millisecond), res.ExitCode, res.Signal, res.Exceeded, lastLine(res.Stdout))
+	if strings.Contains(string(res.Stdout), "done") || res.Signal != int(syscall.SIGKILL) || !hasLimit(res, LimitDisk) {
+		t.Errorf("signal %d, exceeded %v, last line %q; want the tool killed before it wrote 2 GiB, reported as disk", res.Signal, res.Exceeded, lastLine(res.Stdout))
+	}
+	if grew < limit || grew > limit+512<<20 {
+		t.Errorf("the tool added %d MiB under a %d MiB disk limit; want it stopped past the limit, within 512 MiB", grew>>20, limit>>20)
+	}
+	// Within the limit nothing is reported.
+	res, err = Launch(context.Background(), b.spec, []string{fill, b.ws, "8", "8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 || len(res.Exceeded) != 0 {
+		t.Errorf("8 MiB under a 64 MiB limit: exit %d, exceeded %v", res.ExitCode, res.Exceeded)
+	}
+}
+
+// A file past limits.file_size: the write fails with EFBIG, a hole made
+// with ftruncate too, and the result says file_size. Without the limit the
+// same hole is made (the control).
+func TestEscapeFileSizeLimit(t *testing.T) {
+	b := newBox(t)
+	fill := b.clang("fill")
+	b.spec.Limits.FileSize = 16 << 20
+	res, err := Launch(context.Background(), b.spec, []string{fill, b.ws, "64", "64"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(res.Stdout)); got != "wrote 16\nwrote 16 EFBIG" || !hasLimit(res, LimitFileSize) {
+		t.Errorf("a 64 MiB file under a 16 MiB limit: %q, exceeded %v; want EFBIG at 16 MiB, reported as file_size", got, res.Exceeded)
+	}
+	sparse := filepath.Join(b.ws, "sparse")
+	res, err = Launch(context.Background(), b.spec, []string{fill, "-sparse", sparse, "8192"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(res.Stdout)); got != "sparse EFBIG" {
+		t.Errorf("an 8 GiB hole under a 16 MiB file size limit: %q; want EFBIG", got)
+	}
+	if fi, err := os.Stat(sparse); err != nil || fi.Size() != 0 {
+		t.Errorf("the hole on the host: %v, %v; want an empty file", fi, err)
+	}
+	b.spec.Limits.FileSize = 0
+	if res := b.launchProgram(fill, "-sparse", sparse, "8192"); strings.TrimSpace(string(res.Stdout)) != "sparse ok" || len(res.Exceeded) != 0 {
+		t.Errorf("control: the hole without a file size limit: %q, %v", res.Stdout, res.Exceeded)
+	}
+}
+
+// launchProgram runs another program than the probe.
+func (b *box) launchProgram(argv ...string) *Result {
+	b.t.Helper()
+	res, err := Launch(context.Background(), b.spec, argv)
+	if err != nil {
+		b.t.Fatalf("launch %v: %v", argv, err)
+	}
+	return res
+}
+
+func lastLine(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return lines[len(lines)-1]
 }

@@ -41,10 +41,11 @@ func Explain(spec *Spec, goos string, argv []string) (string, error) {
 	switch goos {
 	case "linux":
 		plan := &bwrapPlan{uid: 1000, gid: 1000, rlimits: spec.rlimits(), absent: map[string]bool{}}
+		root := false
 		if local {
 			plan.uid, plan.gid = os.Getuid(), os.Getgid()
-			if plan.uid == 0 {
-				plan.uid, plan.gid = 65534, 65534
+			if root = os.Geteuid() == 0; root {
+				plan.uid, plan.gid = DefaultUser.UID, DefaultUser.GID
 			}
 			if h, err := helperPath(""); err == nil {
 				plan.helperLibs, _ = elfDeps(h)
@@ -55,7 +56,11 @@ func Explain(spec *Spec, goos string, argv []string) (string, error) {
 				}
 			}
 		}
-		opts, command := bwrapArgs(spec, plan, exe, argv)
+		opts, command, _ := bwrapArgs(spec, plan, exe, argv)
+		if root {
+			fmt.Fprintf(&b, "# this process is root: bwrap runs as uid %d, gid %d, no supplementary groups (WithUser sets another);\n"+
+				"# each bind source below is first bound, as root, at /tmp/agentrt-stage-*/N in a private mount namespace\n", plan.uid, plan.gid)
+		}
 		b.WriteString("# bwrap options, passed on descriptor 3 (--args) so they stay off the host's ps\n")
 		for i, o := range opts {
 			switch {
@@ -77,6 +82,10 @@ func Explain(spec *Spec, goos string, argv []string) (string, error) {
 		}
 		b.WriteString("EPERM: ioctl TIOCSTI, TIOCLINUX; socket families other than unix, inet, inet6, netlink; clone with namespace flags; any non-native ABI\n")
 		b.WriteString("ENOSYS: clone3 (libc falls back to clone); x32 system calls\n")
+		b.WriteString("# tool environment (descriptor 9: the helper reads it and gives it to execve; bwrap and the helper never run with it)\n")
+		for _, kv := range spec.env(":") {
+			b.WriteString(displayQuote(kv) + "\n")
+		}
 		b.WriteString("# landlock (applied by the helper, best effort unless require_landlock)\n")
 		fmt.Fprintf(&b, "read, execute: %s /proc\nread, write: %s /dev /tmp\nrequired: %v\n",
 			strings.Join(spec.ReadOnly, " "), strings.Join(spec.ReadWrite, " "), spec.RequireLandlock)
@@ -85,12 +94,18 @@ func Explain(spec *Spec, goos string, argv []string) (string, error) {
 			fmt.Fprintf(&b, "%s: %d (hard %d)\n", l.Name, l.Cur, l.Max)
 		}
 		if n := spec.Limits.Processes; n > 0 {
-			fmt.Fprintf(&b, "processes: %d (pids cgroup; RLIMIT_NPROC when not root)\n", n)
+			fmt.Fprintf(&b, "processes: %d (pids cgroup where one can be made, else RLIMIT_NPROC)\n", n)
+		}
+		if m := spec.Limits.Memory; m > 0 {
+			fmt.Fprintf(&b, "memory: %d bytes for the whole sandbox (memory cgroup: tmpfs, shm and memfd pages count; refused without one)\n", m)
+		}
+		if d := spec.Limits.Disk; d > 0 {
+			fmt.Fprintf(&b, "disk: %d bytes added to the read_write paths (a watchdog samples them every %v and kills the sandbox past it)\n", d, diskInterval)
 		}
 		fmt.Fprintf(&b, "wall: %v (the whole pid namespace is killed)\noutput: %d bytes per stream\n", spec.Limits.Wall, spec.outputCap())
 	case "darwin":
-		if spec.Limits.Processes > 0 || spec.RequireLandlock {
-			b.WriteString("# refused on macOS: limits.processes and require_landlock cannot be enforced there\n")
+		if spec.Limits.Processes > 0 || spec.Limits.Memory > 0 || spec.RequireLandlock {
+			b.WriteString("# refused on macOS: limits.processes, limits.memory and require_landlock cannot be enforced there\n")
 		}
 		profile, _ := seatbeltProfile(spec)
 		b.WriteString("# Seatbelt profile (sandbox-exec -p)\n")
@@ -106,13 +121,22 @@ func Explain(spec *Spec, goos string, argv []string) (string, error) {
 			b.WriteString(displayQuote(a))
 		}
 		fmt.Fprintf(&b, "\n# limits\nrlimits: %v\nwall: %v (the process group is killed)\n", spec.rlimits(), spec.Limits.Wall)
+		if d := spec.Limits.Disk; d > 0 {
+			fmt.Fprintf(&b, "disk: %d bytes added to the read_write paths (watchdog)\n", d)
+		}
 	case "windows":
 		set, err := windowsPlan(spec, exe, argv)
 		if err != nil {
 			return "", err
 		}
+		if spec.Limits.FileSize > 0 {
+			b.WriteString("# refused on Windows: limits.file_size cannot be enforced there\n")
+		}
 		b.WriteString(set.String())
 		fmt.Fprintf(&b, "wall: %v (the job is terminated)\n", spec.Limits.Wall)
+		if d := spec.Limits.Disk; d > 0 {
+			fmt.Fprintf(&b, "disk: %d bytes added to the read_write paths (watchdog)\n", d)
+		}
 	default:
 		return "", fmt.Errorf("%w (%s); explain linux, darwin or windows", ErrUnsupported, goos)
 	}

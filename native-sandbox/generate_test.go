@@ -32,13 +32,18 @@ func testSpec() *Spec {
 func TestBwrapArgs(t *testing.T) {
 	spec := testSpec()
 	plan := &bwrapPlan{uid: 1000, gid: 1000, helperLibs: []string{"/lib64/ld-linux-x86-64.so.2", "/usr/lib/libc.so.6"}, rlimits: spec.rlimits(), absent: map[string]bool{}}
-	opts, cmd := bwrapArgs(spec, plan, "/usr/bin/git", []string{"git", "status"})
+	opts, cmd, sources := bwrapArgs(spec, plan, "/usr/bin/git", []string{"git", "status"})
+	if sources != nil {
+		t.Errorf("an unstaged plan lists staged sources: %q", sources)
+	}
 	joined := " " + strings.Join(opts, " ") + " "
 	for _, want := range []string{
 		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--disable-userns",
 		"--as-pid-1", "--die-with-parent", "--new-session", "--cap-drop ALL", "--clearenv",
 		"--proc /proc", "--dev /dev", "--seccomp 4", "--json-status-fd 5", "--block-fd 6", "--chdir /work/ws",
-		"--setenv LANG C", "--setenv TOKEN s3cret", "--setenv GOMAXPROCS 1",
+		"--setenv GOMAXPROCS 1", "--setenv GOGC off",
+		// /dev/shm a sized tmpfs, then /dev read-only; /tmp sized too.
+		"--dev /dev --size 67108864 --tmpfs /dev/shm --remount-ro /dev --size 67108864 --tmpfs /tmp",
 	} {
 		if !strings.Contains(joined, " "+want+" ") {
 			t.Errorf("bwrap options lack %q:\n%s", want, joined)
@@ -68,7 +73,7 @@ func TestBwrapArgs(t *testing.T) {
 	}
 	// A protected path that does not exist gets a read-only tmpfs.
 	plan.absent["/work/ws/.git"] = true
-	opts, _ = bwrapArgs(spec, plan, "/usr/bin/git", []string{"git", "status"})
+	opts, _, _ = bwrapArgs(spec, plan, "/usr/bin/git", []string{"git", "status"})
 	if j := strings.Join(opts, " "); !strings.Contains(j, "--tmpfs /work/ws/.git --remount-ro /work/ws/.git") {
 		t.Errorf("absent protected path: %s", j)
 	}
@@ -80,12 +85,14 @@ func TestBwrapArgs(t *testing.T) {
 	if err := json.Unmarshal([]byte(cmd[2]), &cfg); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.ReportFD != fdReport || !slices.Contains(cfg.Unset, "GOMAXPROCS") || !slices.Contains(cfg.Unset, "PWD") ||
+	if cfg.ReportFD != fdReport || cfg.EnvFD != fdEnv ||
 		cfg.Landlock == nil || !slices.Equal(cfg.Landlock.ReadWrite, []string{"/work/ws"}) {
 		t.Errorf("helper configuration: %+v", cfg)
 	}
-	if strings.Contains(cmd[2], "s3cret") {
-		t.Error("an environment value is on the command line, visible to ps")
+	// The tool's environment is neither the helper's (a dynamic loader
+	// would honour LD_PRELOAD in it) nor on the command line (ps).
+	if strings.Contains(cmd[2], "s3cret") || strings.Contains(joined, "s3cret") || strings.Contains(joined, "LANG") {
+		t.Errorf("the tool's environment is on bwrap's command line: %s %s", joined, cmd[2])
 	}
 	names := map[string]uint64{}
 	for _, r := range cfg.Rlimits {
@@ -234,7 +241,7 @@ func TestWindowsPlan(t *testing.T) {
 	if len(s.Capabilities) != 0 || !s.KillOnClose || s.AllowBreakaway {
 		t.Errorf("capabilities %v, kill on close %v, breakaway %v", s.Capabilities, s.KillOnClose, s.AllowBreakaway)
 	}
-	if s.ActiveProcesses != 8 || s.ProcessMemory != 256<<20 || s.ProcessCPU != 20_000_000 {
+	if s.ActiveProcesses != 8 || s.JobMemory != 256<<20 || s.ProcessCPU != 20_000_000 {
 		t.Errorf("job limits: %+v", s)
 	}
 	wantGrants := []string{`allow read C:\tools`, `allow write C:\Users\bob\work`, `deny write C:\Users\bob\work\.git`}

@@ -1,11 +1,12 @@
 package sandbox
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
-	"strings"
 )
 
 // helperArg is argv[1] of a binary re-executed as the sandbox helper.
@@ -39,6 +40,11 @@ func HelperMain() {
 		fmt.Println("sandboxed")
 		os.Exit(0)
 	}
+	if len(os.Args) >= 4 && os.Args[1] == stageArg {
+		// A launch by root: bind the sandbox's paths, drop to the tool's
+		// user, execute bwrap (stage_linux.go).
+		os.Exit(stageMain(os.Args[2:]))
+	}
 	if len(os.Args) < 5 || os.Args[1] != helperArg {
 		return
 	}
@@ -71,8 +77,11 @@ type helperConfig struct {
 	// ReportFD is where a setup failure is written; it is close-on-exec,
 	// so a successful exec leaves it empty.
 	ReportFD int `json:"report_fd"`
-	// Unset lists variables set for the helper only (Go runtime tuning).
-	Unset []string `json:"unset,omitempty"`
+	// EnvFD is where the helper reads the tool's environment (envBlock):
+	// the helper's own environment holds nothing of it, so a dynamic
+	// loader never sees the tool's LD_PRELOAD (or DYLD_INSERT_LIBRARIES)
+	// in the helper, and the values stay off the host's ps.
+	EnvFD int `json:"env_fd"`
 	// Rlimits are applied to the helper and inherited by the tool.
 	Rlimits []rlimit `json:"rlimits,omitempty"`
 	// Landlock, when present, is applied on Linux.
@@ -114,19 +123,42 @@ func (s *Spec) rlimits() []rlimit {
 	return out
 }
 
-// helperEnv removes the helper-only variables from env.
-func helperEnv(env []string, unset []string) []string {
-	out := env[:0:0]
-next:
+// envBlock encodes an environment for EnvFD: each NAME=value followed by a
+// NUL byte (neither may hold one; Validate checks).
+func envBlock(env []string) []byte {
+	var b []byte
 	for _, kv := range env {
-		for _, u := range unset {
-			if strings.HasPrefix(kv, u+"=") {
-				continue next
-			}
-		}
-		out = append(out, kv)
+		b = append(append(b, kv...), 0)
 	}
-	return out
+	return b
+}
+
+// maxEnvBlock bounds what the helper reads from EnvFD.
+const maxEnvBlock = 16 << 20
+
+// readEnv reads the tool's environment from fd and closes it.
+func readEnv(fd int) ([]string, error) {
+	f := os.NewFile(uintptr(fd), "env")
+	if f == nil {
+		return nil, fmt.Errorf("the environment descriptor %d is not open", fd)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxEnvBlock+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the tool's environment: %w", err)
+	}
+	if len(data) > maxEnvBlock {
+		return nil, fmt.Errorf("the tool's environment is over %d bytes", maxEnvBlock)
+	}
+	env := []string{}
+	for len(data) > 0 {
+		kv, rest, ok := bytes.Cut(data, []byte{0})
+		if !ok {
+			return nil, fmt.Errorf("the tool's environment is not NUL-terminated")
+		}
+		env, data = append(env, string(kv)), rest
+	}
+	return env, nil
 }
 
 // helperPath returns the binary to re-execute as the helper.

@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"fmt"
-	"os"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -19,6 +18,10 @@ var rlimitResources = map[string]int{
 // tool inherits, closes inherited descriptors and executes sandbox-exec.
 // It returns only on failure.
 func runHelper(cfg *helperConfig, exe string, argv []string) error {
+	env, err := readEnv(cfg.EnvFD)
+	if err != nil {
+		return err
+	}
 	for fd := 3; fd < 1024; fd++ {
 		unix.CloseOnExec(fd)
 	}
@@ -31,6 +34,6 @@ func runHelper(cfg *helperConfig, exe string, argv []string) error {
 			return fmt.Errorf("setrlimit %s: %w", l.Name, err)
 		}
 	}
-	err := syscall.Exec(exe, argv, helperEnv(os.Environ(), cfg.Unset))
+	err = syscall.Exec(exe, argv, env)
 	return fmt.Errorf("exec %s: %w", exe, err)
 }

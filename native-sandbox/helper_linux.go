@@ -27,6 +27,10 @@ func runHelper(cfg *helperConfig, exe string, argv []string) error {
 	// the restriction into the tool. The thread is never unlocked.
 	runtime.LockOSThread()
 
+	env, err := readEnv(cfg.EnvFD)
+	if err != nil {
+		return err
+	}
 	// Nothing but stdin, stdout and stderr reaches the tool.
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return fmt.Errorf("close_range: %w", err)
@@ -45,8 +49,7 @@ func runHelper(cfg *helperConfig, exe string, argv []string) error {
 			return err
 		}
 	}
-	env := helperEnv(os.Environ(), cfg.Unset)
-	err := syscall.Exec(exe, argv, env)
+	err = syscall.Exec(exe, argv, env)
 	return fmt.Errorf("exec %s: %w", exe, err)
 }
 

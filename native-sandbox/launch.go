@@ -47,6 +47,7 @@ const (
 	LimitProcesses Limit = "processes"
 	LimitFileSize  Limit = "file_size"
 	LimitOutput    Limit = "output"
+	LimitDisk      Limit = "disk"
 )
 
 // ErrUnsupported is returned by Launch and Check on a platform that has no
@@ -83,7 +84,23 @@ type options struct {
 	bwrap  string
 	helper string
 	stdin  io.Reader
+	user   *User
 }
+
+// User is a host user and group, by number.
+type User struct{ UID, GID int }
+
+// DefaultUser is the identity tools run as when the launcher runs as root:
+// nobody and nogroup on Debian and most Linux systems.
+var DefaultUser = User{UID: 65534, GID: 65534}
+
+// WithUser sets the host user and group the tool runs as when this process
+// runs as root (default DefaultUser). The launcher switches to it, with no
+// supplementary groups, before the sandbox is made, so that the kernel's
+// file permission checks see that user and not root; root (0) is refused.
+// A process that is not root runs tools as itself, and refuses a WithUser
+// naming anyone else. Windows refuses it: tools run in an AppContainer.
+func WithUser(u User) Option { return func(o *options) { o.user = &u } }
 
 // WithBwrap sets the bubblewrap binary (Linux). By default it is looked up
 // in /usr/bin, /usr/local/bin and then the PATH of this process.

@@ -26,7 +26,14 @@ func launch(ctx context.Context, spec *Spec, argv []string, o *options) (*Result
 	if err != nil {
 		return nil, err
 	}
-	if err := userNamespaces(); err != nil {
+	user, drop, err := launchUser(o)
+	if err != nil {
+		return nil, err
+	}
+	// bwrap always runs unprivileged now (as root, the launcher drops to the
+	// tool's user first), so the kernel must let unprivileged users make
+	// user namespaces, unless bwrap is setuid root and makes them itself.
+	if err := userNamespaces(!setuidRoot(bwrap)); err != nil {
 		return nil, err
 	}
 	if err := seccompAvailable(); err != nil {
@@ -49,46 +56,114 @@ func launch(ctx context.Context, spec *Spec, argv []string, o *options) (*Result
 	if err != nil {
 		return nil, err
 	}
-	plan := &bwrapPlan{uid: os.Getuid(), gid: os.Getgid(), helperLibs: libs, rlimits: spec.rlimits(), absent: map[string]bool{}}
-	if plan.uid == 0 {
-		// The tool never believes it is root; host root's files appear as
-		// its own.
-		plan.uid, plan.gid = 65534, 65534
-	}
+	plan := &bwrapPlan{uid: user.UID, gid: user.GID, helperLibs: libs, rlimits: spec.rlimits(), absent: map[string]bool{}}
 	for _, p := range spec.protectedPaths() {
 		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
 			plan.absent[p] = true
 		}
 	}
-	var cg *pidsCgroup
-	if n := spec.Limits.Processes; n > 0 {
-		// The kernel does not apply RLIMIT_NPROC to host root's processes,
-		// so as root the limit needs a pids cgroup; otherwise the rlimit
-		// counts the sandbox's own user (per user namespace since 5.14)
-		// and the cgroup, when there is one, adds a second fence.
-		cg, err = newPidsCgroup(n + 1) // + bwrap itself
-		if err != nil && os.Geteuid() == 0 {
-			return nil, refused("run agentrt where it can create a pids cgroup, or as a user other than root, or drop limits.processes",
-				"limits.processes cannot be enforced: running as root, where RLIMIT_NPROC does not apply, and %v", err)
+	var st *staging
+	if drop {
+		// bwrap executes the helper as the tool's user.
+		if fi, err := os.Stat(helper); err != nil || fi.Mode()&0o001 == 0 {
+			return nil, refused("make it executable by everyone (chmod o+x), as installed programs are",
+				"the helper %s is not executable by uid %d, which runs the sandbox", helper, user.UID)
 		}
-		if os.Geteuid() != 0 {
-			plan.rlimits = append(plan.rlimits, rlimit{Name: "nproc", Cur: uint64(n), Max: uint64(n)})
+		if st, err = newStaging(); err != nil {
+			return nil, err
 		}
+		defer st.remove()
+		plan.stage = st.dir
 	}
-	if cg != nil {
-		defer cg.remove()
+	// RLIMIT_NPROC counts the tool's own user in its own user namespace
+	// (since Linux 5.14; before, every process of that user on the host).
+	// The pids cgroup, where this process may make one, is exact and says
+	// when it refused a fork. The memory limit needs its cgroup: RLIMIT_AS
+	// alone leaves tmpfs, shm and memfd pages uncounted, so without one the
+	// launch is refused.
+	pidsMax := 0
+	if n := spec.Limits.Processes; n > 0 {
+		pidsMax = n + 1 // + bwrap itself
+	}
+	cg, pidsErr, memErr := newLaunchCgroups(pidsMax, spec.Limits.Memory)
+	defer cg.remove()
+	if memErr != nil {
+		return nil, refused("run agentrt where it may create a memory cgroup (as root with cgroup v1's memory controller, or in a cgroup v2 subtree that delegates memory), or drop limits.memory",
+			"limits.memory cannot be enforced: %v", memErr)
+	}
+	if n := spec.Limits.Processes; n > 0 && (pidsErr != nil || !drop) {
+		plan.rlimits = append(plan.rlimits, rlimit{Name: "nproc", Cur: uint64(n), Max: uint64(n)})
 	}
 	filter, _, err := seccompFilter()
 	if err != nil {
 		return nil, refused("", "building the seccomp filter: %v", err)
 	}
-	opts, command := bwrapArgs(spec, plan, exe, argv)
-	return runBwrap(ctx, spec, bwrap, opts, command, filter, helper, cg, o)
+	disk, err := measureDisk(spec)
+	if err != nil {
+		return nil, err
+	}
+	opts, command, sources := bwrapArgs(spec, plan, exe, argv)
+	run := &bwrapRun{bwrap: bwrap, opts: opts, command: command, filter: filter, helper: helper, cg: cg, disk: disk}
+	if drop {
+		run.stage = &stageConfig{UID: user.UID, GID: user.GID, Parent: os.Getpid(), Dir: st.dir, Sources: sources, Writable: spec.ReadWrite, ReportFD: fdReport}
+	}
+	return runBwrap(ctx, spec, run, o)
+}
+
+// bwrapRun is one launch's command lines and resources.
+type bwrapRun struct {
+	bwrap         string
+	opts, command []string
+	filter        []byte
+	helper        string
+	cg            *launchCgroups
+	disk          *diskLimits
+	// stage, for a launch by root, makes the launcher start stage 0
+	// (stage_linux.go), which executes bwrap as the tool's user.
+	stage *stageConfig
+}
+
+// staging is the directory stage 0 mounts its tmpfs of bind sources on.
+// On the host it stays an empty directory; the mounts exist only in stage
+// 0's private mount namespace.
+type staging struct{ dir string }
+
+func newStaging() (*staging, error) {
+	// /tmp, not $TMPDIR: bwrap reaches the directory as the tool's user,
+	// so every directory above it must let that user pass, and /tmp
+	// (1777) does where a private $TMPDIR would not.
+	if fi, err := os.Stat("/tmp"); err != nil || !fi.IsDir() || fi.Mode().Perm()&0o001 == 0 {
+		return nil, refused("make /tmp a directory everyone may enter (mode 1777)", "/tmp is not a directory every user may enter, and the sandbox stages its paths there")
+	}
+	dir, err := os.MkdirTemp("/tmp", "agentrt-stage-")
+	if err != nil {
+		return nil, refused("", "creating the staging directory: %v", err)
+	}
+	// The tool's user must pass through it to reach the sources (bwrap
+	// resolves them as that user); it cannot list it.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		os.Remove(dir)
+		return nil, refused("", "creating the staging directory: %v", err)
+	}
+	return &staging{dir: dir}, nil
+}
+
+func (s *staging) remove() { os.Remove(s.dir) }
+
+// setuidRoot reports whether the bwrap binary is setuid root.
+func setuidRoot(bwrap string) bool {
+	fi, err := os.Stat(bwrap)
+	if err != nil || fi.Mode()&os.ModeSetuid == 0 {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && st.Uid == 0
 }
 
 // runBwrap starts bwrap, holds the sandbox until it is in its cgroup, waits
 // for the end or kills the whole tree, and collects the result.
-func runBwrap(ctx context.Context, spec *Spec, bwrap string, opts, command []string, filter []byte, helper string, cg *pidsCgroup, o *options) (*Result, error) {
+func runBwrap(ctx context.Context, spec *Spec, r *bwrapRun, o *options) (*Result, error) {
+	bwrap, cg := r.bwrap, r.cg
 	var files []*os.File
 	defer func() {
 		for _, f := range files {
@@ -96,19 +171,24 @@ func runBwrap(ctx context.Context, spec *Spec, bwrap string, opts, command []str
 		}
 	}()
 	keep := func(f *os.File) *os.File { files = append(files, f); return f }
-	argsFile, err := memfd("bwrap-args", []byte(strings.Join(opts, "\x00")+"\x00"))
+	argsFile, err := memfd("bwrap-args", []byte(strings.Join(r.opts, "\x00")+"\x00"))
 	if err != nil {
 		return nil, err
 	}
 	keep(argsFile)
-	secFile, err := memfd("bwrap-seccomp", filter)
+	secFile, err := memfd("bwrap-seccomp", r.filter)
 	if err != nil {
 		return nil, err
 	}
 	keep(secFile)
-	helperFile, err := os.Open(helper)
+	envFile, err := memfd("sandbox-env", envBlock(spec.env(":")))
 	if err != nil {
-		return nil, refused("", "opening the helper %s: %v", helper, err)
+		return nil, err
+	}
+	keep(envFile)
+	helperFile, err := os.Open(r.helper)
+	if err != nil {
+		return nil, refused("", "opening the helper %s: %v", r.helper, err)
 	}
 	keep(helperFile)
 	var pipes [6]*os.File // status r/w, block r/w, report r/w
@@ -124,20 +204,33 @@ func runBwrap(ctx context.Context, spec *Spec, bwrap string, opts, command []str
 	stdout, stderr := &capture{max: spec.outputCap()}, &capture{max: spec.outputCap()}
 	cmd := &exec.Cmd{
 		Path:       bwrap,
-		Args:       append([]string{bwrap, "--args", strconv.Itoa(fdArgs), "--"}, command...),
+		Args:       append([]string{bwrap, "--args", strconv.Itoa(fdArgs), "--"}, r.command...),
 		Env:        []string{},
 		Stdin:      o.stdin,
 		Stdout:     stdout,
 		Stderr:     stderr,
-		ExtraFiles: []*os.File{argsFile, secFile, statusW, blockR, helperFile, reportW},
+		ExtraFiles: []*os.File{argsFile, secFile, statusW, blockR, helperFile, reportW, envFile},
 		// If this process dies, bwrap dies, and --die-with-parent takes the
 		// sandbox with it.
 		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
 		WaitDelay:   5 * time.Second,
 	}
+	if r.stage != nil {
+		// Stage 0 (this binary, as root, in a private mount namespace)
+		// binds the sources, drops to the tool's user and becomes bwrap:
+		// the same process, with the same descriptors.
+		cfg, _ := json.Marshal(r.stage)
+		cmd.Args = append([]string{r.helper, stageArg, string(cfg)}, cmd.Args...)
+		cmd.Path = r.helper
+		cmd.SysProcAttr.Unshareflags = syscall.CLONE_NEWNS
+	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
-		return nil, refused("", "starting %s: %v", bwrap, err)
+		hint := ""
+		if r.stage != nil {
+			hint = "as root, the launcher needs CAP_SYS_ADMIN for a private mount namespace; or run agentrt as an unprivileged user"
+		}
+		return nil, refused(hint, "starting %s: %v", cmd.Path, err)
 	}
 	statusW.Close()
 	blockR.Close()
@@ -188,7 +281,7 @@ func runBwrap(ctx context.Context, spec *Spec, bwrap string, opts, command []str
 			if pidfd, err = unix.PidfdOpen(pid, 0); err != nil {
 				pidfd = -1
 			}
-			if cg != nil {
+			if len(cg.dirs) > 0 {
 				if err := cg.add(cmd.Process.Pid, pid); err != nil {
 					// Usually bwrap failed and exited first; say why.
 					kill()
@@ -196,11 +289,12 @@ func runBwrap(ctx context.Context, spec *Spec, bwrap string, opts, command []str
 					if msg := strings.TrimSpace(stderr.buf.String()); msg != "" {
 						return nil, refused("run: agentrt sandbox check", "bwrap could not set up the sandbox: %s", msg)
 					}
-					return nil, refused("", "placing the sandbox in its pids cgroup: %v", err)
+					return nil, refused("", "placing the sandbox in its cgroups: %v", err)
 				}
 			}
 			// Release the sandbox: the helper starts now.
 			blockW.Write([]byte{1})
+			r.disk.start(kill)
 		}
 		blockW.Close()
 	case <-ctx.Done():
@@ -234,6 +328,7 @@ func runBwrap(ctx context.Context, spec *Spec, bwrap string, opts, command []str
 		waitPidfd(pidfd, 5*time.Second)
 	}
 	res.WallTime = time.Since(start)
+	r.disk.finish(res)
 	reportR.SetReadDeadline(time.Now().Add(time.Second))
 	report, _ := io.ReadAll(reportR)
 
@@ -275,8 +370,11 @@ func runBwrap(ctx context.Context, spec *Spec, bwrap string, opts, command []str
 	if res.TimedOut {
 		res.exceeded(LimitWall)
 	}
-	if cg != nil && cg.hitMax() {
+	if cg.pidsHitMax() {
 		res.exceeded(LimitProcesses)
+	}
+	if cg.oomKilled() {
+		res.exceeded(LimitMemory)
 	}
 	if res.Canceled {
 		return res, ctx.Err()
@@ -334,16 +432,20 @@ func findBwrap(explicit string) (string, error) {
 	return "", refused(hint, "bwrap (bubblewrap) is not installed")
 }
 
-// userNamespaces refuses when the kernel forbids unprivileged user
-// namespaces, with the setting that does it.
-func userNamespaces() error {
+// userNamespaces refuses when the kernel forbids user namespaces, or (when
+// bwrap makes them unprivileged) unprivileged ones, with the setting that
+// does it.
+func userNamespaces(unprivileged bool) error {
 	if v := readSysctl("/proc/sys/user/max_user_namespaces"); v == "0" {
 		return refused("allow them: sysctl -w user.max_user_namespaces=15000", "user namespaces are disabled (user.max_user_namespaces = 0)")
 	}
 	if _, err := os.Stat("/proc/self/ns/user"); err != nil {
 		return refused("use a kernel built with CONFIG_USER_NS", "this kernel has no user namespaces")
 	}
-	if os.Geteuid() != 0 {
+	if unprivileged {
+		// Debian's and Ubuntu's switches. bwrap runs as the tool's
+		// unprivileged user even when agentrt is root, so they apply to
+		// every launch: with them off, nothing runs.
 		if v := readSysctl("/proc/sys/kernel/unprivileged_userns_clone"); v == "0" {
 			return refused("allow them: sysctl -w kernel.unprivileged_userns_clone=1", "unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone = 0)")
 		}

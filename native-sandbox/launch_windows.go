@@ -96,6 +96,16 @@ func grant(sid *windows.SID, grants []aclGrant) error {
 // real Windows machine in this repository's CI; the settings it applies are
 // computed by windowsPlan, which is.
 func launch(ctx context.Context, spec *Spec, argv []string, o *options) (*Result, error) {
+	if _, _, err := launchUser(o); err != nil {
+		return nil, err
+	}
+	if spec.Limits.FileSize > 0 {
+		return nil, refused("drop limits.file_size on Windows (limits.disk bounds what the tool writes)", "limits.file_size cannot be enforced on Windows, which has no per-process file size limit")
+	}
+	disk, err := measureDisk(spec)
+	if err != nil {
+		return nil, err
+	}
 	exe, err := resolveExecutable(spec, argv[0], "windows", statFile)
 	if err != nil {
 		return nil, err
@@ -123,9 +133,9 @@ func launch(ctx context.Context, spec *Spec, argv []string, o *options) (*Result
 		info.BasicLimitInformation.LimitFlags |= windows.JOB_OBJECT_LIMIT_ACTIVE_PROCESS
 		info.BasicLimitInformation.ActiveProcessLimit = set.ActiveProcesses
 	}
-	if set.ProcessMemory > 0 {
-		info.BasicLimitInformation.LimitFlags |= windows.JOB_OBJECT_LIMIT_PROCESS_MEMORY
-		info.ProcessMemoryLimit = uintptr(set.ProcessMemory)
+	if set.JobMemory > 0 {
+		info.BasicLimitInformation.LimitFlags |= windows.JOB_OBJECT_LIMIT_JOB_MEMORY
+		info.JobMemoryLimit = uintptr(set.JobMemory)
 	}
 	if set.ProcessCPU > 0 {
 		info.BasicLimitInformation.LimitFlags |= windows.JOB_OBJECT_LIMIT_PROCESS_TIME
@@ -194,7 +204,7 @@ func launch(ctx context.Context, spec *Spec, argv []string, o *options) (*Result
 	si.StdInput, si.StdOutput, si.StdErr = inH, outW, errW
 	env := set.Env
 	sort.Strings(env)
-	block, err := envBlock(env)
+	block, err := windowsEnvBlock(env)
 	if err != nil {
 		return nil, err
 	}
@@ -242,6 +252,7 @@ func launch(ctx context.Context, spec *Spec, argv []string, o *options) (*Result
 	}
 
 	res := &Result{}
+	disk.start(func() { windows.TerminateJobObject(job, 1) })
 	done := make(chan struct{})
 	go func() {
 		windows.WaitForSingleObject(pi.Process, windows.INFINITE)
@@ -263,6 +274,7 @@ func launch(ctx context.Context, spec *Spec, argv []string, o *options) (*Result
 	windows.TerminateJobObject(job, 1)
 	wg.Wait()
 	res.WallTime = time.Since(start)
+	disk.finish(res)
 	var code uint32
 	windows.GetExitCodeProcess(pi.Process, &code)
 	res.ExitCode = int(code)
@@ -283,8 +295,8 @@ func launch(ctx context.Context, spec *Spec, argv []string, o *options) (*Result
 	return res, nil
 }
 
-// envBlock builds a CreateProcess environment block.
-func envBlock(env []string) (*uint16, error) {
+// windowsEnvBlock builds a CreateProcess environment block.
+func windowsEnvBlock(env []string) (*uint16, error) {
 	if len(env) == 0 {
 		return &[]uint16{0, 0}[0], nil
 	}

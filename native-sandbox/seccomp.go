@@ -29,6 +29,12 @@ var blockedSyscalls = []string{
 	// Mount topology and namespaces: the sandbox's own are final.
 	"mount", "umount2", "umount", "pivot_root", "chroot", "unshare", "setns",
 	"fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr",
+	// personality flags (READ_IMPLIES_EXEC, ADDR_NO_RANDOMIZE, MMAP_PAGE_ZERO)
+	// weaken the tool's own hardening and have served kernel exploits; the
+	// LDT is a classic x86 attack surface; mbind steers memory placement on
+	// NUMA nodes. No tool we run needs them (flatpak and Docker's default
+	// profile refuse them too), so there is no spec option to allow them.
+	"personality", "modify_ldt", "mbind",
 }
 
 // allowedSocketFamilies are the socket families a tool may create; any other

@@ -68,15 +68,29 @@ type Limits struct {
 	// Wall is the wall-clock time of the whole launch; when it passes, every
 	// process the tool started is killed. Required.
 	Wall time.Duration
-	// Memory is the address space of each process, in bytes.
+	// Memory bounds, in bytes, everything the sandbox holds in memory, all
+	// its processes together: anonymous memory, page cache, and the pages
+	// of its tmpfs (/tmp, /dev/shm) and memfds, which RLIMIT_AS never
+	// counts. Linux enforces it with a memory cgroup and refuses the launch
+	// where none can be made; Windows with the job's memory limit; macOS
+	// refuses it. Each process's address space (RLIMIT_AS) is capped at it
+	// too, so an allocation past it fails with ENOMEM first.
 	Memory int64
 	// Processes is the number of processes and threads alive at once.
 	Processes int
 	// Output is the number of bytes kept of each of stdout and stderr; the
 	// rest is read and discarded, and the cut is reported.
 	Output int64
-	// FileSize is the largest file the tool may write, in bytes.
+	// FileSize is the largest file the tool may write, in bytes
+	// (RLIMIT_FSIZE: a write past it fails with EFBIG, and SIGXFSZ ends any
+	// process but the first). A file of the tool's that reaches it is
+	// reported.
 	FileSize int64
+	// Disk is the most the tool may add to its read-write roots, all
+	// together, in bytes of disk allocated (so a sparse file counts what it
+	// holds, not its size). A watchdog samples the roots and kills the
+	// whole sandbox past it; see disk.go for the overshoot.
+	Disk int64
 }
 
 // SpecError is returned by Validate, Parse and Load when a spec is invalid.
@@ -117,6 +131,7 @@ type fileLimits struct {
 	Processes int    `yaml:"processes"`
 	Output    string `yaml:"output"`
 	FileSize  string `yaml:"file_size"`
+	Disk      string `yaml:"disk"`
 }
 
 // Load reads a spec file (YAML or JSON) and validates it.
@@ -168,6 +183,9 @@ func Parse(data []byte) (*Spec, error) {
 		return nil, err
 	}
 	if l.FileSize, err = parseSize("limits.file_size", f.Limits.FileSize); err != nil {
+		return nil, err
+	}
+	if l.Disk, err = parseSize("limits.disk", f.Limits.Disk); err != nil {
 		return nil, err
 	}
 	l.Processes = f.Limits.Processes
@@ -328,6 +346,10 @@ func (s *Spec) Validate() error {
 		return specErr("limits.output", "must not be negative")
 	case l.FileSize < 0:
 		return specErr("limits.file_size", "must not be negative")
+	case l.Disk < 0:
+		return specErr("limits.disk", "must not be negative")
+	case l.Disk > 0 && len(s.ReadWrite) == 0:
+		return specErr("limits.disk", "bounds what the tool writes in its read_write paths, and there are none; drop it or list them")
 	}
 	return nil
 }

@@ -16,14 +16,14 @@ workdir: /work/ws/src
 path: [/usr/bin]
 env: {LANG: C.UTF-8}
 network: none
-limits: {cpu: 1500ms, wall: 30s, memory: 512MiB, processes: 32, output: 64KiB, file_size: 2G}
+limits: {cpu: 1500ms, wall: 30s, memory: 512MiB, processes: 32, output: 64KiB, file_size: 2G, disk: 1GiB}
 require_landlock: true
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := s.Limits
-	if l.CPU != 1500*time.Millisecond || l.Wall != 30*time.Second || l.Memory != 512<<20 || l.Processes != 32 || l.Output != 64<<10 || l.FileSize != 2<<30 {
+	if l.CPU != 1500*time.Millisecond || l.Wall != 30*time.Second || l.Memory != 512<<20 || l.Processes != 32 || l.Output != 64<<10 || l.FileSize != 2<<30 || l.Disk != 1<<30 {
 		t.Errorf("limits: %+v", l)
 	}
 	if !s.RequireLandlock || !s.Network.None() || s.Env["LANG"] != "C.UTF-8" || s.workdir() != "/work/ws/src" {
@@ -65,6 +65,8 @@ func TestParseSpecErrors(t *testing.T) {
 		{"network: all\nlimits: {wall: 1s}", "network", "network: none"},
 		{"network: {allow: [example.com]}\nlimits: {wall: 1s}", "network.allow[0]", "not host:port"},
 		{"network: {deny: [x]}\nlimits: {wall: 1s}", "network", "unknown key"},
+		{"limits: {wall: 1s, disk: 1GiB}", "limits.disk", "there are none"},
+		{"read_write: [/w]\nlimits: {wall: 1s, disk: -1}", "limits.disk", "not a size"},
 	} {
 		_, err := Parse([]byte(tc.spec))
 		var se *SpecError

@@ -111,6 +111,11 @@ func main() {
 			return nil, fmt.Errorf("write-report: exit %d, files %v: %s", rep.Exit, rep.Files, rep.Stderr)
 		}
 		f := rep.Files[0]
+		if f.Unhashed != "" {
+			// The host hashes within the tool's limits.hash, never a
+			// file with holes, and not after the run was asked to stop.
+			return nil, fmt.Errorf("write-report: the host did not hash %s (%s)", f.Path, f.Unhashed)
+		}
 		s.Report = Report{Path: f.Path, Size: f.Size, SHA256: hex.EncodeToString(f.SHA256)}
 		agent.Logf("wrote %s: %d bytes, sha256 %s", f.Path, f.Size, s.Report.SHA256)
 		return s, nil

@@ -6,7 +6,10 @@ import "github.com/agentrt/agentrt/abi"
 // status, its output and the files it wrote, by hash.
 type ToolResult = abi.ToolRunResponse
 
-// ToolFile is a file a tool wrote in its read-write area.
+// ToolFile is a file a tool wrote in its read-write area: its path, size
+// and SHA-256, or, when the host did not hash it, Unhashed saying why
+// (abi.UnhashedSparse, abi.UnhashedLimit, abi.UnhashedStopped). Path holds
+// the name's bytes as the tool made them, which need not be UTF-8.
 type ToolFile = abi.ToolFile
 
 // Tool runs the native tool the grant registers as name with args, after

@@ -187,11 +187,20 @@ typedef struct agentrt_tool_request {
 } agentrt_tool_request_t;
 
 /* A file the tool created or changed in its read-write area. path is
- * relative to the tool's working directory when beneath it, else absolute. */
+ * relative to the tool's working directory when beneath it, else absolute.
+ * A file name is bytes: path_bytes says the name is not valid UTF-8, and
+ * path holds its bytes as they are (the host sends such a name as a byte
+ * string; it never holds a NUL).
+ * sha256 is the hash of its content (32 bytes), or empty when the host did
+ * not hash it; then unhashed says why: "sparse" (it has holes, which the
+ * host does not read), "hash" (the tool's hash limit was spent) or
+ * "stopped" (the run was stopped while the host hashed). */
 typedef struct agentrt_tool_file {
   agentrt_str_t path;
+  bool path_bytes;
   uint64_t size;
   agentrt_bytes_t sha256;
+  agentrt_str_t unhashed;
 } agentrt_tool_file_t;
 
 /* How a tool's run ended. Free with agentrt_tool_result_free. */
@@ -202,7 +211,7 @@ typedef struct agentrt_tool_result {
   agentrt_bytes_t stderr_data;
   bool stdout_truncated, stderr_truncated; /* cut at the output limit */
   bool timed_out;              /* the wall-clock limit passed; the tool was killed */
-  agentrt_str_t *limits;       /* limits run into: "wall", "cpu", "memory", "output", ... */
+  agentrt_str_t *limits;       /* limits run into: "wall", "cpu", "memory", "disk", "output", "hash", ... */
   size_t nlimits;
   agentrt_tool_file_t *files;  /* sorted by path */
   size_t nfiles;
@@ -1077,6 +1086,18 @@ static inline void agentrt_tool_result_free(agentrt_tool_result_t *res) {
   memset(res, 0, sizeof *res);
 }
 
+/* agentrt__rd_name reads a file name: a text string, or a byte string
+ * holding a name that is not UTF-8 (a UTF-8 one in a byte string is not
+ * canonical). */
+static inline bool agentrt__rd_name(agentrt__rd *r, agentrt_str_t *s, bool *raw) {
+  *raw = r->p < r->end && (r->p[0] >> 5) == 2;
+  if (!*raw) return agentrt__rd_text(r, s);
+  const uint8_t *d;
+  if (!agentrt__rd_string(r, 2, false, &d, &s->len) || agentrt__utf8(d, s->len)) return false;
+  s->data = (const char *)d;
+  return true;
+}
+
 /* agentrt__rd_files reads a non-empty list of tool-file maps (the field is
  * omitempty: absent when there are none). */
 static inline bool agentrt__rd_files(agentrt__rd *r, agentrt_tool_file_t **fs, size_t *n) {
@@ -1089,12 +1110,18 @@ static inline bool agentrt__rd_files(agentrt__rd *r, agentrt_tool_file_t **fs, s
   if (!*fs) return false;
   for (size_t i = 0; i < *n; i++) {
     size_t pairs;
+    agentrt_tool_file_t *f = &(*fs)[i];
+    /* path, size, then sha256 or (without a hash) unhashed. */
     if (!agentrt__rd_head(r, &mt, &a) || mt != 5 || a != 3) return false;
     pairs = 3;
-    if (!agentrt__rd_key(r, &pairs, "path") || !agentrt__rd_text(r, &(*fs)[i].path) ||
-        !agentrt__rd_key(r, &pairs, "size") || !agentrt__rd_uint(r, UINT64_MAX, &(*fs)[i].size) ||
-        !agentrt__rd_key(r, &pairs, "sha256") || !agentrt__rd_bytes(r, &(*fs)[i].sha256))
+    if (!agentrt__rd_key(r, &pairs, "path") || !agentrt__rd_name(r, &f->path, &f->path_bytes) ||
+        !agentrt__rd_key(r, &pairs, "size") || !agentrt__rd_uint(r, UINT64_MAX, &f->size))
       return false;
+    if (agentrt__rd_key(r, &pairs, "sha256")) {
+      if (!agentrt__rd_bytes(r, &f->sha256) || f->sha256.len != 32) return false;
+    } else if (!agentrt__rd_key(r, &pairs, "unhashed") || !agentrt__rd_text(r, &f->unhashed) || f->unhashed.len == 0) {
+      return false;
+    }
   }
   return true;
 }
@@ -1161,6 +1188,7 @@ static inline agentrt_status_t agentrt_tool_run(const agentrt_tool_request_t *re
   for (size_t i = 0; i < res->nfiles; i++) {
     agentrt__term_str(&res->files[i].path);
     agentrt__term_bytes(&res->files[i].sha256);
+    agentrt__term_str(&res->files[i].unhashed);
   }
   res->mem_ = out.body;
   return AGENTRT_STATUS_OK;

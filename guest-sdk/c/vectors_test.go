@@ -31,6 +31,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/internal/abivectors"
@@ -307,7 +308,7 @@ func render(op string, data []byte) (string, error) {
 		}
 		out = append(out, strconv.Itoa(len(r.Files)))
 		for _, f := range r.Files {
-			out = append(out, textTok(f.Path), strconv.FormatUint(f.Size, 10), viewTok(f.SHA256))
+			out = append(out, textTok(f.Path), strconv.FormatBool(!utf8.ValidString(f.Path)), strconv.FormatUint(f.Size, 10), viewTok(f.SHA256), textTok(f.Unhashed))
 		}
 	default:
 		return "", fmt.Errorf("no rendering for op %q", op)

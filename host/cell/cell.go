@@ -163,7 +163,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Cell, error) {
 	}
 	deps := host.Deps{Store: st, KV: st, Events: st, Key: key, Sink: c.sink, Nonces: st, Approver: opts.Approver,
 		Listeners: c.Listeners}
-	deps.Tools = host.ToolDeps{Workspaces: WorkDir(dir)}
+	deps.Tools = host.ToolDeps{Workspaces: WorkDir(dir), DataDir: dir}
 	if err = gateDeps(dir, opts, &deps); err == nil {
 		c.Host, err = host.New(eng, deps, host.Config{})
 	}

@@ -217,8 +217,10 @@ static void run(const char *op) {
     printf(" %zu", res.nfiles);
     for (size_t i = 0; i < res.nfiles; i++) {
       put_view(res.files[i].path.data, res.files[i].path.len);
+      put_bool(res.files[i].path_bytes);
       printf(" %" PRIu64, res.files[i].size);
       put_view(res.files[i].sha256.data, res.files[i].sha256.len);
+      put_view(res.files[i].unhashed.data, res.files[i].unhashed.len);
     }
     printf("\n");
     agentrt_tool_result_free(&res);

@@ -99,6 +99,11 @@ func main() {
 	case "tty":
 		f, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
 		closeReport(f, err)
+	case "ids":
+		groups, _ := unix.Getgroups()
+		ruid, euid, suid := unix.Getresuid()
+		rgid, egid, sgid := unix.Getresgid()
+		fmt.Printf("uid %d %d %d gid %d %d %d groups %v\n", ruid, euid, suid, rgid, egid, sgid, groups)
 	case "env":
 		for _, kv := range os.Environ() {
 			fmt.Println(kv)
@@ -236,6 +241,18 @@ func trySyscall(name string) {
 	case "tioclinux":
 		c := byte(0)
 		_, _, e = unix.Syscall(unix.SYS_IOCTL, 0, unix.TIOCLINUX, uintptr(unsafe.Pointer(&c)))
+	case "personality":
+		// ADDR_NO_RANDOMIZE: would turn off ASLR for what the tool execs.
+		_, _, e = unix.Syscall(unix.SYS_PERSONALITY, 0x0040000, 0, 0)
+	case "personality_query":
+		// 0xffffffff only reads the persona; it is refused all the same.
+		_, _, e = unix.Syscall(unix.SYS_PERSONALITY, 0xffffffff, 0, 0)
+	case "mbind":
+		// A zero-length range with MPOL_DEFAULT: 0 (or ENOSYS without NUMA)
+		// if allowed.
+		_, _, e = unix.Syscall6(unix.SYS_MBIND, 0, 0, 0, 0, 0, 0)
+	case "modify_ldt":
+		e = modifyLDT()
 	case "x32":
 		// getpid in the x32 ABI (__X32_SYSCALL_BIT | 39).
 		_, _, e = unix.Syscall(0x40000000|39, 0, 0, 0)

@@ -19,11 +19,13 @@ type Step struct {
 }
 
 // Outcome is what one call gave; Stdout repeats the result's stdout as
-// text, for scripts to match.
+// text, for scripts to match, and Names the files' paths as bytes (base64
+// in JSON, which would replace the bytes of a name that is not UTF-8).
 type Outcome struct {
 	Tool   string            `json:"tool"`
 	Err    string            `json:"err,omitempty"`
 	Stdout string            `json:"stdout,omitempty"`
+	Names  [][]byte          `json:"names,omitempty"`
 	Result *agent.ToolResult `json:"result,omitempty"`
 }
 
@@ -41,6 +43,9 @@ func main() {
 				o.Err = err.Error()
 			} else {
 				o.Stdout = string(r.Stdout)
+				for _, f := range r.Files {
+					o.Names = append(o.Names, []byte(f.Path))
+				}
 			}
 			out = append(out, o)
 		}
