@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -155,9 +154,9 @@ func (c *cli) followOnCell(ctx context.Context, target string, open func(*cell.C
 	if c.engine != "" {
 		return withHint(fmt.Errorf("--engine %s: the run executes in the cell daemon, on its engine", c.engine), "pick the daemon's engine when starting it: agentrt cell serve --engine %s", c.engine)
 	}
-	cl, err := cell.Dial(target)
+	cl, err := c.dial(target)
 	if err != nil {
-		return withHint(err, "name the daemon's socket (unix:DATA/agentrt.sock) or loopback address")
+		return err
 	}
 	start := time.Now()
 	st, err := open(cl)
@@ -251,7 +250,11 @@ func (c *cli) openShowing(ctx context.Context, quiet bool) (*cell.Cell, func(), 
 	}
 	srv := cell.NewServer(cl, cell.ServerOptions{ControlOnly: true, Logf: func(string, ...any) {}})
 	cl.AddSink(srv.Sink)
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	hs, err := srv.Endpoint(ln)
+	if err != nil {
+		ln.Close()
+		return cl, closeCell, nil
+	}
 	go hs.Serve(ln)
 	return cl, func() {
 		hs.Close()
