@@ -416,3 +416,58 @@ func TestCancelAndResumeThroughTheDaemon(t *testing.T) {
 	}
 	f.replayed(t, data, run)
 }
+
+// TestRunRefusesAModuleOverTheLimitBeforeReadingIt: agentrt run, local or
+// with --cell, stats the module first: a 64 GiB sparse file is refused at
+// once with the limit named (not read whole, not badger's error with a hex
+// dump), and so are a FIFO (which would block) and a symlink to /dev/zero
+// (which would never end). The refusal comes before the cell is dialed.
+func TestRunRefusesAModuleOverTheLimitBeforeReadingIt(t *testing.T) {
+	bin := buildCLI(t)
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.wasm")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte("\x00asm\x01\x00\x00\x00"))
+	if err := f.Truncate(64 << 30); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	fifo := filepath.Join(dir, "fifo.wasm")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	zero := filepath.Join(dir, "zero.wasm")
+	if err := os.Symlink("/dev/zero", zero); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		module string
+		want   []string
+	}{
+		{big, []string{"agentrt: error: module " + big + ": module over the cell's limit of 32 MiB (it is 68719476736 bytes)", "hint: a cell takes modules of up to 32 MiB"}},
+		{fifo, []string{"is not a regular file but a named pipe", "hint: give the path of a .wasm file"}},
+		{zero, []string{"is not a regular file but a device"}},
+	} {
+		for _, cellFlag := range [][]string{nil, {"--cell", "unix:" + filepath.Join(dir, "no.sock")}, {"--cell", "http://127.0.0.1:1"}} {
+			args := append([]string{"--data", filepath.Join(dir, "data"), "run", tc.module}, cellFlag...)
+			cmd := exec.Command(bin, args...)
+			cmd.Env = append(os.Environ(), cell.EnvAPIToken+"="+strings.Repeat("a", 64))
+			start := time.Now()
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("%v: accepted\n%s", args, out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("%v:\n%s\nwant %q", args, out, w)
+				}
+			}
+			if d := time.Since(start); d > 10*time.Second {
+				t.Errorf("%v took %s: the module was read", args, d)
+			}
+		}
+	}
+}

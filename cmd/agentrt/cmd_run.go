@@ -61,7 +61,7 @@ command then detaches from the run, which goes on in the cell.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			code, err := os.ReadFile(args[0])
+			code, err := readModule(args[0])
 			if err != nil {
 				return err
 			}
@@ -125,6 +125,56 @@ command then detaches from the run, which goes on in the cell.`,
 	f.StringVar(&target, "cell", "", "submit the run to a cell daemon (unix:DATA/agentrt.sock or http://127.0.0.1:PORT) and follow it")
 	c.engineFlag(cmd)
 	return cmd
+}
+
+// readModule reads a module file, refusing what no cell takes before
+// reading it whole: a file that is not regular (a FIFO would block, a
+// device never end) or one over cell.MaxModule, which the store could not
+// keep and a submission could not carry.
+func readModule(path string) ([]byte, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, withHint(fmt.Errorf("module %s is not a regular file but %s", path, fileKind(info.Mode())), "give the path of a .wasm file")
+	}
+	tooBig := func(n int64) error {
+		return withHint(fmt.Errorf("module %s: %w (it is %d bytes)", path, cell.ErrModuleTooLarge, n), "%s", cell.Hint(cell.ErrModuleTooLarge))
+	}
+	if info.Size() > cell.MaxModule {
+		return nil, tooBig(info.Size())
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	// The file may have been swapped or grown since the stat: read no
+	// more than the limit and one byte.
+	code, err := io.ReadAll(io.LimitReader(f, cell.MaxModule+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(code) > cell.MaxModule {
+		return nil, tooBig(int64(len(code)))
+	}
+	return code, nil
+}
+
+// fileKind names what a file that is not regular is.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	}
+	return "a special file"
 }
 
 // heldByDaemon returns the address of the cell daemon that holds the data

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentrt/agentrt/capability"
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/journal"
 )
@@ -331,6 +332,14 @@ func (s *Server) handler() http.Handler {
 // its input).
 const MaxSubmission = 64 << 20
 
+// MaxModule is the largest module a cell takes, through the API or from
+// agentrt run: its base64 in a submission stays well within MaxSubmission,
+// and the store keeps it as one value.
+const MaxModule = 32 << 20
+
+// ErrModuleTooLarge is returned for a module over MaxModule.
+var ErrModuleTooLarge = fmt.Errorf("module over the cell's limit of %d MiB", MaxModule>>20)
+
 // CellInfo answers GET /v1/cell.
 type CellInfo struct {
 	Cell        string   `json:"cell"`
@@ -402,10 +411,14 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			writeError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("submission: over %d MiB: %w", MaxSubmission>>20, err),
-				fmt.Sprintf("a submission is at most %d MiB", MaxSubmission>>20))
+				fmt.Sprintf("a submission is at most %d MiB, its module at most %d MiB", MaxSubmission>>20, MaxModule>>20))
 			return
 		}
 		writeError(w, http.StatusBadRequest, fmt.Errorf("submission: %w", err), `send {"module": BASE64, "input": BASE64, "grant": "YAML text"}`)
+		return
+	}
+	if len(sub.Module) > MaxModule {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("submission: %w (this one is %d bytes)", ErrModuleTooLarge, len(sub.Module)), "")
 		return
 	}
 	spec := host.RunSpec{Code: sub.Module, Name: sub.Name, Input: sub.Input, Token: sub.Token}
@@ -500,15 +513,23 @@ func (sw *streamWriter) follow(ctx context.Context, live chan StreamLine, since 
 	}
 }
 
-// startErrorCode maps why a run could not start to a status: the
-// submitter's fault (a bad module, a missing capability) or the cell's.
+// startErrorCode maps why a run could not start, resume or stop to a
+// status: the submitter's fault (a bad module, a missing capability, a
+// malformed or refused token), a conflict with the run's state or with a
+// request racing this one, or the cell's.
 func startErrorCode(err error) int {
 	var le *host.LinkError
 	var held *journal.HeldError
+	var ce *capability.Error
 	switch {
 	case errors.As(err, &le), errors.Is(err, host.ErrNotWasm):
 		return http.StatusUnprocessableEntity
-	case errors.Is(err, host.ErrFinished), errors.Is(err, host.ErrActive), errors.As(err, &held):
+	case errors.As(err, &ce):
+		if errors.Is(ce.Class, capability.ErrDecode) || errors.Is(ce.Class, capability.ErrNonCanonical) {
+			return http.StatusBadRequest
+		}
+		return http.StatusForbidden
+	case errors.Is(err, host.ErrFinished), errors.Is(err, host.ErrActive), errors.As(err, &held), errors.Is(err, journal.ErrConflict):
 		return http.StatusConflict
 	case errors.Is(err, journal.ErrNotFound):
 		return http.StatusNotFound
@@ -701,6 +722,10 @@ func Hint(err error) string {
 		return "add the missing capabilities to the grant"
 	case errors.Is(err, host.ErrNotWasm):
 		return "submit a wasm module (agentrt build DIR -o agent.wasm)"
+	case errors.Is(err, journal.ErrConflict):
+		return "another request changed the run at the same moment; see how it stands (GET /v1/runs/RUN) and ask again"
+	case errors.Is(err, ErrModuleTooLarge):
+		return fmt.Sprintf("a cell takes modules of up to %d MiB; strip its debug sections (Go: -ldflags='-s -w'), or split the agent", MaxModule>>20)
 	}
 	return ""
 }

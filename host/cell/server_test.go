@@ -3,6 +3,7 @@ package cell_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/capability"
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/host/cell"
 	"github.com/agentrt/agentrt/internal/testutil"
@@ -277,11 +279,12 @@ func TestControlOnlyServesNoSubmissions(t *testing.T) {
 }
 
 // TestRawRequests sends what a client library would not: unknown fields,
-// broken JSON, a body over the limit, an unknown
+// broken JSON, a body over the limit, a module over the limit, an unknown
 // run, paths ServeMux would clean or redirect, other methods, bodies where
 // none belongs. Each gets its status and a JSON error; none a redirect.
 func TestRawRequests(t *testing.T) {
 	a := serveAPI(t, t.TempDir(), cell.ServerOptions{})
+	bigModule, _ := json.Marshal(cell.Submission{Module: make([]byte, cell.MaxModule+1)})
 	for _, tc := range []struct {
 		method, path string
 		header       map[string]string
@@ -292,6 +295,7 @@ func TestRawRequests(t *testing.T) {
 		{"POST", "/v1/runs", nil, []byte(`{"module": "AGFzbQ==", "moduel": 1}`), 400, `unknown field \"moduel\"`},
 		{"POST", "/v1/runs", nil, []byte(`{"module": `), 400, "submission: unexpected EOF"},
 		{"POST", "/v1/runs", nil, bytes.Repeat([]byte(" "), cell.MaxSubmission+1), 413, "submission: over 64 MiB"},
+		{"POST", "/v1/runs", nil, bigModule, 413, "module over the cell's limit of 32 MiB (this one is 33554433 bytes)"},
 		{"GET", "/v1/runs/ffffffffffffffffffffffffffffffff", nil, nil, 404, "not found"},
 		{"GET", "/v1/runs/xyz", nil, nil, 400, "run id"},
 		{"POST", "/v1/runs/last/cancel", nil, nil, 404, "no runs yet"},
@@ -609,6 +613,140 @@ func TestAPITokenFile(t *testing.T) {
 	}
 	if _, err := cell.DialWith("http://127.0.0.1:1", cell.DialOptions{Token: "xyz"}); !errors.Is(err, cell.ErrBadAPIToken) {
 		t.Fatalf("a malformed token given: %v", err)
+	}
+}
+
+// TestSubmittedTokensGet400Or403: a capability token that does not decode
+// is the submitter's malformed request (400), one that decodes but that
+// verification refuses (another issuer) is forbidden (403); never a 500.
+func TestSubmittedTokensGet400Or403(t *testing.T) {
+	a := serveAPI(t, t.TempDir(), cell.ServerOptions{})
+	code := testutil.BuildGo(t, "host/testdata/agents/smoke")
+	_, other, _ := ed25519.GenerateKey(nil)
+	now := time.Now()
+	foreign, err := capability.Issue(other, capability.Claims{NotBefore: now.Add(-time.Minute), Expires: now.Add(time.Hour),
+		Caps: capability.Caps{Run: &capability.Unit{}, KV: &capability.KV{Namespaces: []string{"smoke"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		token []byte
+		code  int
+		want  string
+	}{
+		{"garbage", []byte("garbage"), http.StatusBadRequest, "malformed token"},
+		{"empty CBOR array", []byte{0x80}, http.StatusBadRequest, "malformed token"},
+		{"truncated", foreign[:len(foreign)-5], http.StatusBadRequest, "malformed token"},
+		{"another issuer", foreign, http.StatusForbidden, "untrusted root"},
+	} {
+		_, err := a.tcp.Submit(context.Background(), cell.Submission{Module: code, Token: tc.token})
+		var re *cell.RemoteError
+		if !errors.As(err, &re) || re.Code != tc.code || !strings.Contains(re.Error(), tc.want) {
+			t.Errorf("%s: %v, want %d with %q", tc.name, err, tc.code, tc.want)
+		}
+	}
+}
+
+// TestConcurrentCancelAndResumeAnswer409: a cancel and a resume of the same
+// stopped run (drained: running, executing nowhere), sent at once, race
+// for its journal; each answers 200/202, or 409 when the other moved the
+// run on first, never 500 "append conflict".
+func TestConcurrentCancelAndResumeAnswer409(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, cell.ModesFile), []byte("rules:\n  - {name: ask, op: kv.put, effect: ask}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := serveAPI(t, dir, cell.ServerOptions{Approvals: cell.NewApprovals()})
+	code := testutil.BuildGo(t, "host/testdata/agents/smoke")
+	run, err := a.tcp.Submit(ctx, cell.Submission{Module: code, Input: []byte("x"), Grant: smokeGrant})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := journal.ParseRunID(run)
+	waitFor := func(what string, ok func(cell.RunInfo) bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if ri, err := a.tcp.Run(ctx, run); err == nil && ok(ri) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the run never %s", what)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	parked := func(ri cell.RunInfo) bool { return len(ri.Waiting) == 1 }
+	statuses := map[string]int{}
+	for i := 0; i < 30; i++ {
+		waitFor("parked", parked)
+		// Stop it where a killed daemon would leave it: running, live
+		// nowhere.
+		if err := a.cell.Host.Drain(ctx); err != nil {
+			t.Fatal(err)
+		}
+		waitFor("stopped", func(ri cell.RunInfo) bool { return !ri.Live })
+		var wg sync.WaitGroup
+		paths := []string{"/cancel", "/resume", "/cancel", "/resume"}
+		codes := make([]int, len(paths))
+		bodies := make([]string, len(paths))
+		for j, path := range paths {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				codes[j], _, bodies[j] = a.raw(t, "POST", "/v1/runs/"+run+path, nil, nil)
+			}()
+		}
+		wg.Wait()
+		for j, path := range paths {
+			statuses[fmt.Sprintf("%s %d", path, codes[j])]++
+			want := http.StatusOK
+			if path == "/resume" {
+				want = http.StatusAccepted
+			}
+			if codes[j] != want && codes[j] != http.StatusConflict {
+				t.Fatalf("round %d: cancel and resume at once answered %v: %q", i, codes, bodies)
+			}
+			if codes[j] == http.StatusConflict {
+				statuses[jsonError(t, bodies[j]).Error]++
+			}
+		}
+		// Whatever won, the run is resumable; put it back to parked.
+		if !a.cell.Host.Live(id) {
+			if _, err := a.tcp.Resume(ctx, run); err != nil {
+				t.Fatalf("round %d: resume after the race: %v", i, err)
+			}
+		}
+	}
+	t.Logf("outcomes over 30 rounds: %v", statuses)
+}
+
+// TestStatusOfEachLifecycleError: the errors of starting, resuming and
+// stopping a run map to the status that says whose fault it is, however
+// deeply wrapped; a lost race for the journal is a conflict, not a fault
+// of the cell.
+func TestStatusOfEachLifecycleError(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		code int
+	}{
+		{fmt.Errorf("host: resume r: %w", journal.ErrConflict), http.StatusConflict},
+		{fmt.Errorf("host: cancel r: %w", journal.ErrConflict), http.StatusConflict},
+		{fmt.Errorf("%w: r", host.ErrActive), http.StatusConflict},
+		{fmt.Errorf("%w: r ended completed", host.ErrFinished), http.StatusConflict},
+		{fmt.Errorf("host: token: %w", &capability.Error{Class: capability.ErrDecode, Link: -1}), http.StatusBadRequest},
+		{fmt.Errorf("host: token: %w", &capability.Error{Class: capability.ErrNonCanonical, Link: 0}), http.StatusBadRequest},
+		{fmt.Errorf("host: token: %w", &capability.Error{Class: capability.ErrSignature, Link: 1}), http.StatusForbidden},
+		{fmt.Errorf("host: token: %w", &capability.Error{Class: capability.ErrReplay, Link: 0}), http.StatusForbidden},
+		{fmt.Errorf("host: %w", host.ErrNotWasm), http.StatusUnprocessableEntity},
+		{fmt.Errorf("x: %w", journal.ErrNotFound), http.StatusNotFound},
+		{errors.New("disk on fire"), http.StatusInternalServerError},
+	} {
+		if got := cell.StartErrorCode(tc.err); got != tc.code {
+			t.Errorf("%v: %d, want %d", tc.err, got, tc.code)
+		}
 	}
 }
 
