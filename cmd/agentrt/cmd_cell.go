@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentrt/agentrt/host/cell"
+	"github.com/agentrt/agentrt/internal/termtext"
 	"github.com/spf13/cobra"
 )
 
@@ -67,7 +69,9 @@ them with agentrt cancel RUN.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			logger := log.New(c.stderr, "agentrt cell: ", log.LstdFlags)
+			// The daemon's log names what guests chose (resources, errors):
+			// escaped, none of it acts on the terminal it is read on.
+			logger := log.New(lineWriter{c.stderr}, "agentrt cell: ", log.LstdFlags)
 			approvals := cell.NewApprovals()
 			cl, err := c.open(context.Background(), cell.Options{Approver: approvals})
 			if err != nil {
@@ -203,6 +207,17 @@ RUN is a run id, a unique prefix of one, or "last" for the newest run.`,
 	return cmd
 }
 
+// lineWriter writes each log line escaped as one line: a guest's text in
+// a message can neither act on the terminal nor begin a line of its own.
+type lineWriter struct{ w io.Writer }
+
+func (l lineWriter) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(l.w, termtext.Line(strings.TrimSuffix(string(p), "\n"))+"\n"); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
 // closeAll closes listeners not served yet.
 func closeAll(lns []net.Listener) {
 	for _, ln := range lns {
@@ -310,7 +325,7 @@ prefix of one, or "last"; --step names the call when the run has several.`,
 					fmt.Fprintln(c.stderr, "no call is waiting for approval")
 				}
 				for _, a := range waiting {
-					fmt.Fprintf(c.stdout, "%s\tstep %d\t%s %s %s\trule %q\n", a.RunID, a.Step, a.Op, a.Method, a.Resource, a.Rule)
+					fmt.Fprintf(c.stdout, "%s\tstep %d\t%s %s %s\trule %s\n", a.RunID, a.Step, a.Op, termtext.Quote(a.Method), termtext.Quote(a.Resource), termtext.Quote(a.Rule))
 				}
 				return nil
 			}

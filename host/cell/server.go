@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -167,9 +168,16 @@ func NewServer(c *Cell, opts ServerOptions) *Server {
 			// The resource and the method come from the guest: quoted,
 			// they cannot carry terminal control sequences into the
 			// daemon's log or a follower's terminal.
-			s.logf("run %s step %d (%s %q) waits for approval", a.Run, a.Step, a.Op, a.Resource)
+			what := a.Op
+			if a.Method != "" {
+				what += " " + strconv.Quote(a.Method)
+			}
+			if a.Resource != "" {
+				what += " " + strconv.Quote(a.Resource)
+			}
+			s.logf("run %s step %d (%s) waits for approval", a.Run, a.Step, what)
 			s.publish(a.Run, StreamLine{Time: time.Now().UTC(), Kind: EventApproval,
-				Data: fmt.Sprintf("step %d (%s %q %q) waits for approval (permission mode rule %q)", a.Step, a.Op, a.Method, a.Resource, a.Rule)})
+				Data: fmt.Sprintf("step %d (%s) waits for approval (permission mode rule %q)", a.Step, what, a.Rule)})
 		}
 		s.approvals.mu.Unlock()
 	}
