@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -45,7 +46,10 @@ func (c *cli) terminalApprover() host.Approver {
 	if u, err := user.Current(); err == nil {
 		who = "terminal:" + u.Username
 	}
-	return &termApprover{in: in, out: out, who: who, styled: os.Getenv("TERM") != "dumb"}
+	// A Windows console shows SGR only in VT mode, which agentrt does not
+	// turn on; a dumb terminal never does.
+	styled := os.Getenv("TERM") != "dumb" && runtime.GOOS != "windows"
+	return &termApprover{in: in, out: out, who: who, styled: styled}
 }
 
 // Approve asks one question at a time and waits for a line typed after
@@ -57,13 +61,7 @@ func (a *termApprover) Approve(ctx context.Context, ap host.Approval) (bool, str
 	if a.styled {
 		banner = "\x1b[0;7m agentrt \x1b[0m"
 	}
-	what := ap.Op
-	if ap.Method != "" {
-		what += " " + termtext.Quote(ap.Method)
-	}
-	if ap.Resource != "" {
-		what += " " + termtext.Quote(ap.Resource)
-	}
+	what := describeCall(ap.Op, ap.Method, ap.Resource)
 	// A fresh line first: the guest's last line may be unfinished.
 	fmt.Fprintf(a.out, "\r\n%s approval needed: run %s, step %d (permission mode rule %s)\r\n%s   %s\r\n%s allow it? [y/N] ",
 		banner, ap.Run, ap.Step, termtext.Quote(ap.Rule), banner, what, banner)
@@ -85,4 +83,18 @@ func (a *termApprover) Approve(ctx context.Context, ap host.Approval) (bool, str
 		fmt.Fprint(a.out, "\r\n")
 		return false, "", ctx.Err()
 	}
+}
+
+// describeCall names a parked call for the operator: its op, and its
+// method and resource quoted (they come from the guest, and quoted they
+// show every control character escaped).
+func describeCall(op, method, resource string) string {
+	what := op
+	if method != "" {
+		what += " " + termtext.Quote(method)
+	}
+	if resource != "" {
+		what += " " + termtext.Quote(resource)
+	}
+	return what
 }

@@ -553,7 +553,11 @@ func TestAgentCannotDriveItsCell(t *testing.T) {
 		t.Fatalf("the victim after the attack: %+v %v, want its call still waiting", v, err)
 	}
 
-	// The operator answers: on TCP with the token, then on the socket.
+	// The operator lists what waits, and answers: on TCP with the token,
+	// then on the socket.
+	if out, err := f.cmd(data, "approve", "--list").CombinedOutput(); err != nil || !strings.Contains(string(out), victim+"\tstep 4\tkv.put \"smoke\"\trule \"ask-writes\"") {
+		t.Fatalf("agentrt approve --list: %v\n%s", err, out)
+	}
 	tok, err := os.ReadFile(cell.APITokenPath(data))
 	if err != nil {
 		t.Fatal(err)

@@ -325,7 +325,7 @@ prefix of one, or "last"; --step names the call when the run has several.`,
 					fmt.Fprintln(c.stderr, "no call is waiting for approval")
 				}
 				for _, a := range waiting {
-					fmt.Fprintf(c.stdout, "%s\tstep %d\t%s %s %s\trule %s\n", a.RunID, a.Step, a.Op, termtext.Quote(a.Method), termtext.Quote(a.Resource), termtext.Quote(a.Rule))
+					fmt.Fprintf(c.stdout, "%s\tstep %d\t%s\trule %s\n", a.RunID, a.Step, describeCall(a.Op, a.Method, a.Resource), termtext.Quote(a.Rule))
 				}
 				return nil
 			}
