@@ -16,7 +16,9 @@ require (
 
 require (
 	github.com/bytecodealliance/wasmtime-go/v39 v39.0.1
+	github.com/creack/pty v1.1.24
 	golang.org/x/mod v0.43.0
+	golang.org/x/term v0.48.0
 )
 
 require golang.org/x/text v0.44.0 // indirect

@@ -3,20 +3,29 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/examples/crawler/site"
+	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/host/cell"
 	"github.com/agentrt/agentrt/internal/testutil"
 	"github.com/agentrt/agentrt/journal"
@@ -69,9 +78,9 @@ type daemon struct {
 }
 
 // serve starts a daemon on data and waits until its API answers.
-func (f *cellFixture) serve(t *testing.T, data string) *daemon {
+func (f *cellFixture) serve(t *testing.T, data string, flags ...string) *daemon {
 	t.Helper()
-	d := &daemon{cmd: f.cmd(data, "cell", "serve"), log: &bytes.Buffer{}, exited: make(chan error, 1)}
+	d := &daemon{cmd: f.cmd(data, append([]string{"cell", "serve"}, flags...)...), log: &bytes.Buffer{}, exited: make(chan error, 1)}
 	d.cmd.Stderr = &syncWriter{w: d.log}
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -99,6 +108,16 @@ func (f *cellFixture) serve(t *testing.T, data string) *daemon {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// tcpAddr returns the loopback address the daemon said it listens on.
+func (d *daemon) tcpAddr(t *testing.T) string {
+	t.Helper()
+	m := regexp.MustCompile(`and on http://(127\.0\.0\.1:[0-9]+) `).FindStringSubmatch(d.logText())
+	if m == nil {
+		t.Fatalf("the daemon named no TCP address:\n%s", d.logText())
+	}
+	return m[1]
 }
 
 func (d *daemon) logText() string {
@@ -415,4 +434,240 @@ func TestCancelAndResumeThroughTheDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.replayed(t, data, run)
+}
+
+// daemonFixture is what the API attack tests share: the CLI, one
+// compilation cache, and the agents they run.
+func daemonFixture(t *testing.T) (*cellFixture, map[string]string) {
+	t.Helper()
+	f := &cellFixture{bin: buildCLI(t), cache: t.TempDir()}
+	modules := map[string]string{}
+	dir := t.TempDir()
+	for name, src := range map[string]string{"hostile": "cmd/agentrt/testdata/agents/hostile", "smoke": "host/testdata/agents/smoke"} {
+		modules[name] = filepath.Join(dir, name+".wasm")
+		if err := os.WriteFile(modules[name], testutil.BuildGo(t, src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f, modules
+}
+
+// step is one step of the hostile agent (testdata/agents/hostile).
+type step struct {
+	Op      string            `json:"op"`
+	Method  string            `json:"method,omitempty"`
+	URL     string            `json:"url,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+	Body    string            `json:"body,omitempty"`
+	Text    string            `json:"text,omitempty"`
+	Key     string            `json:"key,omitempty"`
+}
+
+const smokeGrantYAML = "capabilities:\n  run: {}\n  kv: {namespace: smoke}\n"
+
+// TestAgentCannotDriveItsCell is the review's attack, end to end: a real
+// agent with the crawler's grant (http to 127.0.0.1, any port) runs in a
+// real `agentrt cell serve --listen 127.0.0.1:PORT` and, through its http
+// capability, submits a run with a grant it wrote itself (a tool that
+// writes a host directory), guesses the token, reads the cell's identity,
+// and approves another run's parked call under a name it chose. None of
+// its calls succeeds: each is the API's 401 naming the token file (today),
+// or refused by the http capability before it leaves (once egress to the
+// cell's own listeners is denied); no run is created and the other run's
+// call still waits. The operator then answers that call through both
+// listeners, and the journal names each approver by the credential: the
+// API token's fingerprint, the socket peer's user.
+func TestAgentCannotDriveItsCell(t *testing.T) {
+	f, modules := daemonFixture(t)
+	data := t.TempDir()
+	if err := os.WriteFile(filepath.Join(data, cell.ModesFile), []byte("rules:\n  - {name: ask-writes, op: kv.put, effect: ask}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := f.serve(t, data, "--listen", "127.0.0.1:0")
+	addr := d.tcpAddr(t)
+	ctx := context.Background()
+	smoke, err := os.ReadFile(modules["smoke"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim, err := d.client.Submit(ctx, cell.Submission{Module: smoke, Name: "smoke.wasm", Input: []byte("x"), Grant: smokeGrantYAML})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parked := func(ri cell.RunInfo) bool { return len(ri.Waiting) == 1 }
+	d.waitFor(t, victim, "parked", parked)
+
+	// What the agent wants run: a tool that tees into a host directory.
+	evil, _ := json.Marshal(cell.Submission{Module: []byte("\x00asm\x01\x00\x00\x00"), Name: "evil.wasm",
+		Grant: "capabilities:\n  run: {}\n  tool: {tools: [{name: w, exec: /usr/bin/tee, args: {positional: [{pattern: '.*'}]}, write: [/], limits: {wall: 5s}}]}\n"})
+	asJSON := map[string]string{"Content-Type": "application/json"}
+	guess := map[string]string{"Content-Type": "application/json", "Authorization": "Bearer " + strings.Repeat("0", 64)}
+	base := "http://" + addr
+	steps := []step{
+		{Op: "http", Method: "POST", URL: base + "/v1/runs", Headers: asJSON, Body: string(evil)},
+		{Op: "http", Method: "POST", URL: base + "/v1/runs?follow=1", Headers: guess, Body: string(evil)},
+		{Op: "http", Method: "GET", URL: base + "/v1/cell"},
+		{Op: "http", Method: "GET", URL: base + "/v1/runs/" + victim},
+		{Op: "http", Method: "POST", URL: base + "/v1/runs/" + victim + "/approve", Headers: asJSON, Body: `{"approve": true, "by": "operator"}`},
+		{Op: "http", Method: "POST", URL: base + "/v1/runs/" + victim + "/approve", Headers: guess, Body: `{"approve": true}`},
+		{Op: "http", Method: "POST", URL: base + "/v1/runs/" + victim + "/cancel"},
+	}
+	input, _ := json.Marshal(steps)
+	crawlerGrant := filepath.Join(testutil.RepoRoot(), "examples/crawler/grant.yaml")
+	cmd := f.cmd(data, "run", "--cell", base, modules["hostile"], "--grant", crawlerGrant, "-q", "--json", "--input", string(input))
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("the hostile agent's run: %v\n%s\n%s", err, out, d.logText())
+	}
+	var ri cell.RunInfo
+	var results []string
+	if err := json.Unmarshal(out, &ri); err != nil || ri.Status != journal.StatusCompleted || json.Unmarshal(ri.Output, &results) != nil || len(results) != len(steps) {
+		t.Fatalf("the hostile agent's run: %s (%v)", out, err)
+	}
+	seen401 := 0
+	for i, r := range results {
+		switch {
+		case strings.HasPrefix(r, "status "):
+			// The API's own layer: today's outcome, the http capability
+			// reaching the listener.
+			if !strings.HasPrefix(r, "status 401 ") || !strings.Contains(r, cell.APITokenFile) {
+				t.Errorf("step %d (%s %s): %s; want 401 naming %s", i, steps[i].Method, steps[i].URL, r, cell.APITokenFile)
+			}
+			seen401++
+		case strings.HasPrefix(r, "error ") && strings.Contains(r, "denied"):
+			// Egress to the cell's listeners refused before it left.
+		default:
+			t.Errorf("step %d (%s %s): %s; want a 401 or a denial", i, steps[i].Method, steps[i].URL, r)
+		}
+	}
+	t.Logf("%d of %d calls reached the API and got 401; the rest were denied by the http capability", seen401, len(steps))
+
+	runs, err := d.client.Runs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 2 || (runs[0].RunID != ri.RunID && runs[1].RunID != ri.RunID) {
+		t.Fatalf("the cell holds %d runs, want the victim and the hostile agent only: %+v", len(runs), runs)
+	}
+	if v, err := d.client.Run(ctx, victim); err != nil || !parked(v) || v.Status != journal.StatusRunning {
+		t.Fatalf("the victim after the attack: %+v %v, want its call still waiting", v, err)
+	}
+
+	// The operator lists what waits, and answers: on TCP with the token,
+	// then on the socket.
+	if out, err := f.cmd(data, "approve", "--list").CombinedOutput(); err != nil || !strings.Contains(string(out), victim+"\tstep 4\tkv.put \"smoke\"\trule \"ask-writes\"") {
+		t.Fatalf("agentrt approve --list: %v\n%s", err, out)
+	}
+	tok, err := os.ReadFile(cell.APITokenPath(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(bytes.TrimSpace(tok))
+	tokenWho := "token:api#" + hex.EncodeToString(sum[:4])
+	if out, err := f.cmd(data, "approve", victim, "--cell", base).CombinedOutput(); err != nil || !strings.Contains(string(out), "approved by "+tokenWho) {
+		t.Fatalf("agentrt approve --cell %s: %v\n%s", base, err, out)
+	}
+	d.waitFor(t, victim, "parked again", func(ri cell.RunInfo) bool { return parked(ri) && ri.Waiting[0].Step > 4 })
+	me, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	unixWho := fmt.Sprintf("unix:%s(uid %d)", me.Username, os.Geteuid())
+	if out, err := f.cmd(data, "approve", victim, "--deny").CombinedOutput(); err != nil || !strings.Contains(string(out), "denied by "+unixWho) {
+		t.Fatalf("agentrt approve --deny: %v\n%s", err, out)
+	}
+	if end := d.waitEnd(t, victim); end.Status != journal.StatusFailed {
+		t.Fatalf("the victim ended %s, want failed (its write was denied)", end.Status)
+	}
+	if err := d.term(t); err != nil {
+		t.Fatal(err)
+	}
+	st, err := badgerstore.Open(cell.StoreDir(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	id, _ := journal.ParseRunID(victim)
+	var approvers []string
+	journal.ReadEntries(ctx, st, id, func(e *journal.Entry, _ *journal.Record) error {
+		var g host.GateRecord
+		if len(e.Gate) > 0 && abi.Unmarshal(e.Gate, &g) == nil && g.Mode == "ask" {
+			approvers = append(approvers, fmt.Sprintf("%v:%s", g.Approved, g.Approver))
+		}
+		return nil
+	})
+	if want := []string{"true:" + tokenWho, "false:" + unixWho}; !slices.Equal(approvers, want) {
+		t.Fatalf("the journal's gate records name %q, want %q", approvers, want)
+	}
+}
+
+// TestDaemonRefusesBrowsersAndGuesses sends to a real daemon's TCP
+// listener what a web page or a local process without the token can: a
+// cross-origin text/plain POST of a submission, a request with a rebound
+// Host, no token, a wrong token. Each gets its refusal; no run is created.
+func TestDaemonRefusesBrowsersAndGuesses(t *testing.T) {
+	f, modules := daemonFixture(t)
+	data := t.TempDir()
+	d := f.serve(t, data, "--listen", "127.0.0.1:0")
+	addr := d.tcpAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	tok, err := os.ReadFile(cell.APITokenPath(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := os.Stat(cell.APITokenPath(data)); err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("the token file: %v %v, want mode 0600", info.Mode(), err)
+	}
+	smoke, _ := os.ReadFile(modules["smoke"])
+	sub, _ := json.Marshal(cell.Submission{Module: smoke, Grant: smokeGrantYAML})
+	bearer := "Bearer " + string(bytes.TrimSpace(tok))
+	for _, tc := range []struct {
+		name   string
+		header map[string]string
+		host   string
+		code   int
+		want   string
+	}{
+		{"cross-origin text/plain POST", map[string]string{"Origin": "http://evil.example", "Content-Type": "text/plain"}, "", 403, "Origin header"},
+		{"cross-origin text/plain POST with the token", map[string]string{"Origin": "http://evil.example", "Content-Type": "text/plain", "Authorization": bearer}, "", 403, "Origin header"},
+		{"rebound Host with the token", map[string]string{"Content-Type": "application/json", "Authorization": bearer}, "evil.example:" + port, 403, "is not this listener's"},
+		{"no token", map[string]string{"Content-Type": "application/json"}, "", 401, cell.APITokenFile},
+		{"wrong token", map[string]string{"Content-Type": "application/json", "Authorization": "Bearer " + strings.Repeat("1", 64)}, "", 401, cell.APITokenFile},
+	} {
+		req, _ := http.NewRequest("POST", "http://"+addr+"/v1/runs", bytes.NewReader(sub))
+		for k, v := range tc.header {
+			req.Header.Set(k, v)
+		}
+		if tc.host != "" {
+			req.Host = tc.host
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body bytes.Buffer
+		body.ReadFrom(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.code || !strings.Contains(body.String(), tc.want) {
+			t.Errorf("%s: %d %s, want %d with %q", tc.name, resp.StatusCode, body.String(), tc.code, tc.want)
+		}
+	}
+	if runs, err := d.client.Runs(context.Background()); err != nil || len(runs) != 0 {
+		t.Fatalf("refused requests created runs: %+v %v", runs, err)
+	}
+	// The token's holder gets through, by the CLI, which finds the token
+	// in the data directory.
+	out, err := f.cmd(data, "run", "--cell", "http://"+addr, modules["smoke"], "--grant", writeTemp(t, smokeGrantYAML), "-q", "--input", "hi").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "input=hi") {
+		t.Fatalf("agentrt run --cell http://%s: %v\n%s", addr, err, out)
+	}
+}
+
+func writeTemp(t *testing.T, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

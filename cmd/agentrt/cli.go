@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/host/cell"
+	"github.com/agentrt/agentrt/internal/termtext"
 	"github.com/agentrt/agentrt/internal/wasmbuild"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/journal/badgerstore"
@@ -30,6 +31,8 @@ type cli struct {
 	// engine is the WebAssembly engine of the cell a command opens
 	// (--engine).
 	engine string
+	// printer shows the events of the run a command executes here.
+	printer *eventPrinter
 }
 
 // hinted is an error with a suggested fix, printed on its own line.
@@ -68,9 +71,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if errors.As(err, &ee) {
 		return ee.code
 	}
-	fmt.Fprintf(stderr, "agentrt: error: %v\n", err)
+	// An error may carry what a guest wrote (its error, a function name
+	// in a trap's stack): escaped, it cannot act on the terminal.
+	fmt.Fprintf(stderr, "agentrt: error: %s\n", termtext.Line(err.Error()))
 	if h := hintFor(err); h != "" {
-		fmt.Fprintf(stderr, "hint: %s\n", h)
+		fmt.Fprintf(stderr, "hint: %s\n", termtext.Line(h))
 	}
 	return 1
 }

@@ -4,16 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
-	"os/user"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/agentrt/agentrt/host/cell"
+	"github.com/agentrt/agentrt/internal/termtext"
 	"github.com/spf13/cobra"
 )
 
@@ -35,9 +37,19 @@ func (c *cli) cellServeCmd() *cobra.Command {
 		Use:   "serve",
 		Short: "Serve the cell API: submit, list, inspect, cancel and resume runs, stream their events",
 		Long: `Run the cell as a long-lived host. It serves the cell API (JSON over HTTP,
-documented in host/cell/API.md) on the unix socket DATA/agentrt.sock, readable
-by this user only, and with --listen also on a loopback TCP address. The API
-has no authentication of its own: it is never served beyond this machine.
+documented in host/cell/API.md) on the unix socket DATA/agentrt.sock, which
+only this user can open (and root; a peer of any other uid is refused), and
+with --listen also on a loopback TCP address.
+
+On TCP every request must carry the cell's API token, which the daemon writes
+to DATA/api.token (mode 0600, created once and reused; delete it and restart
+to rotate it): "Authorization: Bearer $(cat DATA/api.token)". agentrt finds
+it there (--data) or in $AGENTRT_API_TOKEN. Any local process can reach a
+loopback port, agents granted http to 127.0.0.1 and web pages included: a
+request without the token is 401, and a request a browser would send (an
+Origin header, a Host that is not the listener's own address, a body that is
+not JSON) is refused whatever it carries. The API is never served beyond
+this machine.
 
 On start the cell resumes every run it owned that had not ended and was not
 cancelled: runs of a daemon that was killed, or drained at shutdown.
@@ -51,12 +63,15 @@ Submit runs with agentrt run --cell unix:DATA/agentrt.sock MODULE.wasm, cancel
 them with agentrt cancel RUN.`,
 		Example: `  agentrt cell serve
   agentrt cell serve --listen 127.0.0.1:7070
-  curl --unix-socket ~/.local/share/agentrt/agentrt.sock http://cell/v1/runs`,
+  curl --unix-socket ~/.local/share/agentrt/agentrt.sock http://cell/v1/runs
+  curl -H "Authorization: Bearer $(cat ~/.local/share/agentrt/api.token)" http://127.0.0.1:7070/v1/runs`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			logger := log.New(c.stderr, "agentrt cell: ", log.LstdFlags)
+			// The daemon's log names what guests chose (resources, errors):
+			// escaped, none of it acts on the terminal it is read on.
+			logger := log.New(lineWriter{c.stderr}, "agentrt cell: ", log.LstdFlags)
 			approvals := cell.NewApprovals()
 			cl, err := c.open(context.Background(), cell.Options{Approver: approvals})
 			if err != nil {
@@ -69,6 +84,7 @@ them with agentrt cancel RUN.`,
 				return withHint(err, "pick a data directory with a shorter path (--data)")
 			}
 			lns = append(lns, sock)
+			opts := cell.ServerOptions{Logf: logger.Printf, Approvals: approvals}
 			if listen != "" {
 				ln, err := cell.ListenLoopback(listen)
 				if err != nil {
@@ -78,17 +94,29 @@ them with agentrt cancel RUN.`,
 				lns = append(lns, ln)
 				// No agent of this cell may reach its own API.
 				defer cl.Listeners.Add("the cell API", ln.Addr())()
+				if opts.APIToken, err = cell.LoadOrCreateAPIToken(cl.Dir); err != nil {
+					closeAll(lns)
+					return withHint(err, "the TCP listener needs the API token in %s", cell.APITokenPath(cl.Dir))
+				}
 			}
-			srv := cell.NewServer(cl, cell.ServerOptions{Logf: logger.Printf, Approvals: approvals})
+			srv := cell.NewServer(cl, opts)
 			cl.AddSink(srv.Sink)
-			hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
-			serveErr := make(chan error, len(lns))
+			var servers []*http.Server
 			for _, ln := range lns {
-				go func() { serveErr <- hs.Serve(ln) }()
+				hs, err := srv.Endpoint(ln)
+				if err != nil {
+					closeAll(lns)
+					return err
+				}
+				servers = append(servers, hs)
+			}
+			serveErr := make(chan error, len(lns))
+			for i, ln := range lns {
+				go func() { serveErr <- servers[i].Serve(ln) }()
 			}
 			logger.Printf("cell %x serving on unix:%s", cl.Public(), sock.Addr())
 			if len(lns) > 1 {
-				logger.Printf("and on http://%s", lns[1].Addr())
+				logger.Printf("and on http://%s (requests carry the token in %s)", lns[1].Addr(), cell.APITokenPath(cl.Dir))
 			}
 			runs, err := srv.Recover(ctx)
 			if err != nil {
@@ -108,8 +136,10 @@ them with agentrt cancel RUN.`,
 			derr := srv.Shutdown(dctx)
 			sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer scancel()
-			if err := hs.Shutdown(sctx); err != nil {
-				hs.Close()
+			for _, hs := range servers {
+				if err := hs.Shutdown(sctx); err != nil {
+					hs.Close()
+				}
 			}
 			if derr != nil {
 				return fmt.Errorf("drain: %w (the runs still going resume from their journals on the next start)", derr)
@@ -118,7 +148,7 @@ them with agentrt cancel RUN.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&listen, "listen", "", "also serve the API on this loopback address (127.0.0.1:PORT)")
+	cmd.Flags().StringVar(&listen, "listen", "", "also serve the API on this loopback address (127.0.0.1:PORT), to clients with the token in DATA/"+cell.APITokenFile)
 	c.engineFlag(cmd)
 	cmd.Flags().DurationVar(&drain, "drain-timeout", 30*time.Second, "how long a shutdown waits for runs to reach a step boundary")
 	return cmd
@@ -179,11 +209,52 @@ RUN is a run id, a unique prefix of one, or "last" for the newest run.`,
 	return cmd
 }
 
+// lineWriter writes each log line escaped as one line: a guest's text in
+// a message can neither act on the terminal nor begin a line of its own.
+type lineWriter struct{ w io.Writer }
+
+func (l lineWriter) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(l.w, termtext.Line(strings.TrimSuffix(string(p), "\n"))+"\n"); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// closeAll closes listeners not served yet.
+func closeAll(lns []net.Listener) {
+	for _, ln := range lns {
+		ln.Close()
+	}
+}
+
+// dial returns a client for target; an http:// target takes the API token
+// from $AGENTRT_API_TOKEN, else from the data directory in use.
+func (c *cli) dial(target string) (*cell.Client, error) {
+	var opts cell.DialOptions
+	if strings.HasPrefix(target, "http://") && os.Getenv(cell.EnvAPIToken) == "" {
+		dir, err := c.data()
+		if err != nil {
+			return nil, err
+		}
+		opts.DataDir = dir
+	}
+	cl, err := cell.DialWith(target, opts)
+	switch {
+	case errors.Is(err, cell.ErrNoAPIToken):
+		return nil, withHint(err, "a daemon listening on TCP writes its token to DATA/%s: name its data directory with --data, or set $%s", cell.APITokenFile, cell.EnvAPIToken)
+	case errors.Is(err, cell.ErrBadAPIToken):
+		return nil, withHint(err, "the token is the 64 hex digits the daemon wrote to DATA/%s", cell.APITokenFile)
+	case err != nil:
+		return nil, withHint(err, "name the daemon's socket (unix:DATA/agentrt.sock) or loopback address (http://127.0.0.1:PORT)")
+	}
+	return cl, nil
+}
+
 // cellClient returns a client for target, or for the data directory's
 // socket when target is empty and the socket exists; nil when neither.
 func (c *cli) cellClient(target string) (*cell.Client, error) {
 	if target != "" {
-		return cell.Dial(target)
+		return c.dial(target)
 	}
 	dir, err := c.data()
 	if err != nil {
@@ -217,7 +288,7 @@ func remoteHint(err error) error {
 
 func (c *cli) approveCmd() *cobra.Command {
 	var (
-		target, by string
+		target     string
 		step       uint64
 		deny, list bool
 	)
@@ -228,6 +299,11 @@ func (c *cli) approveCmd() *cobra.Command {
 "ask" for it, and the run executing in a cell daemon (agentrt cell serve) is
 parked until someone answers. The answer and who gave it are journaled with
 the call. With --deny the call is refused (the agent gets a denied error).
+
+Who answered is named by the cell from the credential the answer came with,
+never by the answer itself: on the unix socket, the user the kernel reports
+for this process ("unix:alice(uid 1000)"); on TCP, the API token
+("token:api#" and the first 8 hex digits of the token's SHA-256).
 
 agentrt approve --list lists the calls waiting. RUN is a run id, a unique
 prefix of one, or "last"; --step names the call when the run has several.`,
@@ -251,17 +327,11 @@ prefix of one, or "last"; --step names the call when the run has several.`,
 					fmt.Fprintln(c.stderr, "no call is waiting for approval")
 				}
 				for _, a := range waiting {
-					fmt.Fprintf(c.stdout, "%s\tstep %d\t%s %s %s\trule %q\n", a.RunID, a.Step, a.Op, a.Method, a.Resource, a.Rule)
+					fmt.Fprintf(c.stdout, "%s\tstep %d\t%s\trule %s\n", a.RunID, a.Step, describeCall(a.Op, a.Method, a.Resource), termtext.Quote(a.Rule))
 				}
 				return nil
 			}
-			if by == "" {
-				by = "cli"
-				if u, err := user.Current(); err == nil {
-					by = u.Username
-				}
-			}
-			a, err := cl.Approve(ctx, args[0], cell.Answer{Step: step, Approve: !deny, By: by})
+			a, err := cl.Approve(ctx, args[0], cell.Answer{Step: step, Approve: !deny})
 			if err != nil {
 				return remoteHint(err)
 			}
@@ -269,7 +339,7 @@ prefix of one, or "last"; --step names the call when the run has several.`,
 			if deny {
 				verb = "denied"
 			}
-			fmt.Fprintf(c.stdout, "run %s step %d (%s) %s\n", a.RunID, a.Step, a.Op, verb)
+			fmt.Fprintf(c.stdout, "run %s step %d (%s) %s by %s\n", a.RunID, a.Step, a.Op, verb, a.Approver)
 			return nil
 		},
 	}
@@ -278,6 +348,5 @@ prefix of one, or "last"; --step names the call when the run has several.`,
 	f.Uint64Var(&step, "step", 0, "the step of the call to answer (default: the run's only waiting call)")
 	f.BoolVar(&deny, "deny", false, "refuse the call instead of approving it")
 	f.BoolVar(&list, "list", false, "list the calls waiting for approval")
-	f.StringVar(&by, "by", "", "who answers, as journaled (default: this user's name)")
 	return cmd
 }

@@ -7,13 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/host/cell"
+	"github.com/agentrt/agentrt/internal/termtext"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/journal/badgerstore"
 	"github.com/spf13/cobra"
@@ -53,10 +53,23 @@ verification.
 Every call then passes the cell's policy (the platform defaults and the
 customer's Cedar policies in DATA/policies or --policies) and the permission
 modes (DATA/modes.yaml or --modes): a mode that asks is answered at this
-terminal; without one, an ask is a no.
+terminal (below); without one, an ask is a no.
 
 The guest's stdout, stderr and log lines are shown on stderr as they happen,
-and the output on stdout at the end. agentrt cancel RUN, from another terminal,
+and the output on stdout at the end. Everything the guest wrote is shown with
+terminal control characters escaped (ESC as \x1b, a bidi override as
+\u202e): a guest cannot move the cursor, hide text, retitle the window or
+write the clipboard. The output on stdout is escaped when stdout is a
+terminal and exact when it goes to a file or a pipe; agentrt logs --raw
+prints the exact bytes of the rest.
+
+A run is interactive when stdin and stderr are both terminals: a permission
+mode that asks is then asked at the controlling terminal (/dev/tty), on its
+own lines, marked in reverse video, apart from the guest's output, and the
+answer is read from there (what was typed before the prompt appeared is
+dropped). Otherwise (cron, nohup, systemd, </dev/null) the run is
+unattended: an ask is a no, and the customer policies that say
+context.mode == "unattended" apply. agentrt cancel RUN, from another terminal,
 stops the run at its next step boundary; agentrt resume RUN continues it.
 
 With --cell, or when a cell daemon (agentrt cell serve) holds the data
@@ -67,7 +80,7 @@ command then detaches from the run, which goes on in the cell.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			code, err := os.ReadFile(args[0])
+			code, err := readModule(args[0])
 			if err != nil {
 				return err
 			}
@@ -139,6 +152,56 @@ command then detaches from the run, which goes on in the cell.`,
 	return cmd
 }
 
+// readModule reads a module file, refusing what no cell takes before
+// reading it whole: a file that is not regular (a FIFO would block, a
+// device never end) or one over cell.MaxModule, which the store could not
+// keep and a submission could not carry.
+func readModule(path string) ([]byte, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, withHint(fmt.Errorf("module %s is not a regular file but %s", path, fileKind(info.Mode())), "give the path of a .wasm file")
+	}
+	tooBig := func(n int64) error {
+		return withHint(fmt.Errorf("module %s: %w (it is %d bytes)", path, cell.ErrModuleTooLarge, n), "%s", cell.Hint(cell.ErrModuleTooLarge))
+	}
+	if info.Size() > cell.MaxModule {
+		return nil, tooBig(info.Size())
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	// The file may have been swapped or grown since the stat: read no
+	// more than the limit and one byte.
+	code, err := io.ReadAll(io.LimitReader(f, cell.MaxModule+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(code) > cell.MaxModule {
+		return nil, tooBig(int64(len(code)))
+	}
+	return code, nil
+}
+
+// fileKind names what a file that is not regular is.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	}
+	return "a special file"
+}
+
 // heldByDaemon returns the address of the cell daemon that holds the data
 // directory when err says another process holds it and that process is a
 // daemon; "" otherwise.
@@ -166,9 +229,9 @@ func (c *cli) followOnCell(ctx context.Context, target string, open func(*cell.C
 	if c.engine != "" {
 		return withHint(fmt.Errorf("--engine %s: the run executes in the cell daemon, on its engine", c.engine), "pick the daemon's engine when starting it: agentrt cell serve --engine %s", c.engine)
 	}
-	cl, err := cell.Dial(target)
+	cl, err := c.dial(target)
 	if err != nil {
-		return withHint(err, "name the daemon's socket (unix:DATA/agentrt.sock) or loopback address")
+		return err
 	}
 	start := time.Now()
 	st, err := open(cl)
@@ -176,6 +239,8 @@ func (c *cli) followOnCell(ctx context.Context, target string, open func(*cell.C
 		return remoteHint(err)
 	}
 	defer st.Close()
+	printer := newEventPrinter(c.stderr, false)
+	defer printer.flush()
 	var run string
 	for {
 		l, err := st.Next()
@@ -195,17 +260,20 @@ func (c *cli) followOnCell(ctx context.Context, target string, open func(*cell.C
 				fmt.Fprintf(c.stderr, "run %s executing in %s\n", run, target)
 			}
 		case l.End != nil && l.End.Status.Finished():
+			printer.flush()
 			return c.reportRemote(*l.End, start, asJSON)
 		case l.End != nil || l.Stopped != "":
 			why := l.Stopped
 			if why == "" {
 				why = "it is " + string(l.End.Status)
 			}
-			return withHint(fmt.Errorf("run %s stopped before its end: %s", run, why), "continue it with: agentrt resume %s", run)
+			printer.flush()
+			return withHint(fmt.Errorf("run %s stopped before its end: %s", run, termtext.Line(why)), "continue it with: agentrt resume %s", run)
 		case l.Kind == cell.EventApproval:
-			fmt.Fprintf(c.stderr, "agentrt: %s\n  answer with: agentrt approve %s [--deny] --cell %s\n", l.Data, run, target)
+			printer.flush()
+			fmt.Fprintf(c.stderr, "agentrt: %s\n  answer with: agentrt approve %s [--deny] --cell %s\n", termtext.Line(l.Data), run, target)
 		case !quiet:
-			printEvent(c.stderr, host.Event{Kind: l.Kind, Level: l.Level, Data: []byte(l.Data)})
+			printer.print(host.Event{Kind: l.Kind, Level: l.Level, Data: []byte(l.Data)})
 		}
 	}
 }
@@ -214,23 +282,20 @@ func (c *cli) followOnCell(ctx context.Context, target string, open func(*cell.C
 func (c *cli) reportRemote(ri cell.RunInfo, start time.Time, asJSON bool) error {
 	failed := ri.Status != journal.StatusCompleted
 	if asJSON {
-		if err := json.NewEncoder(c.stdout).Encode(ri); err != nil {
+		if err := c.printJSON(ri); err != nil {
 			return err
 		}
 	} else {
 		fmt.Fprintf(c.stderr, "run %s %s: %d calls in %s\n", ri.RunID, ri.Status, ri.Steps, time.Since(start).Round(time.Millisecond))
 		if failed {
-			fmt.Fprintf(c.stderr, "agentrt: error: %s\n", ri.Error)
+			fmt.Fprintf(c.stderr, "agentrt: error: %s\n", termtext.Line(ri.Error))
 		} else {
 			out := []byte(ri.Output)
 			var s string
 			if ri.OutputText && json.Unmarshal(out, &s) == nil {
 				out = []byte(s)
 			}
-			c.stdout.Write(out)
-			if len(out) > 0 && out[len(out)-1] != '\n' {
-				fmt.Fprintln(c.stdout)
-			}
+			c.printOutput(out)
 		}
 	}
 	if failed {
@@ -245,13 +310,21 @@ func (c *cli) reportRemote(ri cell.RunInfo, start time.Time, asJSON bool) error 
 // func closes both.
 func (c *cli) openShowing(ctx context.Context, quiet bool) (*cell.Cell, func(), error) {
 	var sink func(host.Event)
+	printer := newEventPrinter(c.stderr, false)
 	if !quiet {
-		sink = func(e host.Event) { printEvent(c.stderr, e) }
+		sink = printer.print
 	}
-	cl, err := c.open(ctx, cell.Options{Sink: sink, Approver: terminalApprover(c.stdin, c.stderr)})
+	opts := cell.Options{Sink: sink}
+	// Only a person at a terminal can be asked; the policy context says
+	// "interactive" exactly when there is an approver to ask.
+	if a := c.terminalApprover(); a != nil {
+		opts.Approver = a
+	}
+	cl, err := c.open(ctx, opts)
 	if err != nil {
 		return nil, nil, err
 	}
+	c.printer = printer
 	closeCell := func() { cl.Close(context.WithoutCancel(ctx)) }
 	// Without the socket (a data directory path too long for one) the run
 	// goes on; only agentrt cancel cannot reach it.
@@ -262,7 +335,11 @@ func (c *cli) openShowing(ctx context.Context, quiet bool) (*cell.Cell, func(), 
 	}
 	srv := cell.NewServer(cl, cell.ServerOptions{ControlOnly: true, Logf: func(string, ...any) {}})
 	cl.AddSink(srv.Sink)
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	hs, err := srv.Endpoint(ln)
+	if err != nil {
+		ln.Close()
+		return cl, closeCell, nil
+	}
 	go hs.Serve(ln)
 	return cl, func() {
 		hs.Close()
@@ -274,6 +351,9 @@ func (c *cli) openShowing(ctx context.Context, quiet bool) (*cell.Cell, func(), 
 // report prints how a run (or a resume) ended and returns the command's
 // error: the output on stdout, or the JSON object with --json.
 func (c *cli) report(res *host.Result, err error, start time.Time, asJSON bool) error {
+	if c.printer != nil {
+		c.printer.flush()
+	}
 	if err != nil {
 		if res != nil {
 			fmt.Fprintf(c.stderr, "run %s stopped after %d calls\n", res.Run, res.Steps)
@@ -285,25 +365,36 @@ func (c *cli) report(res *host.Result, err error, start time.Time, asJSON bool) 
 	}
 	fmt.Fprintf(c.stderr, "run %s %s: %d calls in %s\n", res.Run, res.Status, res.Steps, time.Since(start).Round(time.Millisecond))
 	if res.Status != journal.StatusCompleted {
-		fmt.Fprintf(c.stderr, "agentrt: error: %v\n", res.Err)
+		fmt.Fprintf(c.stderr, "agentrt: error: %s\n", termtext.Line(res.Err.Error()))
 		return &exitError{1}
 	}
-	c.stdout.Write(res.Output)
-	if len(res.Output) > 0 && res.Output[len(res.Output)-1] != '\n' {
-		fmt.Fprintln(c.stdout)
-	}
+	c.printOutput(res.Output)
 	return nil
 }
 
-// printEvent writes one guest event in its human form.
-func printEvent(w io.Writer, e host.Event) {
-	switch e.Kind {
-	case host.EventRunLog:
-		levels := [...]string{"debug", "info", "warn", "error"}
-		fmt.Fprintf(w, "  [%s] %s\n", levels[min(int(e.Level), len(levels)-1)], e.Data)
-	default:
-		w.Write(e.Data)
+// printOutput writes a run's output on stdout, ending it with a newline:
+// escaped for the terminal when stdout is one, as the guest wrote it when
+// it goes to a file or a pipe (where it is data).
+func (c *cli) printOutput(out []byte) {
+	if isTerminal(c.stdout) {
+		out = termtext.Escape(out)
 	}
+	c.stdout.Write(out)
+	if len(out) > 0 && out[len(out)-1] != '\n' {
+		fmt.Fprintln(c.stdout)
+	}
+}
+
+// printJSON writes v as one line of JSON on stdout, with every character a
+// terminal would act on written as a \u escape: the same value, safe to
+// show.
+func (c *cli) printJSON(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = c.stdout.Write(append(termtext.JSON(b), '\n'))
+	return err
 }
 
 // printRunJSON prints a run's result; a JSON output is embedded as JSON,
@@ -318,7 +409,7 @@ func (c *cli) printRunJSON(res *host.Result) error {
 	if res.Err != nil {
 		out["error"] = res.Err.Error()
 	}
-	if err := json.NewEncoder(c.stdout).Encode(out); err != nil {
+	if err := c.printJSON(out); err != nil {
 		return err
 	}
 	if res.Status != journal.StatusCompleted {

@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"text/tabwriter"
 
 	"github.com/agentrt/agentrt/host/cell"
+	"github.com/agentrt/agentrt/internal/termtext"
 	"github.com/agentrt/agentrt/journal/badgerstore"
 	"github.com/spf13/cobra"
 )
@@ -28,9 +28,8 @@ list comes from it, and LIVE marks the runs it is executing.`,
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(c.stdout)
 				for _, ri := range runs {
-					if err := enc.Encode(ri); err != nil {
+					if err := c.printJSON(ri); err != nil {
 						return err
 					}
 				}
@@ -53,8 +52,10 @@ list comes from it, and LIVE marks the runs it is executing.`,
 				if ri.Live {
 					status += " (live)"
 				}
+				// The module's name is the submitter's; shown, it cannot
+				// act on the terminal.
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s %.12s\n", ri.RunID, status,
-					ri.Started.Local().Format("2006-01-02 15:04:05"), steps, ri.Module, ri.ModuleSHA256)
+					ri.Started.Local().Format("2006-01-02 15:04:05"), steps, termtext.Line(ri.Module), ri.ModuleSHA256)
 			}
 			return tw.Flush()
 		},

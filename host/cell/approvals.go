@@ -92,7 +92,8 @@ func (s *Approvals) Pending(run journal.RunID) []host.Approval {
 var ErrNotPending = errors.New("no call of the run is waiting for approval at that step")
 
 // Answer answers the call of run parked at step (the run's only parked call
-// when step is 0): ok lets it through; who is recorded in the journal.
+// when step is 0): ok lets it through; who is recorded in the journal, and
+// must name an authenticated credential, never what a request says.
 func (s *Approvals) Answer(run journal.RunID, step uint64, ok bool, who string) (host.Approval, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -121,6 +122,9 @@ type ApprovalInfo struct {
 	Resource string `json:"resource,omitempty"`
 	Method   string `json:"method,omitempty"`
 	Rule     string `json:"rule,omitempty"`
+	// Approver is who answered, in the answer to POST .../approve: the
+	// name the journal records, taken from the request's credential.
+	Approver string `json:"approver,omitempty"`
 }
 
 func approvalInfo(a host.Approval) ApprovalInfo {
@@ -133,6 +137,4 @@ type Answer struct {
 	Step uint64 `json:"step,omitempty"`
 	// Approve lets the call through; false denies it.
 	Approve bool `json:"approve"`
-	// By says who answers; it is journaled with the decision.
-	By string `json:"by"`
 }

@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 )
 
@@ -19,11 +21,28 @@ import (
 type Client struct {
 	base string
 	hc   *http.Client
+	// token is the bearer token sent to a TCP address.
+	token string
+}
+
+// DialOptions tune DialWith.
+type DialOptions struct {
+	// Token is the API token for an http:// target; empty: $AGENTRT_API_TOKEN,
+	// else the api.token file of DataDir.
+	Token string
+	// DataDir is the data directory whose api.token an http:// target
+	// takes; empty: DefaultDataDir.
+	DataDir string
 }
 
 // Dial returns a client for target: "unix:PATH" (or "unix://PATH") for a
-// unix socket, or an http:// URL of a loopback address.
-func Dial(target string) (*Client, error) {
+// unix socket, or an http:// URL of a loopback address, with the API token
+// found as DialOptions says.
+func Dial(target string) (*Client, error) { return DialWith(target, DialOptions{}) }
+
+// DialWith is Dial with options. For an http:// target it fails with
+// ErrNoAPIToken when no token is found, naming where it looked.
+func DialWith(target string, opts DialOptions) (*Client, error) {
 	switch {
 	case strings.HasPrefix(target, "unix:"):
 		path := strings.TrimPrefix(strings.TrimPrefix(target, "unix:"), "//")
@@ -34,15 +53,53 @@ func Dial(target string) (*Client, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", path)
 		}}
-		return &Client{base: "http://cell", hc: &http.Client{Transport: tr}}, nil
+		return &Client{base: "http://" + SocketHost, hc: &http.Client{Transport: tr}}, nil
 	case strings.HasPrefix(target, "http://"):
 		u, err := url.Parse(target)
 		if err != nil {
 			return nil, fmt.Errorf("cell: %q: %w", target, err)
 		}
-		return &Client{base: strings.TrimSuffix(u.String(), "/"), hc: &http.Client{}}, nil
+		tok, err := findToken(opts)
+		if err != nil {
+			return nil, err
+		}
+		// The API answers with errors, never redirects; a client that
+		// followed one would carry the token elsewhere.
+		hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		return &Client{base: strings.TrimSuffix(u.String(), "/"), hc: hc, token: tok}, nil
 	}
 	return nil, fmt.Errorf("cell: %q is not a cell address (unix:/path/to/%s or http://127.0.0.1:PORT)", target, SocketName)
+}
+
+// findToken returns the API token: the option, $AGENTRT_API_TOKEN, or the
+// data directory's token file, in that order.
+func findToken(opts DialOptions) (string, error) {
+	if opts.Token != "" {
+		return parseTokenFrom("the token given", opts.Token)
+	}
+	if env := os.Getenv(EnvAPIToken); env != "" {
+		return parseTokenFrom("$"+EnvAPIToken, env)
+	}
+	dir := opts.DataDir
+	if dir == "" {
+		var err error
+		if dir, err = DefaultDataDir(); err != nil {
+			return "", fmt.Errorf("%w: %v", ErrNoAPIToken, err)
+		}
+	}
+	tok, err := ReadAPIToken(APITokenPath(dir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("%w: $%s is not set and %s does not exist", ErrNoAPIToken, EnvAPIToken, APITokenPath(dir))
+	}
+	return tok, err
+}
+
+func parseTokenFrom(what, s string) (string, error) {
+	tok, err := parseAPIToken(s)
+	if err != nil {
+		return "", fmt.Errorf("%w: %s: %v", ErrBadAPIToken, what, err)
+	}
+	return tok, nil
 }
 
 // RemoteError is an error answer of the API.
@@ -71,6 +128,9 @@ func (c *Client) do(ctx context.Context, method, path string, body any) (*http.R
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {

@@ -8,17 +8,21 @@ import (
 	"fmt"
 	"log"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/agentrt/agentrt/capability"
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/journal"
 )
 
 // The cell API: JSON over HTTP, served on a unix socket in the data
-// directory (SocketName) and, when asked, on a loopback TCP address. It is
-// documented in API.md next to this file. Every error is a JSON object
-// {"error": "...", "hint": "..."} with a 4xx or 5xx status.
+// directory (SocketName) and, when asked, on a loopback TCP address that
+// takes a bearer token (APITokenFile); Endpoint checks each request before
+// it reaches a handler. It is documented in API.md next to this file.
+// Every error is a JSON object {"error": "...", "hint": "..."} with a 4xx
+// or 5xx status.
 
 // RunInfo is a run as the API and `agentrt runs --json` show it.
 type RunInfo struct {
@@ -125,7 +129,9 @@ type Server struct {
 	// approvals are the calls parked for approval, when the cell's
 	// approver is this server's.
 	approvals *Approvals
-	logf      func(format string, args ...any)
+	// token is the credential of the TCP listeners.
+	token string
+	logf  func(format string, args ...any)
 
 	mu     sync.Mutex
 	subs   map[journal.RunID]map[chan StreamLine]bool
@@ -143,22 +149,35 @@ type ServerOptions struct {
 	// Approvals, when set, is the cell's approver (Options.Approver):
 	// the API lists the calls it parked and answers them.
 	Approvals *Approvals
+	// APIToken is the bearer token requests on a TCP listener must carry
+	// (LoadOrCreateAPIToken); Endpoint refuses a TCP listener without one.
+	APIToken string
 }
 
 // NewServer returns a server for c. The cell must have been opened with
 // the server's Sink (Options.Sink = s.Sink) for events to stream live; see
 // Serve, which does both.
 func NewServer(c *Cell, opts ServerOptions) *Server {
-	s := &Server{cell: c, control: opts.ControlOnly, logf: opts.Logf, approvals: opts.Approvals, subs: map[journal.RunID]map[chan StreamLine]bool{}}
+	s := &Server{cell: c, control: opts.ControlOnly, logf: opts.Logf, approvals: opts.Approvals, token: opts.APIToken, subs: map[journal.RunID]map[chan StreamLine]bool{}}
 	if s.logf == nil {
 		s.logf = log.Printf
 	}
 	if s.approvals != nil {
 		s.approvals.mu.Lock()
 		s.approvals.notify = func(a host.Approval) {
-			s.logf("run %s step %d (%s %s) waits for approval", a.Run, a.Step, a.Op, a.Resource)
+			// The resource and the method come from the guest: quoted,
+			// they cannot carry terminal control sequences into the
+			// daemon's log or a follower's terminal.
+			what := a.Op
+			if a.Method != "" {
+				what += " " + strconv.Quote(a.Method)
+			}
+			if a.Resource != "" {
+				what += " " + strconv.Quote(a.Resource)
+			}
+			s.logf("run %s step %d (%s) waits for approval", a.Run, a.Step, what)
 			s.publish(a.Run, StreamLine{Time: time.Now().UTC(), Kind: EventApproval,
-				Data: fmt.Sprintf("step %d (%s %s %s) waits for approval (permission mode rule %q)", a.Step, a.Op, a.Method, a.Resource, a.Rule)})
+				Data: fmt.Sprintf("step %d (%s) waits for approval (permission mode rule %q)", a.Step, what, a.Rule)})
 		}
 		s.approvals.mu.Unlock()
 	}
@@ -292,8 +311,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// Handler returns the API's HTTP handler.
-func (s *Server) Handler() http.Handler {
+// handler returns the API's routes. It is served only behind Endpoint's
+// guard, which authenticates the request and names its identity.
+func (s *Server) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/cell", s.getCell)
 	mux.HandleFunc("GET /v1/runs", s.listRuns)
@@ -319,6 +339,14 @@ func (s *Server) Handler() http.Handler {
 // MaxSubmission is the largest request body the API reads (a module and
 // its input).
 const MaxSubmission = 64 << 20
+
+// MaxModule is the largest module a cell takes, through the API or from
+// agentrt run: its base64 in a submission stays well within MaxSubmission,
+// and the store keeps it as one value.
+const MaxModule = 32 << 20
+
+// ErrModuleTooLarge is returned for a module over MaxModule.
+var ErrModuleTooLarge = fmt.Errorf("module over the cell's limit of %d MiB", MaxModule>>20)
 
 // CellInfo answers GET /v1/cell.
 type CellInfo struct {
@@ -388,12 +416,17 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&sub); err != nil {
-		code := http.StatusBadRequest
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			code = http.StatusRequestEntityTooLarge
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("submission: over %d MiB: %w", MaxSubmission>>20, err),
+				fmt.Sprintf("a submission is at most %d MiB, its module at most %d MiB", MaxSubmission>>20, MaxModule>>20))
+			return
 		}
-		writeError(w, code, fmt.Errorf("submission: %w", err), `send {"module": BASE64, "input": BASE64, "grant": "YAML text"}`)
+		writeError(w, http.StatusBadRequest, fmt.Errorf("submission: %w", err), `send {"module": BASE64, "input": BASE64, "grant": "YAML text"}`)
+		return
+	}
+	if len(sub.Module) > MaxModule {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("submission: %w (this one is %d bytes)", ErrModuleTooLarge, len(sub.Module)), "")
 		return
 	}
 	spec := host.RunSpec{Code: sub.Module, Name: sub.Name, Input: sub.Input, Token: sub.Token}
@@ -488,15 +521,27 @@ func (sw *streamWriter) follow(ctx context.Context, live chan StreamLine, since 
 	}
 }
 
-// startErrorCode maps why a run could not start to a status: the
-// submitter's fault (a bad module, a missing capability) or the cell's.
+// startErrorCode maps why a run could not start, resume or stop to a
+// status: the submitter's fault (a bad module, a missing capability, a
+// malformed or refused token), a conflict with the run's state or with a
+// request racing this one, or the cell's.
 func startErrorCode(err error) int {
 	var le *host.LinkError
 	var held *journal.HeldError
+	var ce *capability.Error
 	switch {
 	case errors.As(err, &le), errors.Is(err, host.ErrNotWasm):
 		return http.StatusUnprocessableEntity
-	case errors.Is(err, host.ErrFinished), errors.Is(err, host.ErrActive), errors.As(err, &held):
+	case errors.Is(err, host.ErrUnenforcedCeiling), errors.Is(err, host.ErrToolDeclaration), errors.Is(err, host.ErrGrantWidensToken):
+		// The token is well formed, and refused: it asks for what this
+		// cell does not enforce, or a grant file widens it.
+		return http.StatusForbidden
+	case errors.As(err, &ce):
+		if errors.Is(ce.Class, capability.ErrDecode) || errors.Is(ce.Class, capability.ErrNonCanonical) || errors.Is(ce.Class, capability.ErrVersion) {
+			return http.StatusBadRequest
+		}
+		return http.StatusForbidden
+	case errors.Is(err, host.ErrFinished), errors.Is(err, host.ErrActive), errors.As(err, &held), errors.Is(err, journal.ErrConflict):
 		return http.StatusConflict
 	case errors.Is(err, journal.ErrNotFound):
 		return http.StatusNotFound
@@ -504,7 +549,21 @@ func startErrorCode(err error) int {
 	return http.StatusInternalServerError
 }
 
+// noBody answers 400 and returns false when a request that takes no body
+// sent one.
+func noBody(w http.ResponseWriter, r *http.Request) bool {
+	var b [1]byte
+	if n, _ := r.Body.Read(b[:]); n > 0 {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("%s %s takes no body", r.Method, r.URL.Path), "send the request without a body")
+		return false
+	}
+	return true
+}
+
 func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
+	if !noBody(w, r) {
+		return
+	}
 	run, ok := s.findRun(w, r)
 	if !ok {
 		return
@@ -518,6 +577,9 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
+	if !noBody(w, r) {
+		return
+	}
 	run, ok := s.findRun(w, r)
 	if !ok {
 		return
@@ -602,28 +664,45 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var ans Answer
+	var body struct {
+		Answer
+		// By was where a client named the approver; the name comes from
+		// the request's credential now, so a body that still names one
+		// is refused rather than silently ignored.
+		By json.RawMessage `json:"by"`
+	}
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&ans); err != nil {
-		writeError(w, http.StatusBadRequest, fmt.Errorf("answer: %w", err), `send {"approve": true|false, "by": "NAME", "step": N}`)
+	if err := dec.Decode(&body); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("answer: %w", err), `send {"approve": true|false, "step": N}`)
 		return
 	}
-	if ans.By == "" {
-		writeError(w, http.StatusBadRequest, errors.New("answer: say who answers (\"by\")"), "the journal records who approved a call")
+	if body.By != nil {
+		writeError(w, http.StatusBadRequest, errors.New(`answer: "by" is not taken: the cell names the approver from the request's credential`),
+			`leave "by" out; the journal records the socket peer's user or the API token`)
+		return
+	}
+	ans := body.Answer
+	who := identity(r.Context())
+	if who == "" {
+		// Only the guard's requests reach here; one without an identity
+		// is a wiring fault, and nobody is named who did not answer.
+		writeError(w, http.StatusInternalServerError, errors.New("answer: the request carries no credential identity"), "")
 		return
 	}
 	if s.approvals == nil {
 		writeError(w, http.StatusNotFound, ErrNotPending, "this cell asks no one: it runs no permission modes that ask")
 		return
 	}
-	a, err := s.approvals.Answer(run, ans.Step, ans.Approve, "api:"+ans.By)
+	a, err := s.approvals.Answer(run, ans.Step, ans.Approve, who)
 	if err != nil {
 		writeError(w, http.StatusNotFound, err, "GET /v1/approvals lists the calls waiting")
 		return
 	}
-	s.logf("run %s step %d %s by %s", run, a.Step, map[bool]string{true: "approved", false: "denied"}[ans.Approve], ans.By)
-	writeJSON(w, http.StatusOK, approvalInfo(a))
+	s.logf("run %s step %d %s by %s", run, a.Step, map[bool]string{true: "approved", false: "denied"}[ans.Approve], who)
+	ai := approvalInfo(a)
+	ai.Approver = who
+	writeJSON(w, http.StatusOK, ai)
 }
 
 // APIError is the body of every error answer.
@@ -655,6 +734,10 @@ func Hint(err error) string {
 		return "add the missing capabilities to the grant"
 	case errors.Is(err, host.ErrNotWasm):
 		return "submit a wasm module (agentrt build DIR -o agent.wasm)"
+	case errors.Is(err, journal.ErrConflict):
+		return "another request changed the run at the same moment; see how it stands (GET /v1/runs/RUN) and ask again"
+	case errors.Is(err, ErrModuleTooLarge):
+		return fmt.Sprintf("a cell takes modules of up to %d MiB; strip its debug sections (Go: -ldflags='-s -w'), or split the agent", MaxModule>>20)
 	}
 	return ""
 }

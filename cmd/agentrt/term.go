@@ -1,0 +1,64 @@
+package main
+
+import (
+	"io"
+	"os"
+	"sync"
+
+	"github.com/agentrt/agentrt/host"
+	"github.com/agentrt/agentrt/internal/termtext"
+	"golang.org/x/term"
+)
+
+// isTerminal reports whether f is an *os.File on a terminal, by the
+// terminal ioctl (a character device such as /dev/null is not one).
+func isTerminal(f any) bool {
+	file, ok := f.(*os.File)
+	return ok && term.IsTerminal(int(file.Fd()))
+}
+
+// interactive reports whether a person can be asked: stdin and stderr are
+// both terminals. A run from cron, nohup, systemd or with </dev/null is
+// unattended, and the policies for unattended runs apply to it.
+func (c *cli) interactive() bool { return isTerminal(c.stdin) && isTerminal(c.stderr) }
+
+// eventPrinter shows a guest's events: its stdout and stderr as a stream,
+// its log lines one per line, everything escaped for the terminal (or, for
+// agentrt logs --raw, as the guest wrote it).
+type eventPrinter struct {
+	mu     sync.Mutex
+	w      io.Writer
+	stream *termtext.Writer
+	raw    bool
+}
+
+func newEventPrinter(w io.Writer, raw bool) *eventPrinter {
+	return &eventPrinter{w: w, stream: termtext.NewWriter(w), raw: raw}
+}
+
+var logLevels = [...]string{"debug", "info", "warn", "error"}
+
+func (p *eventPrinter) print(e host.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case e.Kind == host.EventRunLog:
+		p.stream.Flush()
+		msg := string(e.Data)
+		if !p.raw {
+			msg = termtext.Line(msg)
+		}
+		io.WriteString(p.w, "  ["+logLevels[min(int(e.Level), len(logLevels)-1)]+"] "+msg+"\n")
+	case p.raw:
+		p.w.Write(e.Data)
+	default:
+		p.stream.Write(e.Data)
+	}
+}
+
+// flush writes out a character the guest left incomplete.
+func (p *eventPrinter) flush() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stream.Flush()
+}

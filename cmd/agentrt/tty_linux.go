@@ -1,0 +1,11 @@
+package main
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// discardInput drops what was typed before the prompt was shown (tcflush
+// TCIFLUSH), so that a key pressed earlier is not taken as the answer.
+func discardInput(f *os.File) { unix.IoctlSetInt(int(f.Fd()), unix.TCFLSH, unix.TCIFLUSH) }

@@ -1,0 +1,5 @@
+package cell
+
+// StartErrorCode exposes the status mapping to the tests: some of the
+// errors it maps (a lost race for a journal) cannot be caused on demand.
+var StartErrorCode = startErrorCode
