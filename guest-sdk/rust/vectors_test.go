@@ -91,9 +91,10 @@ func vectorsDriver(t *testing.T) []byte {
 
 var driverArgs = []string{strconv.Itoa(sdkvectors.ResponseBuffer)}
 
-// rustSteps test the Rust SDK's transport where it goes beyond what the
-// harness asks of every SDK: statuses it does not know, a take answered
-// pending, a host that reports more than the buffer holds.
+// rustSteps test the Rust SDK where it goes beyond what the harness asks of
+// every SDK: statuses it does not know, a take answered pending, a host that
+// reports more than the buffer holds, answers the codec decodes but the op
+// forbids.
 func rustSteps(t *testing.T) []sdkvectors.Step {
 	later := func(code abi.Status, msg string) []byte {
 		b, err := abi.Marshal(&abi.Error{Code: code, Message: msg})
@@ -129,6 +130,12 @@ func rustSteps(t *testing.T) []sdkvectors.Step {
 		{Name: "an error with a length past the buffer", Line: get, Op: "kv.get",
 			Reply: sdkvectors.Reply{Status: abi.StatusFailed, Overlong: true},
 			Want:  sdkvectors.StatusLine(abi.StatusFailed, "malformed error body")},
+		{Name: "a tool file with a 31-byte hash", Line: sdkvectors.ProbeLine("tool.run", 0), Op: "tool.run",
+			Reply: sdkvectors.Reply{Body: mustMarshal(t, &abi.ToolRunResponse{Files: []abi.ToolFile{{Path: "a", Size: 1, SHA256: make([]byte, 31)}}})},
+			Want:  sdkvectors.StatusLine(sdkvectors.SDKMalformed, "malformed tool.run response")},
+		{Name: "a tool file with neither hash nor reason", Line: sdkvectors.ProbeLine("tool.run", 0), Op: "tool.run",
+			Reply: sdkvectors.Reply{Body: mustMarshal(t, &abi.ToolRunResponse{Files: []abi.ToolFile{{Path: "a", Size: 1}}})},
+			Want:  sdkvectors.StatusLine(sdkvectors.SDKMalformed, "malformed tool.run response")},
 		{Name: "random.bytes answered with fewer bytes", Line: "random.bytes 4", Op: "random.bytes",
 			Reply: sdkvectors.Reply{Body: mustMarshal(t, &abi.RandomBytesResponse{Bytes: []byte{1, 2, 3}})},
 			Want:  sdkvectors.StatusLine(sdkvectors.SDKMalformed, "random.bytes: the host returned 3 bytes, not the 4 asked for")},
@@ -176,9 +183,10 @@ func TestHostileResponses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(steps) < 1000 {
+	if len(steps) < 5000 {
 		t.Fatalf("only %d damaged bodies", len(steps))
 	}
+	t.Logf("%d damaged bodies", len(steps))
 	sdkvectors.Run(t, vectorsDriver(t), driverArgs, steps)
 }
 
