@@ -262,7 +262,20 @@ func TestImportsOnlyWhatIsCalled(t *testing.T) {
 // test on the build machine, with the toolchain the wasm builds use.
 func TestCrateUnitTests(t *testing.T) {
 	tools := rustTools(t)
-	out := cargo(t, tools, ".", "test", "--offline")
+	// A copy of the crate, so that cargo's Cargo.lock is not written
+	// into the source tree.
+	dir := t.TempDir()
+	manifest, err := os.ReadFile("Cargo.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "Cargo.toml"), manifest, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(filepath.Join(dir, "src"), os.DirFS("src")); err != nil {
+		t.Fatal(err)
+	}
+	out := cargo(t, tools, dir, "test", "--offline")
 	passed := 0
 	for _, m := range regexp.MustCompile(`(?m)^test result: (\S+) (\d+) passed`).FindAllStringSubmatch(out, -1) {
 		n, _ := strconv.Atoi(m[2])
