@@ -117,7 +117,7 @@ func Rust(ctx context.Context, srcDir, out string) error {
 	if err != nil {
 		return err
 	}
-	if err := ws.oneBinary(); err != nil {
+	if err := ws.oneBinary(dir); err != nil {
 		return fmt.Errorf("%s: %w", srcDir, err)
 	}
 	var config []string
@@ -168,7 +168,7 @@ func Rust(ctx context.Context, srcDir, out string) error {
 	if err := cmd.Run(); err != nil {
 		return fail("cargo build", err, errOut.String())
 	}
-	wasm, err := ws.binary(stdout.Bytes())
+	wasm, err := ws.binary(dir, stdout.Bytes())
 	if err != nil {
 		return fmt.Errorf("cargo build %s: %w", srcDir, err)
 	}
@@ -494,11 +494,10 @@ func isFile(p string) bool {
 // cargoMeta is what the build needs of cargo metadata.
 type cargoMeta struct {
 	Packages []struct {
-		ID           string  `json:"id"`
-		Name         string  `json:"name"`
-		Version      string  `json:"version"`
-		Source       *string `json:"source"`
-		ManifestPath string  `json:"manifest_path"`
+		ID           string `json:"id"`
+		Name         string `json:"name"`
+		Version      string `json:"version"`
+		ManifestPath string `json:"manifest_path"`
 		Targets      []struct {
 			Name string   `json:"name"`
 			Kind []string `json:"kind"`
@@ -570,12 +569,35 @@ func cargoHome() string {
 	return ""
 }
 
-// oneBinary checks, before anything is built, that the workspace's
-// packages have exactly one binary target: an agent is one program.
-func (m *cargoMeta) oneBinary() error {
+// built returns the ids of the packages cargo build in dir builds: the
+// package whose manifest is dir/Cargo.toml when it is a member of the
+// workspace (cargo run in a member builds that member), else every member
+// (a virtual workspace's root).
+func (m *cargoMeta) built(dir string) []string {
+	want := canonical(filepath.Join(dir, "Cargo.toml"))
+	for _, p := range m.Packages {
+		if slices.Contains(m.WorkspaceMembers, p.ID) && canonical(p.ManifestPath) == want {
+			return []string{p.ID}
+		}
+	}
+	return m.WorkspaceMembers
+}
+
+// canonical is p with links resolved, or p when that fails.
+func canonical(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
+}
+
+// oneBinary checks, before anything is built, that what cargo builds in
+// dir has exactly one binary target: an agent is one program.
+func (m *cargoMeta) oneBinary(dir string) error {
+	built := m.built(dir)
 	var names []string
 	for _, p := range m.Packages {
-		if !slices.Contains(m.WorkspaceMembers, p.ID) {
+		if !slices.Contains(built, p.ID) {
 			continue
 		}
 		for _, t := range p.Targets {
@@ -593,9 +615,10 @@ func (m *cargoMeta) oneBinary() error {
 	return fmt.Errorf("the package has %d binary targets (%s): an agent is one program; build a package with a single [[bin]]", len(names), strings.Join(names, ", "))
 }
 
-// binary returns the executable that cargo's JSON messages say the
-// workspace's binary target became.
-func (m *cargoMeta) binary(messages []byte) (string, error) {
+// binary returns the executable that cargo's JSON messages say the binary
+// target built in dir became.
+func (m *cargoMeta) binary(dir string, messages []byte) (string, error) {
+	built := m.built(dir)
 	var bins []string
 	sc := bufio.NewScanner(bytes.NewReader(messages))
 	sc.Buffer(nil, 16<<20)
@@ -611,7 +634,7 @@ func (m *cargoMeta) binary(messages []byte) (string, error) {
 		if json.Unmarshal(sc.Bytes(), &msg) != nil || msg.Reason != "compiler-artifact" || msg.Executable == nil {
 			continue
 		}
-		if slices.Contains(m.WorkspaceMembers, msg.PackageID) && slices.Contains(msg.Target.Kind, "bin") {
+		if slices.Contains(built, msg.PackageID) && slices.Contains(msg.Target.Kind, "bin") {
 			bins = append(bins, *msg.Executable)
 		}
 	}

@@ -125,6 +125,10 @@ func TestRustPackageShape(t *testing.T) {
 		{"a library", map[string]string{"Cargo.toml": lib, "src/lib.rs": ""}, "has no binary target"},
 		{"two binaries", map[string]string{"Cargo.toml": lib, "src/bin/a.rs": "fn main() {}\n", "src/bin/b.rs": "fn main() {}\n"},
 			"has 2 binary targets (a, b)"},
+		{"a workspace of two agents", map[string]string{"Cargo.toml": "[workspace]\nmembers = [\"a\", \"b\"]\n",
+			"a/Cargo.toml": strings.Replace(lib, "\"x\"", "\"a\"", 1), "a/src/main.rs": "fn main() {}\n",
+			"b/Cargo.toml": strings.Replace(lib, "\"x\"", "\"b\"", 1), "b/src/main.rs": "fn main() {}\n"},
+			"has 2 binary targets (a, b)"},
 		{"a compile error", map[string]string{"Cargo.toml": lib, "src/main.rs": "fn main() {\n    let x: u8 = \"no\";\n}\n"},
 			"src/main.rs:2"},
 		{"a dependency the registry would serve", map[string]string{"Cargo.toml": lib + "\n[dependencies]\nserde = \"1\"\n", "src/main.rs": "fn main() {}\n"},
@@ -326,5 +330,31 @@ func TestStageRustSDK(t *testing.T) {
 	}
 	if fi, err := os.Stat(filepath.Join(pkg, "Cargo.toml")); err != nil || !fi.ModTime().Equal(old) {
 		t.Fatalf("the unchanged Cargo.toml was written again (%v)", err)
+	}
+}
+
+// TestRustWorkspaceMember builds one member of a workspace of two agents:
+// the member's binary, not a complaint about the other's.
+func TestRustWorkspaceMember(t *testing.T) {
+	lib := "[package]\nname = \"NAME\"\nversion = \"0.1.0\"\nedition = \"2021\"\n"
+	dir := t.TempDir()
+	t.Setenv("CARGO_TARGET_DIR", filepath.Join(dir, "target"))
+	writeTree(t, dir, map[string]string{
+		"Cargo.toml":    "[workspace]\nmembers = [\"a\", \"b\"]\n",
+		"a/Cargo.toml":  strings.Replace(lib, "NAME", "a", 1),
+		"a/src/main.rs": "fn main() {\n    std::process::exit(3);\n}\n",
+		"b/Cargo.toml":  strings.Replace(lib, "NAME", "b", 1),
+		"b/src/main.rs": "fn main() {}\n",
+	})
+	out := filepath.Join(dir, "a.wasm")
+	if err := Rust(context.Background(), filepath.Join(dir, "a"), out); err != nil {
+		toolchainError(t, err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b, []byte("_ZN1a4main")) {
+		t.Fatalf("the module built is not a's (no a::main in its name section)")
 	}
 }
