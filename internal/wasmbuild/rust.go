@@ -467,7 +467,8 @@ func findRustLinker(tc *rustToolchain) error {
 	if p, err := exec.LookPath("rust-lld"); err == nil && isFile(p) {
 		return nil
 	}
-	return &ToolchainError{fmt.Errorf("%w (for %s)", ErrNoRustLinker, tc.version), "apt-get install lld (or run make deps)"}
+	return &ToolchainError{fmt.Errorf("%w (for %s: neither in %s nor on PATH)", ErrNoRustLinker, tc.version,
+		filepath.Join(tc.sysroot, "lib", "rustlib", "*", "bin")), "apt-get install lld (or run make deps); Debian's rust-lld is /usr/bin/rust-lld, which must be on PATH"}
 }
 
 // findCargo returns the cargo beside rustc, else $AGENTRT_CARGO or the one
