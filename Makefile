@@ -3,10 +3,11 @@ GO      ?= go
 BIN     := bin
 BUILD   := build
 AGENTRT := $(BIN)/agentrt
-# Debian packages the build needs: clang + wasi-libc for C guests, wabt for
-# hand-written wasm fixtures, bubblewrap for the native tools sandbox, git for
-# the tool tests and the repo-report example.
-APT_PKGS := clang lld wasi-libc libclang-rt-dev-wasm32 wabt bubblewrap git
+# Debian packages the build needs: clang + wasi-libc for C guests, rustc +
+# cargo + the wasm32-wasi standard library for Rust guests (rustc links wasm
+# with lld), wabt for hand-written wasm fixtures, bubblewrap for the native
+# tools sandbox, git for the tool tests and the repo-report example.
+APT_PKGS := clang lld wasi-libc libclang-rt-dev-wasm32 rustc cargo libstd-rust-dev-wasm32 wabt bubblewrap git
 PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
 TEST_TIMEOUT ?= 25m
 
@@ -14,12 +15,16 @@ TEST_TIMEOUT ?= 25m
 
 all: build
 
-## deps: check the C/wasm toolchain, installing it with apt-get when run as root.
+## deps: check the C, Rust and wasm toolchains, installing them with apt-get when run as root.
 deps:
 	@missing=""; \
 	for t in clang wasm-ld wat2wasm bwrap git; do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
 	[ -f /usr/include/wasm32-wasi/stdio.h ] || missing="$$missing wasi-libc"; \
 	ls /usr/lib/llvm-*/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a >/dev/null 2>&1 || missing="$$missing libclang-rt-dev-wasm32"; \
+	rust=""; for r in $$(command -v rustc) /usr/bin/rustc; do \
+	  [ -x "$$r" ] && ls "$$($$r --print sysroot)"/lib/rustlib/wasm32-wasi*/lib/libstd-*.rlib >/dev/null 2>&1 && rust="$$r"; \
+	done; [ -n "$$rust" ] || missing="$$missing rustc(wasm32-wasi)"; \
+	[ -n "$$rust" ] && { [ -x "$$(dirname $$rust)/cargo" ] || command -v cargo >/dev/null 2>&1; } || missing="$$missing cargo"; \
 	if [ -n "$$missing" ]; then \
 	  echo "deps: missing:$$missing"; \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -41,6 +46,7 @@ examples: build deps
 	@mkdir -p $(BUILD)
 	$(AGENTRT) build examples/crawler -o $(BUILD)/crawler.wasm
 	$(AGENTRT) build examples/wordfreq-c -o $(BUILD)/wordfreq-c.wasm
+	$(AGENTRT) build examples/wordfreq-rust -o $(BUILD)/wordfreq-rust.wasm
 	$(AGENTRT) build examples/repo-report -o $(BUILD)/repo-report.wasm
 
 ## demo: run the crawler example on the embedded store, show its journal, replay and verify it.
@@ -55,7 +61,7 @@ demo: examples
 test: deps
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./journal/... ./host/ ./host/cell/
-	$(GO) test -tags wasmtime -count=1 -timeout $(TEST_TIMEOUT) ./host/... ./replay/... ./examples/repo-report/
+	$(GO) test -tags wasmtime -count=1 -timeout $(TEST_TIMEOUT) ./host/... ./replay/... ./examples/repo-report/ ./examples/wordfreq-rust/
 	$(GO) test -tags wasmtime -count=1 -timeout $(TEST_TIMEOUT) -run 'TestScripts/engine' ./cmd/agentrt/
 	AGENTRT_TEST_ENGINE=wasmtime $(GO) test -tags wasmtime -count=1 -timeout $(TEST_TIMEOUT) ./host/ ./replay/
 

@@ -50,4 +50,9 @@ echo "the quick brown fox jumps over the lazy dog the end" > "$root/.demo/words.
 run=$("$agentrt" runs --json | head -n 1 | sed 's/.*"run_id":"\([0-9a-f]*\)".*/\1/')
 "$agentrt" replay "$run"
 echo
+echo "== the Rust example: the same calls with the same bytes, and the same grant, so it counts on from the C agent's total"
+"$agentrt" run build/wordfreq-rust.wasm --grant examples/wordfreq-rust/grant.yaml --input-file "$root/.demo/words.txt"
+run=$("$agentrt" runs --json | head -n 1 | sed 's/.*"run_id":"\([0-9a-f]*\)".*/\1/')
+"$agentrt" replay "$run"
+echo
 "$agentrt" runs

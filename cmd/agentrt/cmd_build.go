@@ -19,9 +19,12 @@ gives the same bytes and so the same module hash in every run header.
 
 A directory of Go files (a main package using guest-sdk/agent) is built with the
 go command for GOOS=wasip1 GOARCH=wasm. A directory of C files (including
-guest-sdk/c/agentrt.h) is built with clang for wasm32-wasi against wasi-libc;
-make deps installs that toolchain.`,
-		Example: "  agentrt build examples/crawler -o crawler.wasm\n  agentrt build examples/wordfreq-c -o wordfreq.wasm",
+guest-sdk/c/agentrt.h) is built with clang for wasm32-wasi against wasi-libc.
+A Cargo package (a Cargo.toml naming agentrt = "0.1") is built with cargo
+build --offline --release for wasm32-wasi, the crate served from guest-sdk/rust;
+the rustc used is the first, of the one on PATH and /usr/bin/rustc, that has
+the wasm32-wasi standard library. make deps installs these toolchains.`,
+		Example: "  agentrt build examples/crawler -o crawler.wasm\n  agentrt build examples/wordfreq-c -o wordfreq.wasm\n  agentrt build examples/wordfreq-rust -o wordfreq-rust.wasm",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := args[0]
@@ -33,8 +36,11 @@ make deps installs that toolchain.`,
 				return err
 			}
 			build := wasmbuild.Go
-			if lang == "c" {
+			switch lang {
+			case "c":
 				build = wasmbuild.C
+			case "rust":
+				build = wasmbuild.Rust
 			}
 			if err := build(cmd.Context(), dir, out); err != nil {
 				return err

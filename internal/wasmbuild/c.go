@@ -230,15 +230,16 @@ func findCSDK(srcDir string) (string, error) {
 }
 
 // Detect says which language the agent in dir is written in: "go" for a
-// directory with Go sources, "c" for one with C sources. Test files do not
-// count (a C example may carry a Go test), and a directory with both is an
-// error rather than a guess.
+// directory with Go sources, "c" for one with C sources, "rust" for a Cargo
+// package (a Cargo.toml; its C sources, if any, are the package's own).
+// Test files do not count (a C example may carry a Go test), and a
+// directory with two is an error rather than a guess.
 func Detect(dir string) (lang string, err error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return "", err
 	}
-	var hasGo, hasC bool
+	var hasGo, hasC, hasCargo bool
 	for _, e := range entries {
 		name := e.Name()
 		if e.IsDir() {
@@ -250,15 +251,19 @@ func Detect(dir string) (lang string, err error) {
 			hasGo = true
 		case strings.HasSuffix(name, ".c"):
 			hasC = true
+		case name == "Cargo.toml":
+			hasCargo = true
 		}
 	}
 	switch {
-	case hasGo && hasC:
-		return "", fmt.Errorf("%s holds both .go and .c sources; an agent is one or the other", dir)
+	case hasGo && (hasC || hasCargo):
+		return "", fmt.Errorf("%s holds both .go sources and a C or Rust agent; an agent is one or the other", dir)
 	case hasGo:
 		return "go", nil
+	case hasCargo:
+		return "rust", nil
 	case hasC:
 		return "c", nil
 	}
-	return "", fmt.Errorf("%s holds no .go or .c sources", dir)
+	return "", fmt.Errorf("%s holds no .go or .c sources and no Cargo.toml", dir)
 }

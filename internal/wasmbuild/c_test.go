@@ -29,8 +29,11 @@ func TestDetect(t *testing.T) {
 		{"go", map[string]string{"main.go": "package main", "main_test.go": ""}, "go", ""},
 		{"c", map[string]string{"main.c": "", "util.c": "", "agentrt.h": ""}, "c", ""},
 		{"c with a go test", map[string]string{"main.c": "", "main_test.go": ""}, "c", ""},
-		{"both", map[string]string{"main.c": "", "main.go": ""}, "", "both .go and .c"},
-		{"neither", map[string]string{"README.md": "", "x_test.go": ""}, "", "no .go or .c"},
+		{"both", map[string]string{"main.c": "", "main.go": ""}, "", "both .go sources and a C or Rust agent"},
+		{"rust", map[string]string{"Cargo.toml": "", "Cargo.lock": "", "x_test.go": ""}, "rust", ""},
+		{"rust with C of its own", map[string]string{"Cargo.toml": "", "shim.c": ""}, "rust", ""},
+		{"go and rust", map[string]string{"Cargo.toml": "", "main.go": ""}, "", "both .go sources"},
+		{"neither", map[string]string{"README.md": "", "x_test.go": ""}, "", "no .go or .c sources and no Cargo.toml"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
