@@ -13,7 +13,7 @@
 //		})
 //	}
 //
-// Errors from the host are *abi.Error values; compare them with errors.Is
+// Errors from the host are *HostError values; compare them with errors.Is
 // against ErrNotFound, ErrDenied, ErrInDoubt and the others below.
 //
 // Outside wasip1 the package compiles (so tools and docs work) but every
