@@ -1,5 +1,5 @@
-// Package ctest tests the C SDK, agentrt.h, against the ABI's test vectors
-// (abi/testdata/vectors): the same files the Go codec is tested against.
+// The C SDK, guest-sdk/c/agentrt.h, against the ABI's test vectors
+// (abi/testdata/vectors): the same files the Go codecs are tested against.
 //
 // testdata/vectors.c is built with clang and run under wazero with a stub
 // host for every agentrt:* module. For each vector the test sends the C
@@ -17,7 +17,8 @@
 //
 // Invalid request vectors test hosts, which decode requests; the SDK only
 // writes them.
-package ctest
+
+package sdkvectors
 
 import (
 	"bytes"
