@@ -30,8 +30,10 @@ runtime for wasip1 (about 5 s; the go build cache keeps it) and says so.
 A directory of C files (including agentrt.h) is built with clang for
 wasm32-wasi against wasi-libc, with the agentrt.h beside the sources, else the
 one of the agentrt checkout they are in, else the one this binary carries;
-make deps installs that toolchain.`,
-		Example: "  agentrt build examples/crawler -o crawler.wasm\n  agentrt build examples/wordfreq-c -o wordfreq.wasm",
+make deps installs that toolchain.
+
+agentrt new DIR writes an agent that builds at once.`,
+		Example: "  agentrt build examples/crawler -o crawler.wasm\n  agentrt build examples/wordfreq-c -o wordfreq.wasm\n  agentrt new hello && agentrt build hello -o hello.wasm",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := args[0]
