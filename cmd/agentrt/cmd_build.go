@@ -25,7 +25,7 @@ never writes them: it gives the go command a copy of the go.mod that replaces
 the SDK's module (github.com/agentrt/agentrt/guest-sdk) with the SDK's source.
 A go.mod that replaces the SDK itself, the agentrt repository's own go.mod, or
 a go.work that applies is used as it is. The first build compiles the Go
-runtime for wasip1 (about 5 s; the go build cache keeps it) and says so.
+runtime for wasip1 (5-10 s; the go build cache keeps it) and says so.
 
 A directory of C files (including agentrt.h) is built with clang for
 wasm32-wasi against wasi-libc, with the agentrt.h beside the sources, else the

@@ -39,7 +39,7 @@ var ErrNoGoModule = errors.New("no go.mod in the agent's folder or above it")
 // Options are the settings of one build.
 type Options struct {
 	// Progress receives a line when the build does long work: compiling
-	// the Go runtime for wasip1 (about 5 s, the first time only), a module
+	// the Go runtime for wasip1 (5-10 s, the first time only), a module
 	// the go command downloads. Nil: nothing is said.
 	Progress io.Writer
 }
@@ -305,7 +305,7 @@ func watch(r io.Reader, progress io.Writer, modPath string) string {
 			// The go command compiles in dependency order: a runtime that
 			// is not in the build cache comes first.
 			if strings.HasPrefix(line, "internal/") || strings.HasPrefix(line, "runtime") {
-				fmt.Fprintln(progress, "compiling the Go runtime for wasip1, about 5 s the first time (the go build cache keeps it)")
+				fmt.Fprintln(progress, "compiling the Go runtime for wasip1, about 5-10 s the first time (the go build cache keeps it)")
 			} else {
 				fmt.Fprintln(progress, "compiling standard library packages for wasip1 (the go build cache keeps them)")
 			}
