@@ -69,7 +69,8 @@ func Marshal(v any) ([]byte, error) {
 	if !rv.IsValid() {
 		return []byte{0xf6}, nil
 	}
-	var e encoder
+	// Most bodies fit: one allocation rather than a series of appends.
+	e := encoder{buf: make([]byte, 0, 128)}
 	if err := e.value(rv, false); err != nil {
 		return nil, err
 	}

@@ -309,3 +309,45 @@ func FuzzCodecMatchesHost(f *testing.F) {
 		decodeBoth(t, pairs[int(which)%len(pairs)], data)
 	})
 }
+
+// BenchmarkCodec compares the two codecs on a request and a response a
+// Go agent sends and reads on every kv call: what the guest pays per call
+// (natively here; in wasm both cost more alike).
+func BenchmarkCodec(b *testing.B) {
+	req := &abi.KVPutRequest{Key: "page/https://example.com/a", Value: make([]byte, 64)}
+	greq := &gabi.KVPutRequest{Key: req.Key, Value: req.Value}
+	resp, err := abi.Marshal(&abi.KVGetResponse{Value: make([]byte, 64)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("marshal/host", func(b *testing.B) {
+		for range b.N {
+			if _, err := abi.Marshal(req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("marshal/guest", func(b *testing.B) {
+		for range b.N {
+			if _, err := gabi.Marshal(greq); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("unmarshal/host", func(b *testing.B) {
+		for range b.N {
+			var r abi.KVGetResponse
+			if err := abi.Unmarshal(resp, &r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("unmarshal/guest", func(b *testing.B) {
+		for range b.N {
+			var r gabi.KVGetResponse
+			if err := gabi.Unmarshal(resp, &r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
