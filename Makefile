@@ -10,6 +10,10 @@ AGENTRT := $(BIN)/agentrt
 APT_PKGS := clang lld wasi-libc libclang-rt-dev-wasm32 rustc cargo libstd-rust-dev-wasm32 wabt bubblewrap git
 PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
 TEST_TIMEOUT ?= 25m
+# The guest SDK is a module of its own (guest-sdk/go.mod), outside ./...;
+# the main module replaces it with ./guest-sdk, so its packages are named
+# by import path.
+SDK := github.com/agentrt/agentrt/guest-sdk/...
 
 .PHONY: all deps build examples demo test check bench fuzz clean
 
@@ -59,7 +63,7 @@ demo: examples
 ## then engine neutrality (build tag wasmtime, cgo): the cross-engine replay tests,
 ## and the host and replay suites again with every run on wasmtime.
 test: deps
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./... $(SDK)
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./journal/... ./host/ ./host/cell/
 	$(GO) test -tags wasmtime -count=1 -timeout $(TEST_TIMEOUT) ./host/... ./replay/... ./examples/repo-report/ ./examples/wordfreq-rust/
 	$(GO) test -tags wasmtime -count=1 -timeout $(TEST_TIMEOUT) -run 'TestScripts/engine' ./cmd/agentrt/
@@ -70,15 +74,15 @@ test: deps
 ## native only: cross-compiling the tagged build needs a C cross toolchain and is not claimed).
 check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
+	$(GO) vet ./... $(SDK)
 	@if [ "$$($(GO) env GOOS)/$$($(GO) env GOARCH)" = linux/amd64 ]; then \
 	  echo "vet and build -tags wasmtime (cgo)"; \
 	  CGO_ENABLED=1 $(GO) vet -tags wasmtime ./... && CGO_ENABLED=1 $(GO) build -tags wasmtime ./... || exit 1; \
 	fi
-	GOOS=wasip1 GOARCH=wasm $(GO) vet ./abi/... ./guest-sdk/... ./examples/crawler/ ./examples/repo-report/
+	GOOS=wasip1 GOARCH=wasm $(GO) vet ./abi/... $(SDK) ./examples/crawler/ ./examples/repo-report/
 	@for p in $(PLATFORMS); do \
 	  echo "build $$p"; \
-	  GOOS=$${p%/*} GOARCH=$${p#*/} CGO_ENABLED=0 $(GO) build ./... || exit 1; \
+	  GOOS=$${p%/*} GOARCH=$${p#*/} CGO_ENABLED=0 $(GO) build ./... $(SDK) || exit 1; \
 	done
 
 ## bench: measure the durable path against its floors; writes bench/results.json and bench/results.md.
@@ -88,7 +92,7 @@ bench: deps
 ## fuzz: run each fuzz target for FUZZTIME (default 30s).
 FUZZTIME ?= 30s
 fuzz:
-	@for p in ./abi ./journal ./host ./replay; do \
+	@for p in ./abi ./internal/guestabi ./journal ./host ./replay; do \
 	  for f in $$($(GO) test -list '^Fuzz' $$p | grep '^Fuzz'); do \
 	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$p || exit 1; \
 	  done; \

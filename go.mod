@@ -24,6 +24,7 @@ require (
 require golang.org/x/text v0.44.0 // indirect
 
 require (
+	github.com/agentrt/agentrt/guest-sdk v0.0.0-00010101000000-000000000000
 	github.com/cedar-policy/cedar-go v1.9.1
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dgraph-io/ristretto/v2 v2.2.0 // indirect
@@ -50,3 +51,5 @@ require (
 	google.golang.org/protobuf v1.36.7 // indirect
 	kernel.org/pub/linux/libs/security/libcap/psx v1.2.78 // indirect
 )
+
+replace github.com/agentrt/agentrt/guest-sdk => ./guest-sdk

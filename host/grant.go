@@ -2,10 +2,12 @@ package host
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/capability"
+	"github.com/agentrt/agentrt/internal/yamlkeys"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -73,6 +76,12 @@ func LoadGrant(path string) (*Grant, error) {
 		return nil, err
 	}
 	g, err := ParseGrant(b)
+	var uk *yamlkeys.UnknownKeyError
+	if errors.As(err, &uk) {
+		// The message starts with the file and line: grant.yaml:3: ...
+		uk.File = path
+		return nil, uk
+	}
 	if err != nil {
 		return nil, fmt.Errorf("grant %s: %w", path, err)
 	}
@@ -80,7 +89,10 @@ func LoadGrant(path string) (*Grant, error) {
 }
 
 // ParseGrant parses and checks a grant in YAML or JSON. Unknown keys are an
-// error, so a misspelt capability never silently grants less or more.
+// error, so a misspelt capability never silently grants less or more: a
+// *yamlkeys.UnknownKeyError that names the key, its line, the section
+// (relative to capabilities: "kv", "tool.tools[0].limits"), the keys
+// allowed there and the nearest one.
 //
 //	capabilities:
 //	  run: {}
@@ -89,6 +101,13 @@ func LoadGrant(path string) (*Grant, error) {
 func ParseGrant(b []byte) (*Grant, error) {
 	var doc struct {
 		Capabilities *Grant `yaml:"capabilities"`
+	}
+	if err := yamlkeys.Check(b, reflect.TypeOf(doc)); err != nil {
+		var uk *yamlkeys.UnknownKeyError
+		if errors.As(err, &uk) && uk.Path != "capabilities" {
+			uk.Path = strings.TrimPrefix(uk.Path, "capabilities.")
+		}
+		return nil, err
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)

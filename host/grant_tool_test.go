@@ -1,6 +1,7 @@
 package host_test
 
 import (
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -76,7 +77,9 @@ func TestToolGrantCheckSaysWhatToChange(t *testing.T) {
 		{"root write", base("name: g\nexec: /bin/g\nwrite: [/]"), `tool "g": write[0]: "/" would make the whole host writable`},
 		{"network allowlist", base("name: g\nexec: /bin/g\nnetwork: api.example.com:443"), `tool "g": network: "api.example.com:443" is not supported; write network: none (the sandbox refuses network allowlists today`},
 		{"network as a map", base("name: g\nexec: /bin/g\nnetwork: {allow: [a:1]}"), "parse:"},
-		{"unknown key", base("name: g\nexec: /bin/g\nshell: true"), "field shell not found"},
+		{"unknown key", base("name: g\nexec: /bin/g\nshell: true"), `line 6: unknown key "shell" in tool.tools[0]; allowed: name, exec, args, read, write, workspace, workdir, network, env, limits, idempotent`},
+		{"misspelt key", base("name: g\nexec: /bin/g\nlimits: {wal: 1s}"), `line 6: unknown key "wal" in tool.tools[0].limits; allowed: cpu, wall, memory, procs, output, file_size, disk, hash (did you mean wall?)`},
+		{"misspelt flag key", base("name: g\nexec: /bin/g\nargs: {flags: [{nmae: -n}]}"), `line 6: unknown key "nmae" in tool.tools[0].args.flags[0]; allowed: name, value, path (did you mean name?)`},
 		{"bad pattern", base("name: g\nexec: /bin/g\nargs: {positional: [{pattern: '(['}]}"), `tool "g": args.positional[0]: pattern: "([" is not an RE2 regexp`},
 		{"empty pattern", base("name: g\nexec: /bin/g\nargs: {positional: [{path: ro}]}"), `tool "g": args.positional[0]: a pattern is required`},
 		{"bad path kind", base("name: g\nexec: /bin/g\nargs: {positional: [{pattern: x, path: rwx}]}"), `tool "g": args.positional[0]: path: "rwx" is not ro or rw`},
@@ -101,5 +104,32 @@ func TestToolGrantCheckSaysWhatToChange(t *testing.T) {
 				t.Fatalf("got %v, want an error containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestGrantTypoNamesTheKey: a misspelt key names the file and line, the
+// key, the section, the keys allowed there and the nearest one, and the run
+// is refused (nothing is granted by a key nobody meant).
+func TestGrantTypoNamesTheKey(t *testing.T) {
+	t.Chdir(t.TempDir())
+	for _, tc := range []struct{ grant, want string }{
+		{"capabilities:\n  run: {}\n  kv: {namepsace: crawler}\n",
+			`grant.yaml:3: unknown key "namepsace" in kv; allowed: namespace (did you mean namespace?)`},
+		{"capabilities:\n  http: {hosts: [a.example], idempotnet: true}\n",
+			`grant.yaml:2: unknown key "idempotnet" in http; allowed: hosts, idempotent (did you mean idempotent?)`},
+		{"capabilities:\n  clock: {real: true}\n",
+			`grant.yaml:2: unknown key "real" in clock, which takes no keys (write clock: {})`},
+		{"capabilites:\n  run: {}\n",
+			`grant.yaml:1: unknown key "capabilites" at the top level; allowed: capabilities (did you mean capabilities?)`},
+		{`{"capabilities": {"run": {}, "randon": {}}}`,
+			`grant.yaml:1: unknown key "randon" in capabilities; allowed: run, kv, http, clock, random, tool (did you mean random?)`},
+	} {
+		if err := os.WriteFile("grant.yaml", []byte(tc.grant), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		g, err := host.LoadGrant("grant.yaml")
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%q:\n got %v (grant %+v)\nwant %s", tc.grant, err, g, tc.want)
+		}
 	}
 }

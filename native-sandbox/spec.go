@@ -2,16 +2,19 @@ package sandbox
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path"
+	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/agentrt/agentrt/internal/yamlkeys"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -98,14 +101,24 @@ type Limits struct {
 type SpecError struct {
 	Field string
 	Msg   string
+	// Err is the cause when it is an error of its own: a
+	// *yamlkeys.UnknownKeyError for a key a spec does not have, which names
+	// the file and line, the keys allowed there and the nearest one.
+	Err error
 }
 
 func (e *SpecError) Error() string {
+	if e.Err != nil {
+		return "sandbox spec: " + e.Err.Error()
+	}
 	if e.Field == "" {
 		return "sandbox spec: " + e.Msg
 	}
 	return fmt.Sprintf("sandbox spec: %s: %s", e.Field, e.Msg)
 }
+
+// Unwrap returns Err.
+func (e *SpecError) Unwrap() error { return e.Err }
 
 func specErr(field, format string, args ...any) error {
 	return &SpecError{Field: field, Msg: fmt.Sprintf(format, args...)}
@@ -141,6 +154,12 @@ func Load(file string) (*Spec, error) {
 		return nil, err
 	}
 	s, err := Parse(data)
+	var uk *yamlkeys.UnknownKeyError
+	if errors.As(err, &uk) {
+		// The message names the file and line: tool.yaml:7: unknown key ...
+		uk.File = file
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
@@ -151,6 +170,11 @@ func Load(file string) (*Spec, error) {
 // validates it.
 func Parse(data []byte) (*Spec, error) {
 	var f fileSpec
+	if err := yamlkeys.Check(data, reflect.TypeOf(f)); err != nil {
+		var uk *yamlkeys.UnknownKeyError
+		errors.As(err, &uk)
+		return nil, &SpecError{Field: uk.Path, Msg: err.Error(), Err: err}
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil {
@@ -208,7 +232,8 @@ func parseNetwork(n *yaml.Node) (Network, error) {
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			if k.Value != "allow" {
-				return Network{}, specErr("network", "unknown key %q (line %d); the only key is allow", k.Value, k.Line)
+				uk := yamlkeys.NewUnknownKey(k.Line, k.Value, "network", []string{"allow"})
+				return Network{}, &SpecError{Field: "network", Msg: uk.Error(), Err: uk}
 			}
 			if err := v.Decode(&net.Allow); err != nil {
 				return Network{}, specErr("network.allow", "want a list of host:port strings")

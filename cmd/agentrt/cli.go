@@ -148,6 +148,7 @@ cancel, runs and approve then go through it.`,
 	root.PersistentFlags().StringVar(&c.policies, "policies", "", "customer Cedar policies, a directory of .cedar files or one file (default DATA/"+cell.PoliciesDir+" when it exists)")
 	root.PersistentFlags().StringVar(&c.modes, "modes", "", "permission modes file (default DATA/"+cell.ModesFile+" when it exists)")
 	root.AddCommand(
+		c.newCmd(),
 		c.buildCmd(),
 		c.runCmd(),
 		c.resumeCmd(),

@@ -17,32 +17,35 @@ func (c *cli) buildCmd() *cobra.Command {
 		Long: `Compile the agent in DIR to a wasip1 module, reproducibly: the same source
 gives the same bytes and so the same module hash in every run header.
 
-A directory of Go files (a main package using guest-sdk/agent) is built with the
-go command for GOOS=wasip1 GOARCH=wasm. A directory of C files (including
-guest-sdk/c/agentrt.h) is built with clang for wasm32-wasi against wasi-libc.
+A directory of Go files (a main package using guest-sdk/agent, in a module:
+a go.mod in DIR or above it) is built with the go command for GOOS=wasip1
+GOARCH=wasm, in any folder and offline: the guest SDK comes from this agentrt
+binary, at its own version. The build reads the agent's go.mod and go.sum and
+never writes them: it gives the go command a copy of the go.mod that replaces
+the SDK's module (github.com/agentrt/agentrt/guest-sdk) with the SDK's source.
+A go.mod that replaces the SDK itself, the agentrt repository's own go.mod, or
+a go.work that applies is used as it is. The first build compiles the Go
+runtime for wasip1 (5-10 s; the go build cache keeps it) and says so.
+
+A directory of C files (including agentrt.h) is built with clang for
+wasm32-wasi against wasi-libc, with the agentrt.h beside the sources, else the
+one of the agentrt checkout they are in, else the one this binary carries.
+
 A Cargo package (a Cargo.toml naming agentrt = "0.1") is built with cargo
-build --offline --release for wasm32-wasi, the crate served from guest-sdk/rust;
-the rustc used is the first, of the one on PATH and /usr/bin/rustc, that has
-the wasm32-wasi standard library. make deps installs these toolchains.`,
-		Example: "  agentrt build examples/crawler -o crawler.wasm\n  agentrt build examples/wordfreq-c -o wordfreq.wasm\n  agentrt build examples/wordfreq-rust -o wordfreq-rust.wasm",
+build --offline --release for wasm32-wasi, the crate served from guest-sdk/rust
+of the checkout it lies in, else from the copy this binary carries; the rustc
+used is the first, of the one on PATH and /usr/bin/rustc, that has the
+wasm32-wasi standard library. make deps installs these toolchains.
+
+agentrt new DIR writes an agent that builds at once.`,
+		Example: "  agentrt build examples/crawler -o crawler.wasm\n  agentrt build examples/wordfreq-c -o wordfreq.wasm\n  agentrt build examples/wordfreq-rust -o wordfreq-rust.wasm\n  agentrt new hello && agentrt build hello -o hello.wasm",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := args[0]
 			if out == "" {
 				out = filepath.Base(filepath.Clean(dir)) + ".wasm"
 			}
-			lang, err := wasmbuild.Detect(dir)
-			if err != nil {
-				return err
-			}
-			build := wasmbuild.Go
-			switch lang {
-			case "c":
-				build = wasmbuild.C
-			case "rust":
-				build = wasmbuild.Rust
-			}
-			if err := build(cmd.Context(), dir, out); err != nil {
+			if _, err := wasmbuild.Build(cmd.Context(), dir, out, wasmbuild.Options{Progress: c.stderr}); err != nil {
 				return err
 			}
 			info, err := os.Stat(out)

@@ -145,7 +145,7 @@ command then detaches from the run, which goes on in the cell.`,
 	f.StringVar(&tokenFile, "token", "", "capability token (agentrt token issue/attenuate) granting the run; with --grant, the grant must be within it and declare its tools as the token binds them")
 	f.StringVar(&keyFile, "key", "", "OpenSSH ed25519 private key of the token's subject, which seals it, for a token issued to a key held elsewhere")
 	f.StringVar(&seedHex, "seed", "", "seed of the guest's random stream, 64 hex digits (default: fresh)")
-	f.BoolVar(&asJSON, "json", false, `print one JSON object {"run_id","status","output"} on stdout`)
+	f.BoolVar(&asJSON, "json", false, `print one JSON object {"run_id","status","steps","output"} on stdout: output is the JSON itself, a string of UTF-8 text ("output_text": true), or "output_base64" for bytes that are not UTF-8`)
 	f.BoolVarP(&quiet, "quiet", "q", false, "do not show the guest's stdout, stderr and log lines")
 	f.StringVar(&target, "cell", "", "submit the run to a cell daemon (unix:DATA/agentrt.sock or http://127.0.0.1:PORT) and follow it")
 	c.engineFlag(cmd)
@@ -292,7 +292,10 @@ func (c *cli) reportRemote(ri cell.RunInfo, start time.Time, asJSON bool) error 
 		} else {
 			out := []byte(ri.Output)
 			var s string
-			if ri.OutputText && json.Unmarshal(out, &s) == nil {
+			switch {
+			case ri.OutputBase64 != nil:
+				out = ri.OutputBase64
+			case ri.OutputText && json.Unmarshal(out, &s) == nil:
 				out = []byte(s)
 			}
 			c.printOutput(out)
@@ -397,14 +400,20 @@ func (c *cli) printJSON(v any) error {
 	return err
 }
 
-// printRunJSON prints a run's result; a JSON output is embedded as JSON,
-// anything else as a string.
+// printRunJSON prints a run's result as one JSON object, its output as the
+// cell API carries it (cell.EncodeOutput): "output" holds UTF-8 JSON as it
+// is and other UTF-8 text as a string ("output_text": true); output that is
+// not UTF-8 is "output_base64", its bytes exactly.
 func (c *cli) printRunJSON(res *host.Result) error {
 	out := map[string]any{"run_id": res.Run.String(), "status": res.Status, "steps": res.Steps}
-	if json.Valid(res.Output) {
-		out["output"] = json.RawMessage(res.Output)
-	} else {
-		out["output"] = string(res.Output)
+	switch value, text, raw := cell.EncodeOutput(res.Output); {
+	case raw != nil:
+		out["output_base64"] = raw
+	default:
+		out["output"] = value
+		if text {
+			out["output_text"] = true
+		}
 	}
 	if res.Err != nil {
 		out["error"] = res.Err.Error()

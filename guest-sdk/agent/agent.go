@@ -7,10 +7,20 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/guest-sdk/abi"
 )
 
-// Sentinel errors to compare host errors with errors.Is.
+// HostError is the error of a call the host refused or that failed: its
+// status code and the host's message. Compare it with errors.Is against
+// the sentinels below (errors.Is(err, ErrDenied)), or read it with
+// errors.As into a *HostError. (Error is a log level.)
+type HostError = abi.Error
+
+// Status is the numeric outcome of a call, a HostError's Code.
+type Status = abi.Status
+
+// Sentinel errors to compare host errors with errors.Is: each matches
+// every HostError with its status, whatever the message.
 var (
 	ErrBadRequest = &abi.Error{Code: abi.StatusBadRequest}
 	ErrTooLarge   = &abi.Error{Code: abi.StatusTooLarge}

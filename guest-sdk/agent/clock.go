@@ -3,7 +3,7 @@ package agent
 import (
 	"time"
 
-	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/guest-sdk/abi"
 )
 
 // Now returns the host's real wall time (clock.now), journaled so replay

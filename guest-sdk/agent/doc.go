@@ -1,8 +1,10 @@
 // Package agent is the Go SDK for agentrt agents. Build agents with
-// GOOS=wasip1 GOARCH=wasm (agentrt build does this); every function here
-// reaches the host through one capability import module, and a module
-// imports only the modules whose functions it calls, so its import section
-// states exactly which capabilities it needs.
+// GOOS=wasip1 GOARCH=wasm (agentrt build does this, in any folder, with this
+// SDK at the version of the agentrt binary); every function here reaches
+// the host through one capability import module, and a module imports only
+// the modules whose functions it calls, so its import section states
+// exactly which capabilities it needs. A module that imports a capability
+// its grant lacks is refused before it runs.
 //
 // A minimal agent:
 //
@@ -13,7 +15,28 @@
 //		})
 //	}
 //
-// Errors from the host are *abi.Error values; compare them with errors.Is
+// # The calls, by capability
+//
+//   - run (every run has it): Main and MainJSON (the input in, the output
+//     out), Input, SetOutput, Log and Logf, Introspect (an
+//     IntrospectResponse), State and Checkpoint (continue as new).
+//   - kv: KVGet, KVPut, KVDelete, KVList: durable key/value state in the
+//     grant's namespace. A write commits with its journal entries, exactly
+//     once.
+//   - http: HTTPGet and HTTPDo (an HTTPRequest, with Headers, answered by
+//     an HTTPResponse): an effect, journaled before it is sent with an
+//     Idempotency-Key.
+//   - clock: Now, the host's wall time.
+//   - random: RandomBytes, the host's entropy.
+//   - tool: Tool and ToolWithStdin, a native program under the host's OS
+//     sandbox, answered by a ToolResult with its ToolFile list.
+//
+// Everything an agent gets from the host is journaled, so a replay of the
+// run gives the agent the same answers. time.Now and math/rand need no
+// capability: they read the run's virtual clock and its seeded stream,
+// which are deterministic.
+//
+// Errors from the host are *HostError values; compare them with errors.Is
 // against ErrNotFound, ErrDenied, ErrInDoubt and the others below.
 //
 // Outside wasip1 the package compiles (so tools and docs work) but every

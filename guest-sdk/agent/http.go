@@ -1,9 +1,13 @@
 package agent
 
-import "github.com/agentrt/agentrt/abi"
+import "github.com/agentrt/agentrt/guest-sdk/abi"
 
 // HTTPRequest is an HTTP request made through the host (http.request).
 type HTTPRequest = abi.HTTPRequest
+
+// Header is one HTTP header field, in HTTPRequest.Headers and
+// HTTPResponse.Headers: a list, so that order and repeated names survive.
+type Header = abi.Header
 
 // HTTPResponse is the host's answer to an HTTPRequest.
 type HTTPResponse = abi.HTTPResponse

@@ -1,6 +1,6 @@
 package agent
 
-import "github.com/agentrt/agentrt/abi"
+import "github.com/agentrt/agentrt/guest-sdk/abi"
 
 // KVGet returns the value of key in the agent's durable state, or an error
 // matching ErrNotFound.

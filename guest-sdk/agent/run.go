@@ -3,7 +3,7 @@ package agent
 import (
 	"fmt"
 
-	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/guest-sdk/abi"
 )
 
 // Level is the severity of a log line.
@@ -37,9 +37,12 @@ func Log(level Level, msg string) error {
 // Logf formats and logs at level Info.
 func Logf(format string, args ...any) error { return Log(Info, fmt.Sprintf(format, args...)) }
 
+// IntrospectResponse says who the run is (Introspect).
+type IntrospectResponse = abi.IntrospectResponse
+
 // Introspect says who the run is: its id, module, grant and steps so far
 // (run.introspect).
-func Introspect() (*abi.IntrospectResponse, error) {
+func Introspect() (*IntrospectResponse, error) {
 	var r abi.IntrospectResponse
 	err := call(runTransport, abi.CapRun, abi.OpRunIntrospect, nil, &r)
 	return &r, err

@@ -1,6 +1,6 @@
 package agent
 
-import "github.com/agentrt/agentrt/abi"
+import "github.com/agentrt/agentrt/guest-sdk/abi"
 
 // ToolResult is the outcome of a native tool's run (tool.run): its exit
 // status, its output and the files it wrote, by hash.

@@ -2,7 +2,7 @@
 
 package agent
 
-import "github.com/agentrt/agentrt/abi"
+import "github.com/agentrt/agentrt/guest-sdk/abi"
 
 func notWasm(uint32, []byte) (abi.Status, []byte, error) { return 0, nil, ErrNotWasm }
 

@@ -5,7 +5,7 @@ package agent
 import (
 	"unsafe"
 
-	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/guest-sdk/abi"
 )
 
 //go:wasmimport agentrt:run call

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentrt/agentrt/capability"
 	"github.com/agentrt/agentrt/host"
@@ -42,8 +43,11 @@ type RunInfo struct {
 	Output       json.RawMessage `json:"output,omitempty"`
 	// OutputText says Output is not the run's output itself, which is not
 	// JSON, but a JSON string of it.
-	OutputText bool   `json:"output_text,omitempty"`
-	Error      string `json:"error,omitempty"`
+	OutputText bool `json:"output_text,omitempty"`
+	// OutputBase64 is the run's output when it is not UTF-8 (binary), as
+	// its bytes (base64 in JSON); Output is then absent.
+	OutputBase64 []byte `json:"output_base64,omitempty"`
+	Error        string `json:"error,omitempty"`
 }
 
 // info returns the RunInfo of m as this server's host sees it.
@@ -58,8 +62,7 @@ func (s *Server) info(m journal.RunMeta) RunInfo {
 	return ri
 }
 
-// Info returns m as a RunInfo. A JSON output is embedded as JSON, any other
-// as a JSON string.
+// Info returns m as a RunInfo, its output as EncodeOutput puts it.
 func Info(m journal.RunMeta, live bool) RunInfo {
 	ri := RunInfo{
 		RunID: m.ID.String(), Status: m.Status, Live: live, Module: m.ModuleName,
@@ -71,14 +74,25 @@ func Info(m journal.RunMeta, live bool) RunInfo {
 		ri.Ended = &t
 	}
 	if m.Output != nil {
-		if json.Valid(m.Output) {
-			ri.Output = m.Output
-		} else {
-			ri.Output, _ = json.Marshal(string(m.Output))
-			ri.OutputText = true
-		}
+		ri.Output, ri.OutputText, ri.OutputBase64 = EncodeOutput(m.Output)
 	}
 	return ri
+}
+
+// EncodeOutput is how a run's output travels in JSON, without a byte lost
+// or changed: the output itself (value) when it is UTF-8 JSON; a JSON
+// string of it (value, and text true) when it is other UTF-8 text; its
+// bytes (raw, for "output_base64") when it is not UTF-8. A JSON string
+// would replace invalid UTF-8 with U+FFFD.
+func EncodeOutput(out []byte) (value json.RawMessage, text bool, raw []byte) {
+	switch {
+	case !utf8.Valid(out):
+		return nil, false, out
+	case json.Valid(out):
+		return out, false, nil
+	}
+	value, _ = json.Marshal(string(out))
+	return value, true, nil
 }
 
 // Submission is the body of POST /v1/runs.

@@ -11,19 +11,20 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"golang.org/x/mod/modfile"
 )
 
 // C agents are compiled by clang for wasm32-wasi against wasi-libc, with
 // the header-only SDK guest-sdk/c/agentrt.h on the include path.
 //
 // The header is found, in this order: next to the sources (an agent that
-// carries its own copy of agentrt.h), then in guest-sdk/c of the first
-// directory above the sources that has one (agents inside this
-// repository, such as examples/), then the same search from the working
-// directory (agentrt build DIR run from a checkout, for an agent kept
-// elsewhere). A checkout is the source of the header rather than a copy
-// inside the agentrt binary so that an agent is always built against the
-// header its repository tests.
+// carries its own copy of agentrt.h); in guest-sdk/c of the agentrt
+// checkout the sources lie in (examples/ and the tests: an agent of the
+// repository is built against the header the repository tests); else the
+// header this binary carries, the one of its own version. A guest-sdk
+// directory above the sources that is not in an agentrt checkout is not
+// used: an agent's folder does not pick a header by accident.
 
 // Errors returned by C and CFiles when the toolchain is incomplete; each
 // comes wrapped in a *ToolchainError that says how to fix it.
@@ -34,14 +35,11 @@ var (
 	ErrNoWASISysroot = errors.New("no WASI sysroot (wasi-libc for wasm32-wasi) found")
 	// ErrNoWASIBuiltins: clang's compiler-rt builtins for wasm32 are missing.
 	ErrNoWASIBuiltins = errors.New("clang's wasm32 builtins (libclang_rt.builtins-wasm32.a) are missing")
-	// ErrNoCSDK: agentrt.h was found neither beside the sources nor in a
-	// guest-sdk/c above them or above the working directory.
-	ErrNoCSDK = errors.New("guest-sdk/c/agentrt.h not found")
 )
 
-// ToolchainError is a missing part of the C toolchain, with the fix. Error
-// returns the problem alone; a command line prints Hint on a line of its
-// own ("hint: ...").
+// ToolchainError is a missing part of the toolchain or of the agent's
+// folder, with the fix. Error returns the problem alone; a command line
+// prints Hint on a line of its own ("hint: ...").
 type ToolchainError struct {
 	Err  error
 	Hint string
@@ -96,10 +94,11 @@ func CFiles(ctx context.Context, out string, files []string, flags ...string) er
 	}
 	slices.Sort(abs)
 	srcDir := filepath.Dir(abs[0])
-	include, err := findCSDK(srcDir)
+	include, cleanup, err := findCSDK(srcDir)
 	if err != nil {
 		return err
 	}
+	defer cleanup()
 	outAbs, err := filepath.Abs(out)
 	if err != nil {
 		return err
@@ -206,27 +205,39 @@ func clangFinds(ctx context.Context, clang, sysroot, query string) bool {
 }
 
 // findCSDK returns the directory to put on the include path for
-// agentrt.h, "" when it lies beside the sources (clang finds it there).
-func findCSDK(srcDir string) (string, error) {
+// agentrt.h, "" when it lies beside the sources (clang finds it there), and
+// a function that removes what it wrote.
+func findCSDK(srcDir string) (include string, cleanup func(), err error) {
+	none := func() {}
 	if _, err := os.Stat(filepath.Join(srcDir, "agentrt.h")); err == nil {
-		return "", nil
+		return "", none, nil
 	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for _, start := range []string{srcDir, wd} {
-		for dir := start; ; dir = filepath.Dir(dir) {
-			inc := filepath.Join(dir, "guest-sdk", "c")
-			if _, err := os.Stat(filepath.Join(inc, "agentrt.h")); err == nil {
-				return inc, nil
-			}
-			if filepath.Dir(dir) == dir {
-				break
-			}
+	for dir := srcDir; ; dir = filepath.Dir(dir) {
+		inc := filepath.Join(dir, "guest-sdk", "c")
+		if _, err := os.Stat(filepath.Join(inc, "agentrt.h")); err == nil && isCheckout(dir) {
+			return inc, none, nil
+		}
+		if filepath.Dir(dir) == dir {
+			break
 		}
 	}
-	return "", &ToolchainError{ErrNoCSDK, fmt.Sprintf("run agentrt build from an agentrt checkout, or copy guest-sdk/c/agentrt.h into %s", srcDir)}
+	tmp, err := os.MkdirTemp("", "agentrt-csdk-")
+	if err != nil {
+		return "", none, err
+	}
+	cleanup = func() { os.RemoveAll(tmp) }
+	if _, err := extract(tmp, func(p string) bool { return p == "c/agentrt.h" }); err != nil {
+		cleanup()
+		return "", none, err
+	}
+	return filepath.Join(tmp, "c"), cleanup, nil
+}
+
+// isCheckout reports whether dir is the root of an agentrt checkout: its
+// go.mod is the module github.com/agentrt/agentrt.
+func isCheckout(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	return err == nil && modfile.ModulePath(b) == "github.com/agentrt/agentrt"
 }
 
 // Detect says which language the agent in dir is written in: "go" for a

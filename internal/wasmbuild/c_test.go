@@ -110,3 +110,53 @@ func TestCWithoutSources(t *testing.T) {
 		t.Fatalf("got %v, want a no .c files error", err)
 	}
 }
+
+// TestCOutsideACheckout builds a C agent in a folder of its own, below a
+// guest-sdk/c/agentrt.h that is not an agentrt checkout's (planted, and
+// broken): the header this binary carries is used, and the module is the
+// one the checkout's header gives, byte for byte.
+func TestCOutsideACheckout(t *testing.T) {
+	top := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(top, "guest-sdk", "c"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, filepath.Join(top, "guest-sdk", "c"), map[string]string{"agentrt.h": "#error a planted header\n"})
+	dir := filepath.Join(top, "agent")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	main := `#include "agentrt.h"
+int main(void) { return agentrt_log(AGENTRT_LEVEL_INFO, "hi") != AGENTRT_STATUS_OK; }
+`
+	writeFiles(t, dir, map[string]string{"main.c": main})
+	out := filepath.Join(t.TempDir(), "a.wasm")
+	if err := C(context.Background(), dir, out); err != nil {
+		t.Fatalf("the planted header was used, or none: %v", err)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same source inside the checkout, built against guest-sdk/c.
+	repo, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := os.MkdirTemp(repo, ".ctest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(in)
+	writeFiles(t, in, map[string]string{"main.c": main})
+	out2 := filepath.Join(t.TempDir(), "b.wasm")
+	if err := C(context.Background(), in, out2); err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(out2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("built against the binary's header: %d bytes; against the checkout's: %d bytes", len(got), len(want))
+	}
+}

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/guest-sdk/agent"
 )
 
@@ -40,7 +39,7 @@ func do(r Request) string {
 		req.Method = "GET"
 	}
 	for k, v := range r.Headers {
-		req.Headers = append(req.Headers, abi.Header{Name: k, Value: v})
+		req.Headers = append(req.Headers, agent.Header{Name: k, Value: v})
 	}
 	resp, err := agent.HTTPDo(req)
 	switch {

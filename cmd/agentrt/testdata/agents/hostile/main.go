@@ -19,7 +19,6 @@ import (
 	"os"
 	"sort"
 
-	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/guest-sdk/agent"
 )
 
@@ -79,7 +78,7 @@ func request(s Step) string {
 	}
 	sort.Strings(names)
 	for _, k := range names {
-		req.Headers = append(req.Headers, abi.Header{Name: k, Value: s.Headers[k]})
+		req.Headers = append(req.Headers, agent.Header{Name: k, Value: s.Headers[k]})
 	}
 	resp, err := agent.HTTPDo(req)
 	if err != nil {

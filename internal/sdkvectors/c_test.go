@@ -1,7 +1,9 @@
-// Package ctest tests the C SDK, agentrt.h, against the ABI's test vectors
-// (abi/testdata/vectors): the same files the Go codec and the Rust SDK are
+// The C SDK, guest-sdk/c/agentrt.h, against the ABI's test vectors
+// (abi/testdata/vectors): the same files the Go codecs and the Rust SDK are
 // tested against, read by the same reader (internal/abivectors) and driven
-// by the same harness (internal/sdkvectors).
+// by the same harness (this package). The runner lives here, not beside the
+// header, because guest-sdk is a module of its own that depends on the
+// standard library alone.
 //
 // testdata/vectors.c is built with clang and run under wazero with a stub
 // host for every agentrt:* module. For each vector the test sends the C
@@ -9,7 +11,8 @@
 // stub checks the request bytes the call sends and answers with the
 // vector's bytes; the C program prints what the SDK decoded, and the test
 // compares that with what the Go codec decodes from the same bytes.
-package ctest
+
+package sdkvectors_test
 
 import (
 	"context"
