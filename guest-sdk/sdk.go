@@ -1,7 +1,7 @@
-// Package guestsdk holds the source of the guest SDKs, so that the agentrt
-// binary carries the SDK of its own version: agentrt build compiles an
-// agent in any folder, offline, against this source, and agentrt new
-// writes agents that build against it.
+// Package guestsdk holds the source of the guest SDKs (Go, C and Rust),
+// so that the agentrt binary carries the SDK of its own version: agentrt
+// build compiles an agent in any folder, offline, against this source, and
+// agentrt new writes agents that build against it.
 package guestsdk
 
 import (
@@ -20,12 +20,14 @@ const ModulePath = "github.com/agentrt/agentrt/guest-sdk"
 const Version = "v0.0.0-00010101000000-000000000000"
 
 // The Go SDK is this module (go.mod, agent/, abi/); the C SDK is one
-// header. Test files come along: the go command never compiles a
-// dependency's tests.
+// header; the Rust SDK is the crate's manifest and sources (what cargo
+// builds; its test driver stays out). Test files come along: the go
+// command never compiles a dependency's tests.
 //
-//go:embed go.mod agent/*.go abi/*.go c/agentrt.h
+//go:embed go.mod agent/*.go abi/*.go c/agentrt.h rust/Cargo.toml rust/src
 var source embed.FS
 
 // Source returns the SDK's files, with paths relative to guest-sdk/: the
-// Go module at its root, the C header at c/agentrt.h.
+// Go module at its root, the C header at c/agentrt.h, the Rust crate at
+// rust/ (Cargo.toml and src/).
 func Source() fs.FS { return source }

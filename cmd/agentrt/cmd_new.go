@@ -21,12 +21,15 @@ does all of that with the agentrt binary on PATH.
 
   --lang go   main.go, agent_test.go (go test), go.mod, grant.yaml, README.md
   --lang c    main.c, Makefile (make test), grant.yaml, README.md
+  --lang rust src/main.rs, Cargo.toml, Cargo.lock, Makefile (make test: cargo
+              cannot find the SDK crate without agentrt build), grant.yaml, README.md
 
 The agent greets the name in its input and counts, in durable kv state, how
 many times it has greeted it. It is named after DIR (its module, its .wasm file
 and its kv namespace) unless --name says otherwise. A Go agent's go.mod requires
 the guest SDK, which is not published: agentrt build supplies the SDK this
-binary carries, offline, without changing the go.mod.
+binary carries, offline, without changing the go.mod; a Rust agent's Cargo.toml
+names agentrt = "0.1", which agentrt build serves from the crate it carries.
 
 DIR must be empty or new: --force writes into a folder with files, replacing
 those of the same names and leaving the others.`,
@@ -35,7 +38,8 @@ those of the same names and leaving the others.`,
   agentrt run hello.wasm --grant grant.yaml --input '{"name":"Ada"}'
   go test
 
-  agentrt new greeter-c --lang c && make -C greeter-c test`,
+  agentrt new greeter-c --lang c && make -C greeter-c test
+  agentrt new greeter-rs --lang rust && make -C greeter-rs test`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := args[0]
@@ -56,7 +60,7 @@ those of the same names and leaving the others.`,
 				lang = scaffold.Languages[0]
 			}
 			input, test := `'{"name":"Ada"}'`, "go test"
-			if lang == "c" {
+			if lang != "go" {
 				input, test = "Ada", "make test"
 			}
 			fmt.Fprintf(c.stderr, "next:\n  cd %s\n  agentrt build . -o %s.wasm\n  agentrt run %s.wasm --grant grant.yaml --input %s\n  %s    # builds, runs, replays and verifies it (README.md)\n",

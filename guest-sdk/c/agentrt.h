@@ -7,7 +7,7 @@
  *
  * (agentrt build DIR does this), and run it with agentrt run. abi/SPEC.md is
  * the normative text of what this file implements; abi/testdata/vectors are
- * the bytes it is tested against (guest-sdk/c/vectors_test.go).
+ * the bytes it is tested against (internal/sdkvectors/ctest/vectors_test.go).
  *
  * Every function is static inline and each capability has its own import
  * module (agentrt:run, agentrt:kv, ...), so a module imports only the

@@ -1,6 +1,7 @@
 // Package scaffold writes a new agent: its source, a grant, a README with
 // the commands that build, run, replay and audit it, and a test in the form
-// its language's users expect (go test for Go, make test for C). What it
+// its language's users expect (go test for Go, make test for C and for
+// Rust, whose cargo cannot find the SDK crate on its own). What it
 // writes builds and runs at once, with nothing but the agentrt binary and
 // the language's toolchain (agentrt new).
 package scaffold
@@ -29,7 +30,7 @@ var templates embed.FS
 
 // Languages are the languages an agent can be written in, the first the
 // default.
-var Languages = []string{"go", "c"}
+var Languages = []string{"go", "c", "rust"}
 
 // ErrNotEmpty is returned by Write for a folder that holds files, unless
 // Options.Force is set.
@@ -57,7 +58,7 @@ type data struct {
 }
 
 // Write writes a new agent into dir (created if need be) and returns the
-// files it wrote, relative to dir, in order.
+// files it wrote, relative to dir (slash-separated), in order.
 func Write(dir string, opts Options) ([]string, error) {
 	if opts.Lang == "" {
 		opts.Lang = Languages[0]
@@ -98,7 +99,11 @@ func Write(dir string, opts Options) ([]string, error) {
 	}
 	var names []string
 	for _, f := range files {
-		if err := os.WriteFile(filepath.Join(abs, f.name), f.body, 0o644); err != nil {
+		dst := filepath.Join(abs, filepath.FromSlash(f.name))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return names, err
+		}
+		if err := os.WriteFile(dst, f.body, 0o644); err != nil {
 			return names, err
 		}
 		names = append(names, f.name)
@@ -112,43 +117,46 @@ type file struct {
 }
 
 // render executes the templates of lang. A template's file name is its
-// name less .tmpl; gitignore is .gitignore.
+// path less .tmpl; gitignore is .gitignore.
 func render(lang string, d data) ([]file, error) {
 	dir := path.Join("templates", lang)
-	entries, err := fs.ReadDir(templates, dir)
-	if err != nil {
-		return nil, err
-	}
 	var files []file
-	for _, e := range entries {
-		src, err := fs.ReadFile(templates, path.Join(dir, e.Name()))
+	err := fs.WalkDir(templates, dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		src, err := fs.ReadFile(templates, p)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		t, err := template.New(e.Name()).Option("missingkey=error").Parse(string(src))
 		if err != nil {
-			return nil, err
+			return err
 		}
 		var b bytes.Buffer
 		if err := t.Execute(&b, d); err != nil {
-			return nil, err
+			return err
 		}
-		name := strings.TrimSuffix(e.Name(), ".tmpl")
+		name := strings.TrimSuffix(strings.TrimPrefix(p, dir+"/"), ".tmpl")
 		if name == "gitignore" {
 			name = ".gitignore"
 		}
 		body := b.Bytes()
 		if strings.HasSuffix(name, ".go") {
 			if body, err = format.Source(body); err != nil {
-				return nil, fmt.Errorf("template %s: %w", e.Name(), err)
+				return fmt.Errorf("template %s: %w", p, err)
 			}
 		}
 		files = append(files, file{name, body})
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	// The source first, then what goes with it.
 	order := func(name string) int {
-		switch {
-		case strings.HasPrefix(name, "main."):
+		switch base := path.Base(name); {
+		case strings.HasPrefix(base, "main."):
 			return 0
 		case name == "grant.yaml":
 			return 2

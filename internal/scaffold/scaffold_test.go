@@ -21,8 +21,9 @@ func TestName(t *testing.T) {
 // templates leave nothing unfilled.
 func TestWrite(t *testing.T) {
 	for lang, want := range map[string][]string{
-		"go": {"main.go", "agent_test.go", "go.mod", "grant.yaml", "README.md", ".gitignore"},
-		"c":  {"main.c", "Makefile", "grant.yaml", "README.md", ".gitignore"},
+		"go":   {"main.go", "agent_test.go", "go.mod", "grant.yaml", "README.md", ".gitignore"},
+		"c":    {"main.c", "Makefile", "grant.yaml", "README.md", ".gitignore"},
+		"rust": {"src/main.rs", "Cargo.lock", "Cargo.toml", "Makefile", "grant.yaml", "README.md", ".gitignore"},
 	} {
 		t.Run(lang, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "My Agent")
@@ -87,7 +88,7 @@ func TestWriteRefusesBadOptions(t *testing.T) {
 		opts Options
 		want string
 	}{
-		{Options{Lang: "cobol"}, `no language "cobol" (agentrt new writes go, c)`},
+		{Options{Lang: "cobol"}, `no language "cobol" (agentrt new writes go, c, rust)`},
 		{Options{Name: "My Agent"}, `name "My Agent": use lower-case letters, digits and '-' (e.g. my-agent)`},
 		{Options{Module: "exa mple.com/x"}, `module path "exa mple.com/x"`},
 	} {

@@ -29,6 +29,14 @@ import (
 	"golang.org/x/mod/modfile"
 )
 
+// The Rust build serves an agent outside a checkout the crate this binary
+// carries (rust.go, RustSDK).
+func init() {
+	if sub, err := fs.Sub(guestsdk.Source(), "rust"); err == nil {
+		RustSDK = sub
+	}
+}
+
 // ErrNoGo is returned when the go command is not on PATH.
 var ErrNoGo = errors.New("the go command is not on PATH (agentrt build compiles Go agents with it)")
 

@@ -1,4 +1,4 @@
-//! The driver of guest-sdk/rust/vectors_test.go. It reads one command per
+//! The driver of the ABI vector tests (internal/sdkvectors/rusttest). It reads one command per
 //! line on stdin, makes the SDK call the command names, and prints one line
 //! per command on stdout: what the call returned, rendered as the Go test
 //! renders the value it decoded from the same bytes. The Go test's stub

@@ -11,8 +11,7 @@
 // stub checks the request bytes the call sends and answers with the
 // vector's bytes; the C program prints what the SDK decoded, and the test
 // compares that with what the Go codec decodes from the same bytes.
-
-package sdkvectors_test
+package ctest
 
 import (
 	"context"
@@ -50,7 +49,7 @@ func build(t *testing.T, out string, files []string, flags ...string) []byte {
 // strict are the warnings the header must build clean under.
 var strict = []string{"-Wextra", "-Wpedantic", "-Werror"}
 
-var vectorDir = filepath.Join("..", "..", "abi", "testdata", "vectors")
+var vectorDir = filepath.Join("..", "..", "..", "abi", "testdata", "vectors")
 
 func TestVectors(t *testing.T) {
 	wasm := build(t, filepath.Join(t.TempDir(), "vectors.wasm"), []string{"testdata/vectors.c"},

@@ -1,16 +1,19 @@
-// Package rusttest tests the Rust SDK, the crate in this directory, against
+// Package rusttest tests the Rust SDK, the crate in guest-sdk/rust, against
 // the ABI's test vectors (abi/testdata/vectors): the same files the Go
 // codec and the C header are tested against, read by the same reader
 // (internal/abivectors) and driven by the same harness
 // (internal/sdkvectors).
 //
-// testdata/vectors is a wasm32-wasi program built with the crate by
+// guest-sdk/rust/testdata/vectors is a wasm32-wasi program built with the crate by
 // wasmbuild.Rust, the build agentrt build uses, and run under wazero with a
 // stub host for every agentrt:* module. For each vector the test sends it
 // one command; it makes the SDK call the command names, the stub checks
 // the request bytes the call sends and answers with the vector's bytes, and
 // the program prints what the SDK decoded, which the test compares with
 // what the Go codec decodes from the same bytes.
+//
+// The runner lives here, not beside the crate, because guest-sdk is a Go
+// module of its own that depends on the standard library alone.
 package rusttest
 
 import (
@@ -34,7 +37,10 @@ import (
 	"github.com/tetratelabs/wazero"
 )
 
-var vectorDir = filepath.Join("..", "..", "abi", "testdata", "vectors")
+var vectorDir = filepath.Join("..", "..", "..", "abi", "testdata", "vectors")
+
+// crateDir is the Rust SDK.
+var crateDir = filepath.Join("..", "..", "..", "guest-sdk", "rust")
 
 func TestMain(m *testing.M) {
 	// One cargo target directory for the test binary, outside the
@@ -80,7 +86,7 @@ var driver struct {
 func vectorsDriver(t *testing.T) []byte {
 	t.Helper()
 	driver.Do(func() {
-		driver.wasm = build(t, filepath.Join("testdata", "vectors"))
+		driver.wasm = build(t, filepath.Join(crateDir, "testdata", "vectors"))
 		driver.ok = true
 	})
 	if !driver.ok {
@@ -207,7 +213,7 @@ func TestImportsOnlyWhatIsCalled(t *testing.T) {
 		{abi.CapRandom, `agentrt::random_bytes(8).map(|_| ())`},
 		{abi.CapTool, `agentrt::tool("grep", &["-c", "x"]).map(|_| ())`},
 	}
-	sdk, err := filepath.Abs(".")
+	sdk, err := filepath.Abs(crateDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,14 +271,14 @@ func TestCrateUnitTests(t *testing.T) {
 	// A copy of the crate, so that cargo's Cargo.lock is not written
 	// into the source tree.
 	dir := t.TempDir()
-	manifest, err := os.ReadFile("Cargo.toml")
+	manifest, err := os.ReadFile(filepath.Join(crateDir, "Cargo.toml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "Cargo.toml"), manifest, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.CopyFS(filepath.Join(dir, "src"), os.DirFS("src")); err != nil {
+	if err := os.CopyFS(filepath.Join(dir, "src"), os.DirFS(filepath.Join(crateDir, "src"))); err != nil {
 		t.Fatal(err)
 	}
 	out := cargo(t, tools, dir, "test", "--offline")
@@ -291,7 +297,7 @@ func TestCrateUnitTests(t *testing.T) {
 
 func rustTools(t *testing.T) *wasmbuild.RustTools {
 	t.Helper()
-	tools, err := wasmbuild.FindRust(context.Background(), ".")
+	tools, err := wasmbuild.FindRust(context.Background(), crateDir)
 	if err != nil {
 		var te *wasmbuild.ToolchainError
 		if errors.As(err, &te) {
