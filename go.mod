@@ -22,7 +22,7 @@ require (
 require (
 	github.com/cedar-policy/cedar-go v1.9.1
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/dgraph-io/ristretto/v2 v2.2.0 // indirect
+	github.com/dgraph-io/ristretto/v2 v2.2.0
 	github.com/dustin/go-humanize v1.0.1 // indirect
 	github.com/elastic/go-seccomp-bpf v1.6.0
 	github.com/go-json-experiment/json v1.27.2 // indirect

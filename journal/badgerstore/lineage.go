@@ -222,11 +222,9 @@ func (s *Store) lineageRuns() (map[journal.RunID]uint64, map[journal.RunID]*mark
 			}
 			copy(run[:], k[len(prefixLength):])
 			err := it.Item().Value(func(v []byte) error {
-				if len(v) != 8 {
-					return fmt.Errorf("badgerstore: corrupt journal length of %s", run)
-				}
-				lengths[run] = binary.BigEndian.Uint64(v)
-				return nil
+				h, err := decodeHead(run, v)
+				lengths[run] = h.n
+				return err
 			})
 			if err != nil {
 				return err
