@@ -43,6 +43,6 @@ require (
 	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.50.0
 	golang.org/x/tools v0.52.0 // indirect
-	google.golang.org/protobuf v1.36.7 // indirect
+	google.golang.org/protobuf v1.36.7
 	kernel.org/pub/linux/libs/security/libcap/psx v1.2.78 // indirect
 )
