@@ -127,11 +127,11 @@ func (c *committer) close() {
 	c.mu.Unlock()
 }
 
-// txnBudget is the most bytes staged in one transaction, well under
-// badger's batch limit (15% of the memtable), so that a transaction that
-// is too big can only be one batch alone.
+// txnBudget is the most bytes staged in one transaction of several
+// batches, well under badger's batch limit (15% of the memtable, 2.4 MiB),
+// so that a transaction over it can only be one batch alone.
 const (
-	txnBudget = 2 << 20
+	txnBudget = 1 << 20
 	txnCount  = 10000
 )
 
@@ -348,7 +348,9 @@ func batchSize(b *journal.Batch) (size, count int) {
 	for _, r := range b.Records {
 		size += len(r.Entry) + 112
 	}
-	count += size / maxChunk
+	if size <= maxInline {
+		count += size / maxChunk
+	}
 	for _, w := range b.KV {
 		size += len(w.Namespace) + len(w.Key) + len(w.Value) + 16
 	}

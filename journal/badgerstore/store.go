@@ -75,7 +75,10 @@ func options(dir string) badger.Options {
 		WithSyncWrites(false). // the committer syncs, once per round
 		WithDetectConflicts(false).
 		WithLogger(quietLogger{}).
-		WithMemTableSize(8 << 20).
+		// 16 MiB: badger refuses a transaction over 15% of it, and the
+		// biggest batch a host commits (a full event buffer, 1 MiB, with a
+		// value near the request limit) must fit.
+		WithMemTableSize(16 << 20).
 		WithNumMemtables(3).
 		WithNumLevelZeroTables(10).
 		WithNumLevelZeroTablesStall(30).
@@ -355,8 +358,14 @@ func firstBatch(txn *badger.Txn, run journal.RunID, from uint64) (uint64, error)
 // than that alone in its value), each under the seq of its first record.
 // Values smaller than badger's 4 KiB blocks keep its table builder from
 // growing a block buffer for each value, which cost it about five times
-// the bytes of the values it wrote.
-const maxChunk = 3 << 10
+// the bytes of the values it wrote. A commit whose records take more than
+// maxInline bytes is stored as one value instead: badger keeps a value of
+// 1 MiB or more in its value log, and only a pointer to it counts towards
+// the transaction size limit it enforces.
+const (
+	maxChunk  = 3 << 10
+	maxInline = 256 << 10
+)
 
 // chunk is one stored value of records, first being its first record's
 // seq.
@@ -374,6 +383,13 @@ func encodeChunks(next uint64, recs []journal.Record) []chunk {
 		size += n + uvarintLen(uint64(n))
 	}
 	buf := make([]byte, 0, size)
+	if size > maxInline {
+		for i := range recs {
+			buf = binary.AppendUvarint(buf, uint64(journal.RecordSize(&recs[i])))
+			buf = journal.AppendRecord(buf, &recs[i])
+		}
+		return []chunk{{next, buf}}
+	}
 	out := make([]chunk, 0, size/maxChunk+1)
 	start, first := 0, next
 	for i := range recs {
