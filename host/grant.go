@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"fmt"
 	"net"
-	"os"
 	"slices"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/capability"
+	"github.com/agentrt/agentrt/internal/fileread"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -63,7 +63,7 @@ func DefaultGrant() *Grant { return &Grant{Run: &RunGrant{}} }
 
 // LoadGrant reads a grant file (YAML or JSON).
 func LoadGrant(path string) (*Grant, error) {
-	b, err := os.ReadFile(path)
+	b, err := fileread.Read(path, fileread.Grant)
 	if err != nil {
 		return nil, err
 	}

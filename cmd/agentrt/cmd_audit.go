@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/agentrt/agentrt/internal/fileread"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/journal/cellkey"
 	"github.com/agentrt/agentrt/replay"
@@ -53,7 +54,7 @@ func (c *cli) cellKey() (ed25519.PrivateKey, error) {
 
 // readTrustFile returns the keys of an authorized_keys-style trust file.
 func readTrustFile(file string) ([]ed25519.PublicKey, error) {
-	b, err := os.ReadFile(file)
+	b, err := fileread.Read(file, fileread.Trust)
 	if err != nil {
 		return nil, err
 	}
@@ -212,19 +213,7 @@ untrusted, uncovered, checkpoint, bundle-format or divergence.`,
 // readBundle reads a bundle file, refusing one larger than a bundle may
 // be before reading it.
 func readBundle(file string) ([]byte, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, replay.MaxBundleSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > replay.MaxBundleSize {
-		return nil, fmt.Errorf("%s: larger than the %d bytes a bundle may have", file, replay.MaxBundleSize)
-	}
-	return data, nil
+	return fileread.Read(file, fileread.Kind{Name: fileread.Bundle.Name, Limit: replay.MaxBundleSize})
 }
 
 func printAudit(w io.Writer, file string, r *replay.AuditReport) {
@@ -414,7 +403,7 @@ since the checkpoint was signed fails here.`,
 
 // openCheckpointFile reads and verifies a signed checkpoint.
 func (c *cli) openCheckpointFile(file, trustFile string) (*journal.Checkpoint, error) {
-	msg, err := os.ReadFile(file)
+	msg, err := fileread.Read(file, fileread.Checkpoint)
 	if err != nil {
 		return nil, err
 	}

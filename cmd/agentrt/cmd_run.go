@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/host/cell"
+	"github.com/agentrt/agentrt/internal/fileread"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/journal/badgerstore"
 	"github.com/spf13/cobra"
@@ -62,7 +63,7 @@ command then detaches from the run, which goes on in the cell.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			code, err := os.ReadFile(args[0])
+			code, err := fileread.Read(args[0], fileread.Module)
 			if err != nil {
 				return err
 			}
@@ -71,7 +72,7 @@ command then detaches from the run, which goes on in the cell.`,
 			case input != "" && inputFile != "":
 				return withHint(errors.New("--input and --input-file both given"), "pass the input one way")
 			case inputFile != "":
-				if spec.Input, err = os.ReadFile(inputFile); err != nil {
+				if spec.Input, err = fileread.Read(inputFile, fileread.Input); err != nil {
 					return err
 				}
 			case input != "":
@@ -79,16 +80,16 @@ command then detaches from the run, which goes on in the cell.`,
 			}
 			var grantText []byte
 			if tokenFile != "" {
-				if spec.Token, err = os.ReadFile(tokenFile); err != nil {
+				if spec.Token, err = fileread.Read(tokenFile, fileread.Token); err != nil {
 					return err
 				}
 			}
 			if grantFile != "" {
-				if spec.Grant, err = host.LoadGrant(grantFile); err != nil {
+				if grantText, err = fileread.Read(grantFile, fileread.Grant); err != nil {
 					return err
 				}
-				if grantText, err = os.ReadFile(grantFile); err != nil {
-					return err
+				if spec.Grant, err = host.ParseGrant(grantText); err != nil {
+					return fmt.Errorf("grant %s: %w", grantFile, err)
 				}
 			}
 			if seedHex != "" {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentrt/agentrt/capability"
+	"github.com/agentrt/agentrt/internal/fileread"
 	"github.com/agentrt/agentrt/journal/cellkey"
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
@@ -48,7 +49,7 @@ func (f *linkFlags) register(cmd *cobra.Command, keyHelp string) {
 // given (have reports whether one was).
 func (f *linkFlags) claims() (claims capability.Claims, have bool, err error) {
 	if f.capsFile != "" {
-		b, err := os.ReadFile(f.capsFile)
+		b, err := fileread.Read(f.capsFile, fileread.Grant)
 		if err != nil {
 			return claims, false, err
 		}
@@ -178,7 +179,7 @@ allow more than its parent is refused.`,
 		Example: `  agentrt token attenuate root.cbor --key agent_ed25519 --caps narrow.yaml --expires 1h -o child.cbor`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			parentBytes, err := os.ReadFile(args[0])
+			parentBytes, err := fileread.Read(args[0], fileread.Token)
 			if err != nil {
 				return err
 			}
@@ -239,7 +240,7 @@ cache); its audience is checked when --audience names the cell.`,
 		Example: `  agentrt token inspect child.cbor --trust cells.pub`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := os.ReadFile(args[0])
+			b, err := fileread.Read(args[0], fileread.Token)
 			if err != nil {
 				return err
 			}
@@ -250,7 +251,7 @@ cache); its audience is checked when --audience names the cell.`,
 			var verr error
 			verified := false
 			if trustFile != "" {
-				tb, err := os.ReadFile(trustFile)
+				tb, err := fileread.Read(trustFile, fileread.Trust)
 				if err != nil {
 					return err
 				}
@@ -374,7 +375,7 @@ func parsePublicKey(s string) (ed25519.PublicKey, error) {
 	}
 	text := []byte(s)
 	if !strings.HasPrefix(s, "ssh-") {
-		b, err := os.ReadFile(s)
+		b, err := fileread.Read(s, fileread.Trust)
 		if err != nil {
 			return nil, fmt.Errorf("%q is neither a key (an authorized_keys line or 64 hex digits) nor a readable file: %w", s, err)
 		}

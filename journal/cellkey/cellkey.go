@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/agentrt/agentrt/internal/fileread"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -72,7 +73,7 @@ func Load(path string) (ed25519.PrivateKey, error) {
 	if perm := info.Mode().Perm(); perm&0o077 != 0 && !isWindows() {
 		return nil, fmt.Errorf("cell key %s has mode %#o; it must be readable by its owner only (chmod 600 %s)", path, perm, path)
 	}
-	b, err := os.ReadFile(path)
+	b, err := fileread.Read(path, fileread.Key)
 	if err != nil {
 		return nil, err
 	}
