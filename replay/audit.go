@@ -122,7 +122,11 @@ type CheckpointReport struct {
 	Origin string `json:"origin"`
 	Size   uint64 `json:"size"`
 	Root   string `json:"root"`
-	Signer string `json:"signer,omitempty"`
+	// Signer names the first trusted key that signed it; Signers every
+	// trusted key that did (a checkpoint cosigned by two trusted cells has
+	// two).
+	Signer  string   `json:"signer,omitempty"`
+	Signers []string `json:"signers,omitempty"`
 }
 
 // Failure is the first failure, for people and tools.
@@ -276,14 +280,17 @@ func (a *auditor) verify(ctx context.Context, data []byte, engine *host.Engine) 
 
 	// 6. The checkpoint is signed by a trusted key and describes exactly
 	// the bundle's entries.
-	cp, signer, err := journal.OpenCheckpoint(b.Checkpoint, a.trusted)
+	cp, signers, err := journal.OpenCheckpoint(b.Checkpoint, a.trusted)
 	if err != nil {
 		if errors.Is(err, journal.ErrUntrusted) {
 			return bundleErr(journal.ErrUntrusted, "%v", err)
 		}
 		return bundleErr(journal.ErrCheckpoint, "%v", err)
 	}
-	rep.Checkpoint = &CheckpointReport{Origin: cp.Origin, Size: cp.Size, Root: hex.EncodeToString(cp.Root), Signer: journal.CheckpointKeyName(signer)}
+	rep.Checkpoint = &CheckpointReport{Origin: cp.Origin, Size: cp.Size, Root: hex.EncodeToString(cp.Root), Signer: journal.CheckpointKeyName(signers[0])}
+	for _, k := range signers {
+		rep.Checkpoint.Signers = append(rep.Checkpoint.Signers, journal.CheckpointKeyName(k))
+	}
 	tree, err := b.Tree()
 	if err != nil {
 		return err
@@ -312,8 +319,12 @@ func (a *auditor) verify(ctx context.Context, data []byte, engine *host.Engine) 
 	}
 	rep.BundleSignatureValid = true
 
-	// 8. The key list is exactly the keys that signed.
-	used := map[string]bool{string(signer): true, string(b.Signature.Cell): true}
+	// 8. The key list is exactly the keys that signed: every trusted key
+	// whose signature on the checkpoint verified, not only the first.
+	used := map[string]bool{string(b.Signature.Cell): true}
+	for _, k := range signers {
+		used[string(k)] = true
+	}
 	for k := range sum.Cells {
 		kb, _ := hex.DecodeString(k)
 		used[string(kb)] = true

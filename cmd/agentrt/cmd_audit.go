@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/agentrt/agentrt/internal/fileread"
 	"github.com/agentrt/agentrt/journal"
@@ -240,7 +241,7 @@ func printAudit(w io.Writer, file string, r *replay.AuditReport) {
 	fmt.Fprintf(w, "module:     %s\n", yes(r.ModuleMatched, fmt.Sprintf("%s (%d bytes) as the run header records", r.ModuleSHA256, r.ModuleBytes)))
 	if r.Checkpoint != nil {
 		fmt.Fprintf(w, "checkpoint: %s\n", yes(r.CheckpointValid, fmt.Sprintf("valid: %s, %d entries, root %s, signed by %s",
-			r.Checkpoint.Origin, r.Checkpoint.Size, r.Checkpoint.Root, r.Checkpoint.Signer)))
+			r.Checkpoint.Origin, r.Checkpoint.Size, r.Checkpoint.Root, strings.Join(r.Checkpoint.Signers, " and "))))
 	} else {
 		fmt.Fprintf(w, "checkpoint: NOT VERIFIED\n")
 	}
