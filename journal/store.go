@@ -146,6 +146,13 @@ type Store interface {
 	Close() error
 }
 
+// Heads is implemented by stores that record each journal's head with its
+// entries (badgerstore): Head returns the number of entries the journal of
+// run holds by that record, which every read must reach.
+type Heads interface {
+	Head(ctx context.Context, run RunID) (uint64, error)
+}
+
 // ReadEntries calls fn with every stored record of run and its decoded
 // entry, in seq order, until fn returns an error. It checks decoding only:
 // use a Verifier to check the chain and the seals.

@@ -81,6 +81,37 @@ func (c *cli) trustedKeys(file string) ([]ed25519.PublicKey, error) {
 	return []ed25519.PublicKey{key.Public().(ed25519.PublicKey)}, nil
 }
 
+// exportTo runs export with a writer to file, or to stdout for "-": a
+// file is written beside itself and renamed into place only when export
+// succeeds, so that a refused export leaves no bundle behind.
+func (c *cli) exportTo(ctx context.Context, file string, export func(io.Writer) (*replay.ExportReport, error)) (*replay.ExportReport, error) {
+	if file == "-" {
+		return export(c.stdout)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(tmp.Name()) // after the rename, a no-op
+	rep, err := export(tmp)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), file)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
 // writeOut writes b to file, or to stdout for "" or "-".
 func (c *cli) writeOut(file string, b []byte) error {
 	if file == "" || file == "-" {
@@ -101,6 +132,13 @@ checkpoint over the entries signed by this cell, the engine settings, and this
 cell's signature over all of it (replay/BUNDLE.md). It only reads the data
 directory.
 
+The journal is verified as it is written (decoding, chain, hashes, seals) and
+must reach the head the store recorded with it: a journal the store cannot give
+back whole, or that does not verify, is refused, and no file is left. The
+bundle is written as a stream, in memory bounded by the module and the largest
+entry, whatever the run's length. The engine settings are those the run's index
+records: the engines that ran it and the recording host's request limit.
+
 RUN is a run id, a unique prefix of one, or "last".`,
 		Example: "  agentrt audit export last -o run.bundle",
 		Args:    cobra.ExactArgs(1),
@@ -118,18 +156,13 @@ RUN is a run id, a unique prefix of one, or "last".`,
 			if err != nil {
 				return err
 			}
-			b, err := replay.Export(ctx, st, run, key, replay.EngineSettings{})
+			rep, err := c.exportTo(ctx, out, func(w io.Writer) (*replay.ExportReport, error) {
+				return replay.ExportTo(ctx, st, run, key, replay.EngineSettings{}, w)
+			})
 			if err != nil {
 				return err
 			}
-			data, err := b.Marshal()
-			if err != nil {
-				return err
-			}
-			if err := c.writeOut(out, data); err != nil {
-				return err
-			}
-			fmt.Fprintf(c.stderr, "exported run %s: %d entries, module %d bytes, %d keys, %d bytes\n", run, len(b.Records), len(b.Module), len(b.Keys), len(data))
+			fmt.Fprintf(c.stderr, "exported run %s: %d entries, module %d bytes, %d keys, %d bytes\n", run, rep.Entries, rep.ModuleBytes, rep.Keys, rep.Bytes)
 			return nil
 		},
 	}
@@ -172,11 +205,12 @@ untrusted, uncovered, checkpoint, bundle-format or divergence.`,
 			if err != nil {
 				return err
 			}
-			data, err := readBundle(args[0])
+			f, size, err := fileread.Open(args[0], fileread.Bundle)
 			if err != nil {
 				return err
 			}
-			rep, verr := replay.VerifyBundle(cmd.Context(), data, replay.VerifyOptions{Trusted: keys})
+			defer f.Close()
+			rep, verr := replay.VerifyBundleReader(cmd.Context(), f, size, replay.VerifyOptions{Trusted: keys})
 			if asJSON {
 				enc := json.NewEncoder(c.stdout)
 				enc.SetIndent("", "  ")
@@ -209,12 +243,6 @@ untrusted, uncovered, checkpoint, bundle-format or divergence.`,
 	cmd.Flags().StringVar(&trustFile, "trust", "", "file of trusted cell keys, one authorized_keys line each (required)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
-}
-
-// readBundle reads a bundle file, refusing one larger than a bundle may
-// be before reading it.
-func readBundle(file string) ([]byte, error) {
-	return fileread.Read(file, fileread.Kind{Name: fileread.Bundle.Name, Limit: replay.MaxBundleSize})
 }
 
 func printAudit(w io.Writer, file string, r *replay.AuditReport) {
@@ -514,18 +542,19 @@ OLD was signed.`,
 // the store.
 func (c *cli) treeFor(ctx context.Context, run journal.RunID, bundleFile string) (*journal.Tree, error) {
 	if bundleFile != "" {
-		data, err := readBundle(bundleFile)
+		f, size, err := fileread.Open(bundleFile, fileread.Bundle)
 		if err != nil {
 			return nil, err
 		}
-		b, err := replay.DecodeBundle(data)
+		defer f.Close()
+		tree, brun, err := replay.BundleTree(f, size)
 		if err != nil {
 			return nil, err
 		}
-		if b.Run() != run {
-			return nil, fmt.Errorf("%w: the bundle holds run %s, not %s", journal.ErrCheckpoint, b.Run(), run)
+		if brun != run {
+			return nil, fmt.Errorf("%w: the bundle holds run %s, not %s", journal.ErrCheckpoint, brun, run)
 		}
-		return b.Tree()
+		return tree, nil
 	}
 	st, err := c.openStore()
 	if err != nil {

@@ -482,3 +482,15 @@ func (quietLogger) Errorf(f string, a ...any)   { log.Printf("badger: "+f, a...)
 func (quietLogger) Warningf(f string, a ...any) { log.Printf("badger: "+f, a...) }
 func (quietLogger) Infof(string, ...any)        {}
 func (quietLogger) Debugf(string, ...any)       {}
+
+// Head implements journal.Heads: the number of entries the head record of
+// run names (0 for a run with none).
+func (s *Store) Head(_ context.Context, run journal.RunID) (uint64, error) {
+	var h head
+	err := s.db.View(func(txn *badger.Txn) error {
+		var err error
+		h, err = readHead(txn, run)
+		return err
+	})
+	return h.n, err
+}
