@@ -150,7 +150,7 @@ func openView(ctx context.Context, in *inspection, scratch string) (*view, error
 			v.st = &Store{db: db, c: newCommitter(db)}
 			return v, nil
 		}
-		if !errors.Is(err, badger.ErrTruncateNeeded) {
+		if !truncateNeeded(err) {
 			return nil, err
 		}
 	}

@@ -367,7 +367,7 @@ func (in *inspection) settleOrphans() error {
 	}
 	readOnly := true
 	db, err := openBadger(in.dir, func(o badger.Options) badger.Options { return o.WithReadOnly(true) })
-	if errors.Is(err, badger.ErrTruncateNeeded) {
+	if truncateNeeded(err) {
 		// A memtable's log ends in a torn write, which only a read-write
 		// open repairs: that is badger's ordinary recovery, and the
 		// tables set aside are untouched by it.
@@ -494,6 +494,13 @@ type asideEntry struct{ os.DirEntry }
 func (e asideEntry) Name() string { return filepath.Join(asideDir, e.DirEntry.Name()) }
 
 func isAside(name string) bool { return filepath.Dir(name) == asideDir }
+
+// truncateNeeded says whether a read-only open failed for a memtable log
+// that ends in a torn write. badger wraps its errors as text (%+v, not
+// %w), so the sentinel is found in the message.
+func truncateNeeded(err error) bool {
+	return err != nil && strings.Contains(err.Error(), badger.ErrTruncateNeeded.Error())
+}
 
 // badgerPrefix starts the keys badger keeps for itself.
 var badgerPrefix = []byte("!badger!")
