@@ -6,7 +6,9 @@ import (
 	"crypto/ed25519"
 	"encoding/binary"
 	"errors"
+	"io"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -183,6 +185,52 @@ func TestResumeOnTheOtherEngineIsRecorded(t *testing.T) {
 		t.Fatalf("settings %+v", rep.Engine)
 	}
 	if _, err := replay.VerifyBundle(ctx, buf.Bytes(), replay.VerifyOptions{Trusted: []ed25519.PublicKey{env.Key.Public().(ed25519.PublicKey)}, Engine: first}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// changingReader serves data, but from the third time a read covers
+// position at, serves it with that byte changed: a file rewritten while
+// it is verified, after the journal pass.
+type changingReader struct {
+	data  []byte
+	at    int64
+	reads int
+}
+
+func (c *changingReader) ReadAt(p []byte, off int64) (int, error) {
+	n := copy(p, c.data[min(off, int64(len(c.data))):])
+	if off <= c.at && c.at < off+int64(n) {
+		c.reads++
+		if c.reads >= 3 {
+			p[c.at-off] ^= 0xff
+		}
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// TestBundleChangedWhileVerifiedFails: the re-execution reads the records
+// again; a record changed since the journal pass verified them is caught
+// (the records no longer chain to the verified head), not replayed.
+func TestBundleChangedWhileVerifiedFails(t *testing.T) {
+	f := bundleFixture(t)
+	// A byte of the entry of a record in the middle of the journal.
+	rec := f.bundle.Records[len(f.bundle.Records)/2]
+	at := int64(bytes.Index(f.data, rec) + 10)
+	if at < 10 {
+		t.Fatal("record not found in the bundle")
+	}
+	_, err := replay.VerifyBundleReader(context.Background(), &changingReader{data: f.data, at: at}, int64(len(f.data)),
+		replay.VerifyOptions{Trusted: f.trusted, Engine: f.env.Engine})
+	if replay.Class(err) != "divergence" || !strings.Contains(err.Error(), "changed while it was being verified") {
+		t.Fatalf("a bundle changed between the passes: %v", err)
+	}
+	// Unchanged, the same reader verifies.
+	if _, err := replay.VerifyBundleReader(context.Background(), bytes.NewReader(f.data), int64(len(f.data)),
+		replay.VerifyOptions{Trusted: f.trusted, Engine: f.env.Engine}); err != nil {
 		t.Fatal(err)
 	}
 }
