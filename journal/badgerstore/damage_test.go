@@ -420,3 +420,25 @@ func TestDebrisBesideATornMemtableLog(t *testing.T) {
 		}
 	}
 }
+
+// TestLineageOfACutJournalReportsTheGap: a journal cut by damage the open
+// could not see is indexed as far as it reads, the query goes on, and the
+// gap is reported as a record that does not decode is.
+func TestLineageOfACutJournalReportsTheGap(t *testing.T) {
+	dir, runs := storeWithRuns(t, 1)
+	st, err := badgerstore.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	sst := tables(t, dir)[0]
+	info, _ := os.Stat(sst)
+	zeroBytes(t, sst, info.Size()/2, 1024)
+	rep, err := st.Index(context.Background())
+	if err != nil {
+		t.Fatalf("index of a cut journal: %v", err)
+	}
+	if len(rep.Skipped) != 1 || rep.Skipped[0].Run != runs[0] || !strings.Contains(rep.Skipped[0].Err, "missing from the store") {
+		t.Fatalf("skipped %v, want the gap of run %s", rep.Skipped, runs[0])
+	}
+}
