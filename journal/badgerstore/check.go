@@ -427,13 +427,19 @@ func (v *view) checkRun(ctx context.Context, run journal.RunID, trust journal.Tr
 	return rc
 }
 
-// runInRange says whether any key of run (its index record, head record,
-// journal, events, lease) lies in [from, to) (to nil: unbounded).
+// runInRange says whether a key of run (its index record, head record,
+// lease, journal or events) may lie in [from, to) (to nil: unbounded).
 func runInRange(run journal.RunID, from, to []byte) bool {
-	for _, prefix := range []string{prefixMeta, prefixLength, prefixJournal, prefixEvents, prefixLease} {
-		lo := runKey(prefix, run)
-		hi := append(bytes.Clone(lo), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
-		if (to == nil || bytes.Compare(lo, to) < 0) && bytes.Compare(hi, from) >= 0 {
+	var ranges [][2][]byte // inclusive bounds of each kind of key of run
+	for _, prefix := range []string{prefixMeta, prefixLength, prefixLease} {
+		k := runKey(prefix, run)
+		ranges = append(ranges, [2][]byte{k, k})
+	}
+	for _, prefix := range []string{prefixJournal, prefixEvents} {
+		ranges = append(ranges, [2][]byte{seqKey(prefix, run, 0), seqKey(prefix, run, ^uint64(0))})
+	}
+	for _, r := range ranges {
+		if (to == nil || bytes.Compare(r[0], to) < 0) && bytes.Compare(r[1], from) >= 0 {
 			return true
 		}
 	}

@@ -128,10 +128,10 @@ func (c *committer) close() {
 }
 
 // txnBudget is the most bytes staged in one transaction of several
-// batches, well under badger's batch limit (15% of the memtable, 2.4 MiB),
+// batches, well under badger's batch limit (15% of the memtable, 4.8 MiB),
 // so that a transaction over it can only be one batch alone.
 const (
-	txnBudget = 1 << 20
+	txnBudget = 2 << 20
 	txnCount  = 10000
 )
 

@@ -26,7 +26,7 @@ import (
 
 // damageRuns are the runs the damage tests store: big enough that the
 // journal spans many blocks of its table.
-const damageEntries = 600
+const damageEntries = 3000
 
 // storeWithRuns returns a closed store holding runs of damageEntries
 // entries each, every one flushed to its table files.

@@ -67,22 +67,22 @@ var _ journal.Store = (*Store)(nil)
 // options are the badger options of every store. The sizes bound the
 // memory badger holds while it writes (RATIONALE.md, "badger's memory"):
 // its table builders take about twice a table's size from a pool that
-// keeps what they took, so memtables and tables are kept small and every
-// level's tables the same size (TableSizeMultiplier 1), and records are
-// stored in values smaller than a block (maxChunk).
+// keeps what they took, and grow a block's buffer for a value that does
+// not fit, so records are stored in values that fit a block (maxChunk),
+// blocks are 64 KiB, memtables are three of 32 MiB (badger refuses a
+// transaction over 15% of one, and the biggest batch a host commits must
+// fit) and every level's tables are the same size (TableSizeMultiplier 1).
 func options(dir string) badger.Options {
 	opts := badger.DefaultOptions(dir).
 		WithSyncWrites(false). // the committer syncs, once per round
 		WithDetectConflicts(false).
 		WithLogger(quietLogger{}).
-		// 16 MiB: badger refuses a transaction over 15% of it, and the
-		// biggest batch a host commits (a full event buffer, 1 MiB, with a
-		// value near the request limit) must fit.
-		WithMemTableSize(16 << 20).
+		WithMemTableSize(32 << 20).
 		WithNumMemtables(3).
 		WithNumLevelZeroTables(10).
 		WithNumLevelZeroTablesStall(30).
 		WithBaseTableSize(2 << 20).
+		WithBlockSize(64 << 10).
 		WithBlockCacheSize(32 << 20).
 		WithIndexCacheSize(16 << 20).
 		WithValueLogFileSize(64 << 20).
@@ -356,14 +356,16 @@ func firstBatch(txn *badger.Txn, run journal.RunID, from uint64) (uint64, error)
 // Records of one commit are stored back to back, each preceded by its
 // length as a uvarint, in values of at most maxChunk bytes (a record larger
 // than that alone in its value), each under the seq of its first record.
-// Values smaller than badger's 4 KiB blocks keep its table builder from
-// growing a block buffer for each value, which cost it about five times
-// the bytes of the values it wrote. A commit whose records take more than
+// A value that fits a block keeps badger's table builder from growing a
+// block buffer for it (doubling it, then allocating a compression buffer),
+// which cost it about five times the bytes of the values it wrote; a few
+// values a commit keep badger's per-key work (its skiplist, its WAL, every
+// compaction) near one key a commit. A commit whose records take more than
 // maxInline bytes is stored as one value instead: badger keeps a value of
 // 1 MiB or more in its value log, and only a pointer to it counts towards
 // the transaction size limit it enforces.
 const (
-	maxChunk  = 3 << 10
+	maxChunk  = 48 << 10
 	maxInline = 256 << 10
 )
 
