@@ -9,7 +9,7 @@
 // the only writer, the committer never meets a transaction conflict.
 //
 // Layout (see journal/SPEC.md section 10): a commit's records are stored
-// in values of at most a few KiB, each under the seq of its first record;
+// in values that fit a 64 KiB block, each under the seq of its first record;
 // the run's head record (the journal's length and the hash of its last
 // entry) is a key of its own, read and written in the same transaction as
 // the records. Every read of a journal checks that what it read reaches
@@ -41,7 +41,7 @@ import (
 const (
 	prefixMeta    = "m/" // m/<run>: RunMeta
 	prefixLength  = "n/" // n/<run>: the head record: the journal's length (8 bytes big-endian) and its last entry's hash
-	prefixJournal = "j/" // j/<run><first seq>: records of one commit, a few KiB of them
+	prefixJournal = "j/" // j/<run><first seq>: records of one commit, up to 48 KiB of them
 	prefixModule  = "c/" // c/<sha256>: module bytes
 	prefixKV      = "k/" // k/<namespace>\x00<key>: agent state
 	prefixEvents  = "e/" // e/<run><seq>: one event-log record
