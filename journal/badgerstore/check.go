@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -304,7 +305,7 @@ type manifestTable struct {
 // and the protobuf ManifestChangeSet), as badger's own rewrite does.
 func writeManifest(dir string, levels map[uint64]manifestTable) error {
 	set := &pb.ManifestChangeSet{}
-	for _, id := range slices.Sorted(mapsKeys(levels)) {
+	for _, id := range slices.Sorted(maps.Keys(levels)) {
 		set.Changes = append(set.Changes, &pb.ManifestChange{Id: id, Op: pb.ManifestChange_CREATE,
 			Level: uint32(levels[id].level), Compression: uint32(levels[id].compression)})
 	}
@@ -321,16 +322,6 @@ func writeManifest(dir string, levels map[uint64]manifestTable) error {
 // manifestVersion is the MANIFEST format version of badger v4 (its
 // badgerMagicVersion); ReplayManifestFile refuses any other.
 const manifestVersion = 8
-
-func mapsKeys[V any](m map[uint64]V) func(func(uint64) bool) {
-	return func(yield func(uint64) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
 
 func linkOrCopy(src, dst string) error {
 	if err := os.Link(src, dst); err == nil {
@@ -378,14 +369,7 @@ func (v *view) runs(ctx context.Context) ([]journal.RunID, error) {
 		}
 		return nil
 	})
-	runs := slices.SortedFunc(func(yield func(journal.RunID) bool) {
-		for r := range seen {
-			if !yield(r) {
-				return
-			}
-		}
-	}, func(a, b journal.RunID) int { return bytes.Compare(a[:], b[:]) })
-	return runs, err
+	return sortedRuns(seen), err
 }
 
 // checkRun verifies one run's journal from entry 0 and names the damaged

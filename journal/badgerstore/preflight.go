@@ -3,6 +3,7 @@ package badgerstore
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"log"
@@ -230,7 +231,7 @@ func inspect(dir string, all bool) (*inspection, error) {
 func (in *inspection) problem(p ...Problem) { in.problems = append(in.problems, p...) }
 
 func (in *inspection) sortTables() {
-	by := func(a, b tableFile) int { return int(a.id) - int(b.id) }
+	by := func(a, b tableFile) int { return cmp.Compare(a.id, b.id) }
 	slices.SortFunc(in.tables, by)
 	slices.SortFunc(in.orphans, by)
 }
