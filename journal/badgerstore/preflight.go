@@ -125,8 +125,10 @@ type inspection struct {
 	// emptyLogs are memtable and value-log files of zero bytes.
 	emptyLogs []string
 	problems  []Problem
-	// verified are the stamps of the tables known to verify.
+	// verified are the stamps of the tables known to verify; saved is
+	// verifiedFile as it was read.
 	verified map[string]bool
+	saved    []byte
 }
 
 // inspect reads the store's files without changing any. With all, every
@@ -277,12 +279,12 @@ func checkTable(dir string, t tableFile) ([]Problem, bool) {
 }
 
 func (in *inspection) loadVerified() {
-	f, err := os.Open(filepath.Join(in.dir, verifiedFile))
+	b, err := os.ReadFile(filepath.Join(in.dir, verifiedFile)) // the store's own file, a line per table
 	if err != nil {
 		return
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
+	in.saved = b
+	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		if fs := strings.Fields(sc.Text()); len(fs) == 3 {
 			in.verified[strings.Join(fs, " ")] = true
@@ -298,6 +300,9 @@ func (in *inspection) saveVerified() error {
 		if in.verified[t.stamp()] {
 			fmt.Fprintln(&b, t.stamp())
 		}
+	}
+	if bytes.Equal(b.Bytes(), in.saved) {
+		return nil // nothing new: an open of an unchanged store writes nothing
 	}
 	tmp := filepath.Join(in.dir, verifiedFile+".tmp")
 	if err := os.WriteFile(tmp, b.Bytes(), 0o600); err != nil {
