@@ -27,7 +27,7 @@ require (
 	github.com/agentrt/agentrt/guest-sdk v0.0.0-00010101000000-000000000000
 	github.com/cedar-policy/cedar-go v1.9.1
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/dgraph-io/ristretto/v2 v2.2.0 // indirect
+	github.com/dgraph-io/ristretto/v2 v2.2.0
 	github.com/dustin/go-humanize v1.0.1 // indirect
 	github.com/elastic/go-seccomp-bpf v1.6.0
 	github.com/go-json-experiment/json v1.27.2 // indirect
@@ -48,7 +48,7 @@ require (
 	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.50.0
 	golang.org/x/tools v0.52.0 // indirect
-	google.golang.org/protobuf v1.36.7 // indirect
+	google.golang.org/protobuf v1.36.7
 	kernel.org/pub/linux/libs/security/libcap/psx v1.2.78 // indirect
 )
 

@@ -18,6 +18,9 @@ import (
 // status: 0 when the harness ran (whether or not every goal was met), 1 when
 // it could not, 2 for bad usage.
 func Main(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == scaleChildFlag {
+		return scaleChild(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("agentrt-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	out := fs.String("out", "bench/results.json", "write the JSON report to `file`")
@@ -27,6 +30,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `file`")
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
 	only := fs.String("only", "", "measure only these figure groups, e.g. `7` or 2,5 (default: all)")
+	scale := fs.Int("scale", 0, "journal entries of the run figure 9 exports and verifies (default 10000000)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -41,11 +45,14 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if *reps > 0 {
 		cfg.Reps = *reps
 	}
+	if *scale > 0 {
+		cfg.ScaleEntries = *scale
+	}
 	if *only != "" {
 		for _, f := range strings.Split(*only, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n < 1 || n > 8 {
-				fmt.Fprintf(stderr, "agentrt-bench: error: -only %q: figure groups are numbers 1 to 8\n", *only)
+			if err != nil || n < 1 || n > 9 {
+				fmt.Fprintf(stderr, "agentrt-bench: error: -only %q: figure groups are numbers 1 to 9\n", *only)
 				return 2
 			}
 			cfg.Only = append(cfg.Only, n)

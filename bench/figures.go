@@ -45,7 +45,10 @@ type Config struct {
 	ColdReps int `json:"cold_reps"`
 	// GoAgent builds and cold-starts the Go agent (figure 6a, 6b).
 	GoAgent bool `json:"go_agent"`
-	// Only, when set, names the figure groups (1 to 8) to measure.
+	// ScaleEntries is the number of journal entries of the run figure 9
+	// exports and verifies.
+	ScaleEntries int `json:"scale_entries"`
+	// Only, when set, names the figure groups (1 to 9) to measure.
 	Only []int `json:"only,omitempty"`
 
 	// TempDir is where the harness makes its temporary directory; empty:
@@ -58,14 +61,14 @@ type Config struct {
 // DefaultConfig is the configuration of make bench.
 func DefaultConfig() Config {
 	return Config{Reps: 5, RoundTripCalls: 1_000_000, PureCalls: 100_000, DurableCalls: 2000,
-		Agents: 64, AgentCalls: 250, ColdReps: 3, GoAgent: true}
+		Agents: 64, AgentCalls: 250, ColdReps: 3, GoAgent: true, ScaleEntries: 10_000_000}
 }
 
 // QuickConfig runs every path with tiny sizes: a check that the harness
 // works, not a measurement.
 func QuickConfig() Config {
 	return Config{Reps: 1, RoundTripCalls: 2000, PureCalls: 2000, DurableCalls: 20,
-		Agents: 8, AgentCalls: 5, ColdReps: 1}
+		Agents: 8, AgentCalls: 5, ColdReps: 1, ScaleEntries: 20_000}
 }
 
 // Run measures every figure.
@@ -96,7 +99,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer h.engine.Close(ctx)
 
 	steps := []func(context.Context) ([]Figure, error){
-		h.roundTrip, h.pureCalls, h.durable, h.groupCommit, h.replay, h.coldStart, h.resume, h.gate,
+		h.roundTrip, h.pureCalls, h.durable, h.groupCommit, h.replay, h.coldStart, h.resume, h.gate, h.scale,
 	}
 	defer h.closeRecorded()
 	var noisy []string

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"reflect"
 	"slices"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/capability"
+	"github.com/agentrt/agentrt/internal/fileread"
 	"github.com/agentrt/agentrt/internal/yamlkeys"
 	"go.yaml.in/yaml/v3"
 )
@@ -71,14 +71,20 @@ func DefaultGrant() *Grant { return &Grant{Run: &RunGrant{}} }
 
 // LoadGrant reads a grant file (YAML or JSON).
 func LoadGrant(path string) (*Grant, error) {
-	b, err := os.ReadFile(path)
+	b, err := fileread.Read(path, fileread.Grant)
 	if err != nil {
 		return nil, err
 	}
+	return ParseGrantFile(path, b)
+}
+
+// ParseGrantFile is ParseGrant for the contents b of the file path, whose
+// name its errors carry: an unknown key as "grant.yaml:3: ...", any other
+// problem as "grant grant.yaml: ...".
+func ParseGrantFile(path string, b []byte) (*Grant, error) {
 	g, err := ParseGrant(b)
 	var uk *yamlkeys.UnknownKeyError
 	if errors.As(err, &uk) {
-		// The message starts with the file and line: grant.yaml:3: ...
 		uk.File = path
 		return nil, uk
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/journal"
@@ -85,6 +86,16 @@ func (h *Host) Reopen(ctx context.Context, run journal.RunID) (*Started, error) 
 			return nil, fmt.Errorf("host: resume %s: %w", run, err)
 		}
 	}
+	// The run's index names the engines that ran it and its request limit
+	// (for bundles, BUNDLE.md): this one joins the engines, and the limit
+	// stays the run's, so that its calls are too large on one rule.
+	if len(meta.Engines) > 0 && !slices.Contains(meta.Engines, h.engine.Kind()) {
+		meta.Engines = append(meta.Engines, h.engine.Kind())
+	}
+	maxRequest := h.cfg.MaxRequest
+	if meta.MaxRequest > 0 {
+		maxRequest = int(meta.MaxRequest)
+	}
 	events := &eventBuffer{run: run, now: h.deps.Now, sink: h.deps.Sink, keep: h.deps.Events != nil, replaying: true}
 	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease, meta: &meta}
 	p := &resumePath{rec: rec, live: live, events: events}
@@ -92,7 +103,7 @@ func (h *Host) Reopen(ctx context.Context, run journal.RunID) (*Started, error) 
 	// A run that checkpointed starts again from its last checkpoint: the
 	// calls before it are not re-executed.
 	s := &session{run: run, header: hdr, grant: grant, path: p, deps: &h.deps,
-		maxRequest: h.cfg.MaxRequest, events: events, seg: rec.base, steps: rec.baseStep, startHash: rec.startHash}
+		maxRequest: maxRequest, events: events, seg: rec.base, steps: rec.baseStep, startHash: rec.startHash}
 	return &Started{Run: run, h: h, m: m, s: s, w: w, meta: &meta, lease: lease, live: lr}, nil
 }
 

@@ -251,7 +251,8 @@ func (h *Host) Start(ctx context.Context, spec RunSpec) (*Started, error) {
 	}
 	w := journal.NewWriter(h.deps.Store, journal.NewChain(run, h.deps.Key))
 	meta := journal.RunMeta{ID: run, Status: journal.StatusRunning, ModuleSHA256: m.SHA256, ModuleName: spec.Name,
-		Started: now.UnixNano(), Cell: h.deps.Key.Public().(ed25519.PublicKey)}
+		Started: now.UnixNano(), Cell: h.deps.Key.Public().(ed25519.PublicKey),
+		Engines: []string{h.engine.Kind()}, MaxRequest: uint64(h.cfg.MaxRequest)}
 	if err := w.Add(&journal.Entry{Phase: journal.PhaseStart, Header: hdr, Time: now.UnixNano()}); err != nil {
 		return nil, err
 	}
@@ -481,7 +482,8 @@ func (h *Host) refuse(ctx context.Context, run journal.RunID, hdr *journal.Heade
 	w := journal.NewWriter(h.deps.Store, journal.NewChain(run, h.deps.Key))
 	end := &journal.End{Status: journal.StatusFailed, Error: strings.ToValidUTF8(why.Error(), "\uFFFD")}
 	meta := journal.RunMeta{ID: run, Status: journal.StatusFailed, ModuleSHA256: m.SHA256, ModuleName: name,
-		Started: now.UnixNano(), Ended: now.UnixNano(), Error: end.Error, Cell: h.deps.Key.Public().(ed25519.PublicKey)}
+		Started: now.UnixNano(), Ended: now.UnixNano(), Error: end.Error, Cell: h.deps.Key.Public().(ed25519.PublicKey),
+		Engines: []string{h.engine.Kind()}, MaxRequest: uint64(h.cfg.MaxRequest)}
 	err := errors.Join(
 		w.Add(&journal.Entry{Phase: journal.PhaseStart, Header: hdr, Time: now.UnixNano()}),
 		w.Add(&journal.Entry{Phase: journal.PhaseEnd, End: end, Time: now.UnixNano()}))

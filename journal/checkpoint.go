@@ -318,13 +318,15 @@ func CheckpointOf(ctx context.Context, store Store, run RunID, key ed25519.Priva
 }
 
 // OpenCheckpoint verifies the signed checkpoint msg and returns its body
-// and the trusted key that signed it. The note must carry a valid signature
-// by one of the trusted keys; a signature line of another key is ignored
-// (a witness may cosign). It fails with ErrUntrusted when no trusted key
-// signed, and with ErrCheckpoint for a malformed note, a signature by a
-// trusted key's name and hash that does not verify, a signature line that is
-// not in canonical base64, or a body ParseCheckpoint refuses.
-func OpenCheckpoint(msg []byte, trusted []ed25519.PublicKey) (*Checkpoint, ed25519.PublicKey, error) {
+// and the trusted keys that signed it, in the order of their signature
+// lines. Every signature line of a trusted key must verify, and at least
+// one must be there; a signature line of another key is ignored (a witness
+// may cosign). The same key trusted twice is one key. It fails with
+// ErrUntrusted when no trusted key signed, and with ErrCheckpoint for a
+// malformed note, a signature by a trusted key's name and hash that does
+// not verify, a signature line that is not in canonical base64, or a body
+// ParseCheckpoint refuses.
+func OpenCheckpoint(msg []byte, trusted []ed25519.PublicKey) (*Checkpoint, []ed25519.PublicKey, error) {
 	if len(msg) > maxCheckpointSize {
 		return nil, nil, fmt.Errorf("%w: note of %d bytes (at most %d)", ErrCheckpoint, len(msg), maxCheckpointSize)
 	}
@@ -335,8 +337,15 @@ func OpenCheckpoint(msg []byte, trusted []ed25519.PublicKey) (*Checkpoint, ed255
 		if err != nil {
 			return nil, nil, err
 		}
+		id := fmt.Sprintf("%s+%08x", v.Name(), v.KeyHash())
+		if prev, dup := keyOf[id]; dup {
+			if prev.Equal(k) {
+				continue // the same key listed twice: one verifier, or note.Open calls it ambiguous
+			}
+			return nil, nil, fmt.Errorf("%w: trusted keys %x and %x have the same note key name and hash", ErrCheckpoint, prev, k)
+		}
 		verifiers = append(verifiers, v)
-		keyOf[fmt.Sprintf("%s+%08x", v.Name(), v.KeyHash())] = k
+		keyOf[id] = k
 	}
 	n, err := note.Open(msg, note.VerifierList(verifiers...))
 	var unverified *note.UnverifiedNoteError
@@ -359,8 +368,39 @@ func OpenCheckpoint(msg []byte, trusted []ed25519.PublicKey) (*Checkpoint, ed255
 	if err != nil {
 		return nil, nil, err
 	}
-	s := n.Sigs[0]
-	return c, keyOf[fmt.Sprintf("%s+%08x", s.Name, s.Hash)], nil
+	// note.Open verified every signature line of a known key (and keeps
+	// the first of repeated ones): each is a signer.
+	signers := make([]ed25519.PublicKey, 0, len(n.Sigs))
+	for _, s := range n.Sigs {
+		signers = append(signers, keyOf[fmt.Sprintf("%s+%08x", s.Name, s.Hash)])
+	}
+	return c, signers, nil
+}
+
+// CosignCheckpoint adds key's signature to the signed checkpoint msg,
+// whose existing signatures must verify with signers (each a key that
+// signed it): the checkpoint a second cell, or a witness, countersigns.
+func CosignCheckpoint(msg []byte, signers []ed25519.PublicKey, key ed25519.PrivateKey) ([]byte, error) {
+	if _, _, err := OpenCheckpoint(msg, signers); err != nil {
+		return nil, err
+	}
+	verifiers := make([]note.Verifier, 0, len(signers))
+	for _, k := range signers {
+		v, err := checkpointVerifier(k)
+		if err != nil {
+			return nil, err
+		}
+		verifiers = append(verifiers, v)
+	}
+	n, err := note.Open(msg, note.VerifierList(verifiers...))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCheckpoint, err)
+	}
+	s, err := checkpointSigner(key)
+	if err != nil {
+		return nil, err
+	}
+	return note.Sign(n, s)
 }
 
 func canonicalSigs(n *note.Note) error {

@@ -240,9 +240,9 @@ func TestCheckpointSignOpen(t *testing.T) {
 	if !strings.HasPrefix(string(msg), body) {
 		t.Fatalf("checkpoint is\n%s\nwant it to start with\n%s", msg, body)
 	}
-	got, signer, err := journal.OpenCheckpoint(msg, []ed25519.PublicKey{other.Public().(ed25519.PublicKey), pub})
-	if err != nil || got.Size != 42 || !bytes.Equal(got.Root, cp.Root) || got.Origin != cp.Origin || !signer.Equal(pub) {
-		t.Fatalf("open: %+v %x %v", got, signer, err)
+	got, signers, err := journal.OpenCheckpoint(msg, []ed25519.PublicKey{other.Public().(ed25519.PublicKey), pub})
+	if err != nil || got.Size != 42 || !bytes.Equal(got.Root, cp.Root) || got.Origin != cp.Origin || len(signers) != 1 || !signers[0].Equal(pub) {
+		t.Fatalf("open: %+v %x %v", got, signers, err)
 	}
 	if r, err := got.Run(); err != nil || r != run {
 		t.Fatalf("run of origin: %v %v", r, err)
@@ -272,8 +272,46 @@ func TestCheckpointSignOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	both := append(bytes.Clone(msg), cosigned[bytes.LastIndex(cosigned, []byte("\n\n"))+2:]...)
-	if _, signer, err := journal.OpenCheckpoint(both, []ed25519.PublicKey{pub}); err != nil || !signer.Equal(pub) {
+	if _, signers, err := journal.OpenCheckpoint(both, []ed25519.PublicKey{pub}); err != nil || len(signers) != 1 || !signers[0].Equal(pub) {
 		t.Fatalf("cosigned checkpoint: %v", err)
+	}
+}
+
+// TestCosignedCheckpoint: when both cells that signed a checkpoint are
+// trusted, both are its signers; a trusted key listed twice is one key
+// (not an ambiguous verifier); a cosignature by a trusted key that does not
+// verify fails the checkpoint, whatever the other signature.
+func TestCosignedCheckpoint(t *testing.T) {
+	_, key, _ := ed25519.GenerateKey(nil)
+	_, second, _ := ed25519.GenerateKey(nil)
+	pub, pub2 := key.Public().(ed25519.PublicKey), second.Public().(ed25519.PublicKey)
+	cp := &journal.Checkpoint{Origin: journal.CheckpointOrigin(journal.RunID{7}), Size: 3, Root: make([]byte, 32)}
+	msg, err := journal.SignCheckpoint(cp, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	both, err := journal.CosignCheckpoint(msg, []ed25519.PublicKey{pub}, second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, trusted := range [][]ed25519.PublicKey{{pub, pub2}, {pub2, pub, pub2, pub}} {
+		_, signers, err := journal.OpenCheckpoint(both, trusted)
+		if err != nil || len(signers) != 2 || !signers[0].Equal(pub) || !signers[1].Equal(pub2) {
+			t.Fatalf("trusting %d keys: signers %x, %v; want both cells", len(trusted), signers, err)
+		}
+	}
+	if _, signers, err := journal.OpenCheckpoint(msg, []ed25519.PublicKey{pub, pub}); err != nil || len(signers) != 1 {
+		t.Fatalf("one key trusted twice: %x %v", signers, err)
+	}
+	// The second signature damaged: a trusted key's signature must verify.
+	i := bytes.LastIndexByte(both[:len(both)-1], ' ') + 40 // in the signature, past the 4-byte key hash
+	bad := bytes.Clone(both)
+	bad[i] = otherBase64(bad[i])
+	if _, _, err := journal.OpenCheckpoint(bad, []ed25519.PublicKey{pub, pub2}); !errors.Is(err, journal.ErrCheckpoint) {
+		t.Fatalf("a trusted cosigner's bad signature: %v, want ErrCheckpoint", err)
+	}
+	if _, signers, err := journal.OpenCheckpoint(bad, []ed25519.PublicKey{pub}); err != nil || len(signers) != 1 {
+		t.Fatalf("the same, the cosigner not trusted (a witness): %x %v", signers, err)
 	}
 }
 
@@ -304,4 +342,11 @@ func TestParseCheckpointIsStrict(t *testing.T) {
 	if _, err := (&journal.Checkpoint{Origin: "agentrt.dev/run/zz"}).Run(); !errors.Is(err, journal.ErrCheckpoint) {
 		t.Errorf("origin with a bad run id: %v", err)
 	}
+}
+
+// otherBase64 returns the base64 character after c: a signature line
+// changed in one character that still decodes.
+func otherBase64(c byte) byte {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+	return alphabet[(strings.IndexByte(alphabet, c)+1)%len(alphabet)]
 }

@@ -3,6 +3,7 @@ package journal
 import (
 	"bytes"
 	"context"
+	"errors"
 )
 
 // Inspected is one record as a person inspecting a journal sees it: decoded
@@ -23,7 +24,10 @@ type Inspected struct {
 	SigOK bool
 }
 
-// Inspect reads every record of run and reports on each.
+// Inspect reads every record of run and reports on each. When the store
+// cannot give back the whole journal (ErrIncomplete), Inspect returns the
+// entries it read with that error, so that a person sees what is left and
+// where it stops.
 func Inspect(ctx context.Context, store Store, run RunID, trust TrustFunc) ([]Inspected, error) {
 	var out []Inspected
 	prev := make([]byte, HashSize)
@@ -47,7 +51,7 @@ func Inspect(ctx context.Context, store Store, run RunID, trust TrustFunc) ([]In
 		out = append(out, in)
 		return nil
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrIncomplete) {
 		return nil, err
 	}
 	// An entry is covered when a valid seal at or after it is reached
@@ -67,5 +71,5 @@ func Inspect(ctx context.Context, store Store, run RunID, trust TrustFunc) ([]In
 			covered = false
 		}
 	}
-	return out, nil
+	return out, err
 }

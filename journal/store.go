@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"fmt"
 )
 
 // RunMeta is the index record a Store keeps beside each journal, so runs can
@@ -25,6 +26,14 @@ type RunMeta struct {
 	// Checkpoint is the seq of the run's last run.checkpoint entry, 0
 	// when it has none: where a resume starts verifying and re-executing.
 	Checkpoint uint64 `cbor:"11,keyasint,omitempty"`
+	// Engines are the WebAssembly engines that ran the run's segments
+	// ("wazero", "wasmtime"), in the order each was first used; empty for
+	// a run recorded before hosts recorded it.
+	Engines []string `cbor:"12,keyasint,omitempty"`
+	// MaxRequest is the request size limit of the host that recorded the
+	// run, which decided which calls were too large; 0 for a run recorded
+	// before hosts recorded it (they all used abi.MaxRequest).
+	MaxRequest uint64 `cbor:"13,keyasint,omitempty"`
 }
 
 // Errors returned by every Store implementation.
@@ -40,7 +49,37 @@ var (
 	// They may not survive a crash; the caller must not act on them as if
 	// they had.
 	ErrNotDurable = errors.New("journal: written but not durable (sync failed)")
+	// ErrIncomplete is returned by Records when the stored records of a
+	// run do not reach the head its index records: entries are missing
+	// from the store (it was damaged), and the journal must not be taken
+	// for a shorter one. The *GapError says which.
+	ErrIncomplete = errors.New("journal: entries are missing from the store")
 )
+
+// GapError reports entries of a run's journal that the store's index says
+// it holds and that cannot be read back.
+type GapError struct {
+	Run RunID
+	// From is the first missing seq and To the seq after the last one
+	// missing (To == Length when the journal's tail is missing).
+	From, To uint64
+	// Length is the number of entries the run's head record says the
+	// journal holds.
+	Length uint64
+	// Reason says what the store found instead.
+	Reason string
+}
+
+func (e *GapError) Error() string {
+	what := fmt.Sprintf("entries %d..%d", e.From, e.To-1)
+	if e.To == e.From+1 {
+		what = fmt.Sprintf("entry %d", e.From)
+	}
+	return fmt.Sprintf("journal: run %s: %s of the %d its head record names are missing from the store (%s)", e.Run, what, e.Length, e.Reason)
+}
+
+// Unwrap returns ErrIncomplete.
+func (e *GapError) Unwrap() error { return ErrIncomplete }
 
 // KVWrite is a change to an agent's durable key/value state that a Batch
 // applies atomically with its records: the state change and the journal
@@ -94,7 +133,10 @@ type Store interface {
 	Commit(ctx context.Context, b *Batch) error
 	// Records calls fn with the raw bytes of every stored record of run from
 	// seq from on, in seq order, until fn returns an error. The bytes are
-	// valid only during the call.
+	// valid only during the call. A store that records each journal's head
+	// (its length and last entry hash) with its entries returns a
+	// *GapError, after the records it could read, when what it reads does
+	// not reach that head.
 	Records(ctx context.Context, run RunID, from uint64, fn func(seq uint64, raw []byte) error) error
 	// Meta returns the index record of run.
 	Meta(ctx context.Context, run RunID) (RunMeta, error)
@@ -102,6 +144,13 @@ type Store interface {
 	Runs(ctx context.Context) ([]RunMeta, error)
 	// Close releases the store.
 	Close() error
+}
+
+// Heads is implemented by stores that record each journal's head with its
+// entries (badgerstore): Head returns the number of entries the journal of
+// run holds by that record, which every read must reach.
+type Heads interface {
+	Head(ctx context.Context, run RunID) (uint64, error)
 }
 
 // ReadEntries calls fn with every stored record of run and its decoded

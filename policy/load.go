@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"github.com/agentrt/agentrt/internal/fileread"
 	"io/fs"
 	"iter"
 	"os"
@@ -45,7 +46,7 @@ func LoadDir(dir string) ([]Source, error) {
 		return nil, err
 	}
 	if !st.IsDir() {
-		b, err := os.ReadFile(dir)
+		b, err := fileread.Read(dir, fileread.Policy)
 		if err != nil {
 			return nil, err
 		}
@@ -56,7 +57,7 @@ func LoadDir(dir string) ([]Source, error) {
 		if err != nil || d.IsDir() || !strings.HasSuffix(p, Ext) {
 			return err
 		}
-		b, err := os.ReadFile(p)
+		b, err := fileread.Read(p, fileread.Policy)
 		if err != nil {
 			return err
 		}

@@ -7,10 +7,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"time"
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/journal"
+	"github.com/transparency-dev/merkle/compact"
+	"github.com/transparency-dev/merkle/rfc6962"
 )
 
 // ErrDiverged is the failure class of a bundle whose module, re-executed
@@ -126,7 +130,11 @@ type CheckpointReport struct {
 	Origin string `json:"origin"`
 	Size   uint64 `json:"size"`
 	Root   string `json:"root"`
-	Signer string `json:"signer,omitempty"`
+	// Signer names the first trusted key that signed it; Signers every
+	// trusted key that did (a checkpoint cosigned by two trusted cells has
+	// two).
+	Signer  string   `json:"signer,omitempty"`
+	Signers []string `json:"signers,omitempty"`
 }
 
 // Failure is the first failure, for people and tools.
@@ -169,8 +177,17 @@ type VerifyOptions struct {
 // BUNDLE.md section 4 fixes, and returns what it established. On the first
 // failure it stops and returns the report so far and an *AuditError.
 func VerifyBundle(ctx context.Context, data []byte, opts VerifyOptions) (*AuditReport, error) {
+	return VerifyBundleReader(ctx, bytes.NewReader(data), int64(len(data)), opts)
+}
+
+// VerifyBundleReader is VerifyBundle for a bundle of size bytes read from
+// r (a file), in memory bounded by the bundle's module and its largest
+// record, whatever its number of records: the file is read three times,
+// for its format, its journal and the re-execution, and no pass keeps the
+// records. A file that changes between the passes fails.
+func VerifyBundleReader(ctx context.Context, r io.ReaderAt, size int64, opts VerifyOptions) (*AuditReport, error) {
 	a := &auditor{rep: &AuditReport{Cells: []CellReport{}}, trusted: opts.Trusted, tokenRoots: opts.TokenRoots}
-	err := a.verify(ctx, data, opts.Engine)
+	err := a.verify(ctx, r, size, opts.Engine)
 	if err != nil {
 		var ae *AuditError
 		if !errors.As(err, &ae) {
@@ -214,61 +231,103 @@ func bundleErr(class error, format string, args ...any) error {
 	return &AuditError{Class: class, Err: fmt.Errorf(format, args...)}
 }
 
-func (a *auditor) verify(ctx context.Context, data []byte, engine *host.Engine) error {
+func (a *auditor) verify(ctx context.Context, r io.ReaderAt, size int64, engine *host.Engine) error {
 	rep := a.rep
-	// 1. The file is a bundle.
-	b, err := DecodeBundle(data)
+	// 1. The file is a bundle: one pass over it, records framed and
+	// hashed, not kept.
+	l, err := scanBundle(r, size, nil)
 	if err != nil {
 		return &AuditError{Class: ErrBundleFormat, Err: err}
 	}
-	rep.Format, rep.Entries, rep.ModuleBytes = b.Format, len(b.Records), len(b.Module)
-	rep.Engine = &b.Engine
+	rep.Format, rep.Entries, rep.ModuleBytes = l.format, int(l.records), len(l.module)
+	rep.Engine = &l.engine
 
 	// 2. Every record: decoding, sequence, chain, payload hashes, seals by
-	// trusted keys only, coverage. The journal's own verifier does it
-	// (journal/SPEC.md section 9), over the bundle as a read-only store.
-	st := b.Store().(*bundleStore)
-	rep.Run = st.run.String()
-	j, v := newLoader(journal.TrustKeys(a.trusted...))
+	// trusted keys only, coverage, by the journal's own verifier
+	// (journal/SPEC.md section 9), the records read again as a stream.
+	// Beside it: the Merkle tree's compact range (step 6) and the calls
+	// counted as re-execution will serve them.
+	v := journal.NewVerifier(journal.TrustKeys(a.trusted...))
+	tree := (&compact.RangeFactory{Hash: rfc6962.DefaultHasher.HashChildren}).NewEmptyRange(0)
 	var inputs, outputs uint64
-	v.OnEntry = func(e *journal.Entry, _ *journal.Record) error {
-		n := j.rec.Len()
-		j.add(e)
-		if j.rec.Len() > n && !(e.Request == nil && e.Phase == journal.PhaseFailed && abi.Status(e.Status) == abi.StatusTooLarge) {
+	calls := 0
+	open := false // an intent whose outcome is to come
+	// What step 9 needs of the journal: when the run started (when the
+	// cell verified its token) and the cell that sealed first (the
+	// audience it verified as).
+	var started time.Time
+	var firstSeal ed25519.PublicKey
+	v.OnEntry = func(e *journal.Entry, rec *journal.Record) error {
+		if e.Seq == 0 {
+			started = time.Unix(0, e.Time)
+		}
+		if firstSeal == nil && rec.Seal != nil {
+			firstSeal = bytes.Clone(rec.Seal.Cell)
+		}
+		switch e.Phase {
+		case journal.PhaseIntent:
+			calls, open = calls+1, true
 			inputs++
+		case journal.PhaseCompleted, journal.PhaseFailed:
+			if open {
+				open = false
+			} else {
+				calls++
+				if !(e.Request == nil && e.Phase == journal.PhaseFailed && abi.Status(e.Status) == abi.StatusTooLarge) {
+					inputs++
+				}
+			}
 		}
 		if e.OutputHash != nil {
 			outputs++
 		}
 		rep.EntriesChecked++
-		return nil
+		return tree.Append(journal.LeafHash(rec.Entry), nil)
 	}
-	sum, err := journal.VerifyStoreWith(ctx, st, st.run, v)
+	rr := newRecordReader(r, size, l)
+	err = journal.VerifyStream(ctx, v, func(fn func([]byte) error) error {
+		for {
+			raw, err := rr.next()
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if err := fn(raw); err != nil {
+				return err
+			}
+		}
+	})
+	var sum *journal.Summary
+	if err == nil {
+		sum, err = v.Finish()
+	}
 	if err != nil {
 		var ve *journal.VerifyError
 		if errors.As(err, &ve) {
 			return &AuditError{Class: ve.Class, Seq: ve.Seq, HasSeq: true, Step: ve.Step, Op: ve.Op, Err: ve.Err}
 		}
-		return err
+		return &AuditError{Class: ErrBundleFormat, Err: err}
 	}
-	j.Summary = sum
+	rep.Run = sum.Run.String()
 	rep.ChainIntact, rep.Head = true, hex.EncodeToString(sum.Head)
 	rep.InputHashes, rep.OutputHashes, rep.OutputsMatched = inputs, outputs, true
 	rep.Finished = sum.End != nil
 
 	// 3. Every key the bundle lists is trusted.
-	for _, k := range b.Keys {
+	for _, k := range l.keys {
 		rep.Cells = append(rep.Cells, CellReport{Key: keyHex(k), Name: journal.CheckpointKeyName(k),
 			Trusted: a.isTrusted(k), Seals: sum.Cells[keyHex(k)]})
 	}
-	for _, k := range b.Keys {
+	for _, k := range l.keys {
 		if !a.isTrusted(k) {
 			return bundleErr(journal.ErrUntrusted, "the bundle lists cell key %s, which is not trusted", keyHex(k))
 		}
 	}
 
 	// 4. The module is the one the run header names.
-	modSum := journal.Sum(b.Module)
+	modSum := journal.Sum(l.module)
 	rep.ModuleSHA256 = hex.EncodeToString(modSum)
 	if !bytes.Equal(modSum, sum.Header.ModuleSHA256) {
 		return &AuditError{Class: journal.ErrHash, HasSeq: true, Err: fmt.Errorf("the module hashes to %x; the run header records %x",
@@ -277,56 +336,58 @@ func (a *auditor) verify(ctx context.Context, data []byte, engine *host.Engine) 
 	rep.ModuleMatched = true
 
 	// 5. The engine settings agree with the header and this verifier.
-	if b.Engine.ABI != sum.Header.ABI || b.Engine.ABI != abi.Version {
+	if l.engine.ABI != sum.Header.ABI || l.engine.ABI != abi.Version {
 		return bundleErr(ErrBundleFormat, "engine settings name ABI %d; the run header records %d and this verifier knows %d",
-			b.Engine.ABI, sum.Header.ABI, abi.Version)
+			l.engine.ABI, sum.Header.ABI, abi.Version)
 	}
 
-	// 6. The checkpoint is signed by a trusted key and describes exactly
+	// 6. The checkpoint is signed by trusted keys and describes exactly
 	// the bundle's entries.
-	cp, signer, err := journal.OpenCheckpoint(b.Checkpoint, a.trusted)
+	cp, signers, err := journal.OpenCheckpoint(l.checkpoint, a.trusted)
 	if err != nil {
 		if errors.Is(err, journal.ErrUntrusted) {
 			return bundleErr(journal.ErrUntrusted, "%v", err)
 		}
 		return bundleErr(journal.ErrCheckpoint, "%v", err)
 	}
-	rep.Checkpoint = &CheckpointReport{Origin: cp.Origin, Size: cp.Size, Root: hex.EncodeToString(cp.Root), Signer: journal.CheckpointKeyName(signer)}
-	tree, err := b.Tree()
+	rep.Checkpoint = &CheckpointReport{Origin: cp.Origin, Size: cp.Size, Root: hex.EncodeToString(cp.Root), Signer: journal.CheckpointKeyName(signers[0])}
+	for _, k := range signers {
+		rep.Checkpoint.Signers = append(rep.Checkpoint.Signers, journal.CheckpointKeyName(k))
+	}
+	root, err := tree.GetRootHash(nil)
 	if err != nil {
 		return err
 	}
-	root, _ := tree.Root(tree.Size())
 	switch {
 	case cp.Origin != journal.CheckpointOrigin(sum.Run):
 		return bundleErr(journal.ErrCheckpoint, "checkpoint origin %q, want %q", cp.Origin, journal.CheckpointOrigin(sum.Run))
-	case cp.Size != tree.Size():
-		return bundleErr(journal.ErrCheckpoint, "checkpoint covers %d entries; the bundle holds %d", cp.Size, tree.Size())
+	case cp.Size != l.records:
+		return bundleErr(journal.ErrCheckpoint, "checkpoint covers %d entries; the bundle holds %d", cp.Size, l.records)
 	case !bytes.Equal(cp.Root, root):
 		return bundleErr(journal.ErrCheckpoint, "checkpoint root %x is not the root %x of the bundle's entries", cp.Root, root)
 	}
 	rep.CheckpointValid = true
 
 	// 7. The exporting cell signed the bundle, and is trusted.
-	if !a.isTrusted(b.Signature.Cell) {
-		return bundleErr(journal.ErrUntrusted, "the bundle is signed by cell key %s, which is not trusted", keyHex(b.Signature.Cell))
+	if !a.isTrusted(l.signature.Cell) {
+		return bundleErr(journal.ErrUntrusted, "the bundle is signed by cell key %s, which is not trusted", keyHex(l.signature.Cell))
 	}
-	msg, err := b.SignatureMessage()
-	if err != nil {
-		return bundleErr(ErrBundleFormat, "%v", err)
-	}
-	if !ed25519.Verify(b.Signature.Cell, msg, b.Signature.Sig) {
-		return bundleErr(journal.ErrSignature, "the bundle signature by cell key %s does not verify", keyHex(b.Signature.Cell))
+	if !ed25519.Verify(l.signature.Cell, l.message, l.signature.Sig) {
+		return bundleErr(journal.ErrSignature, "the bundle signature by cell key %s does not verify", keyHex(l.signature.Cell))
 	}
 	rep.BundleSignatureValid = true
 
-	// 8. The key list is exactly the keys that signed.
-	used := map[string]bool{string(signer): true, string(b.Signature.Cell): true}
+	// 8. The key list is exactly the keys that signed: every trusted key
+	// whose signature on the checkpoint verified, not only the first.
+	used := map[string]bool{string(l.signature.Cell): true}
+	for _, k := range signers {
+		used[string(k)] = true
+	}
 	for k := range sum.Cells {
 		kb, _ := hex.DecodeString(k)
 		used[string(kb)] = true
 	}
-	for _, k := range b.Keys {
+	for _, k := range l.keys {
 		if !used[string(k)] {
 			return bundleErr(ErrBundleFormat, "the bundle lists cell key %s, which signed nothing in it", keyHex(k))
 		}
@@ -337,35 +398,33 @@ func (a *auditor) verify(ctx context.Context, data []byte, engine *host.Engine) 
 	}
 
 	// 9. The header's capability token grants what the header records.
-	if err := a.checkToken(ctx, st, sum); err != nil {
+	if err := a.checkToken(sum, started, firstSeal); err != nil {
 		return err
 	}
 
-	// 10. Re-execution against the recorded responses.
+	// 10. Re-execution against the recorded responses, read from the
+	// file a third time as the guest asks for them.
 	if engine == nil {
 		if engine, err = host.NewEngine(ctx, host.EngineConfig{}); err != nil {
 			return err
 		}
 		defer engine.Close(ctx)
 	}
-	src := &diffSource{rec: j.rec, requests: j.requests}
-	r, err := j.execute(ctx, engine, b.Module, Options{MaxRequest: int(b.Engine.MaxRequest)}, src)
+	src := newStreamSource(newRecordReader(r, size, l), sum, calls)
+	j := &Journal{Summary: sum}
+	res, err := j.execute(ctx, engine, l.module, Options{MaxRequest: int(l.engine.MaxRequest)}, src)
 	a.changes = src.changes
 	switch {
 	case errors.Is(err, ErrUnfinished):
-		rep.ReplayIdentical, rep.Calls = true, src.rec.Len()
+		rep.ReplayIdentical, rep.Calls = true, src.Len()
 		return nil
 	case err != nil:
 		var div *DivergenceError
 		if !errors.As(err, &div) {
 			return &AuditError{Class: ErrDiverged, Err: fmt.Errorf("the module did not run to its recorded end: %w", err)}
 		}
-		ae := &AuditError{Class: ErrDiverged, HasSeq: true, Seq: j.endSeq, Step: div.Step, Op: div.Op, Err: div}
-		if div.Step > 0 && int(div.Step) <= len(j.seqs) {
-			ae.Seq = j.seqs[div.Step-1]
-		}
-		return ae
+		return &AuditError{Class: ErrDiverged, HasSeq: true, Seq: src.seqOf(div.Step), Step: div.Step, Op: div.Op, Err: div}
 	}
-	rep.ReplayIdentical, rep.Calls = true, r.Calls
+	rep.ReplayIdentical, rep.Calls = true, res.Calls
 	return nil
 }

@@ -8,11 +8,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/fxamacker/cbor/v2"
+	"github.com/transparency-dev/merkle/compact"
+	"github.com/transparency-dev/merkle/rfc6962"
 )
 
 // Audit bundles (BUNDLE.md beside this file is the normative text). A
@@ -26,13 +29,18 @@ import (
 // reads.
 const BundleFormat = "agentrt-bundle/1"
 
-// Limits DecodeBundle applies before it allocates: counts and sizes are
-// capped, so hostile input costs at most memory linear in its length.
+// Limits the reader applies before it allocates: counts and sizes are
+// capped, and a length the rest of the file cannot hold is refused, so
+// hostile input costs at most memory linear in its length. A bundle is
+// read as a stream (stream.go): what a verification holds in memory is its
+// module, its largest record and a few hashes, whatever its length.
 const (
-	// MaxBundleSize is the largest bundle accepted, in bytes.
-	MaxBundleSize = 1 << 30
+	// MaxBundleSize is the largest bundle accepted, in bytes (1 TiB).
+	MaxBundleSize = 1 << 40
 	// MaxBundleRecords is the most journal records a bundle may hold.
-	MaxBundleRecords = 1 << 24
+	MaxBundleRecords = 1<<31 - 1
+	// maxModuleSize is the largest module a bundle may hold.
+	maxModuleSize = 1 << 30
 	// maxBundleKeys is the most cell keys a bundle may list.
 	maxBundleKeys = 1 << 10
 	// maxMaxRequest bounds the recorded request size limit.
@@ -43,6 +51,10 @@ const (
 // recorded under one replays under the other (engine neutrality); the
 // name is what the recording host used.
 var Engines = []string{"wazero", "wasmtime"}
+
+// EngineUnrecorded is the engine of a run whose index does not say which
+// engine recorded it (runs recorded before hosts wrote it there).
+const EngineUnrecorded = "unrecorded"
 
 // ErrBundleFormat is the failure class of a file that is not a bundle of
 // this format: not canonical CBOR of the structure, an unknown format
@@ -55,7 +67,8 @@ var ErrBundleFormat = errors.New("bundle-format")
 // depends on.
 type EngineSettings struct {
 	// Engine is the wasm engine that recorded the run ("wazero",
-	// "wasmtime").
+	// "wasmtime"), its first segment when more than one ran it, or
+	// EngineUnrecorded.
 	Engine string `cbor:"1,keyasint" json:"engine"`
 	// ABI is the ABI version; it equals the run header's.
 	ABI uint32 `cbor:"2,keyasint" json:"abi"`
@@ -63,6 +76,32 @@ type EngineSettings struct {
 	// larger one was recorded as too_large, and replay must refuse it the
 	// same way.
 	MaxRequest uint64 `cbor:"3,keyasint" json:"max_request"`
+	// Also are the other engines that ran segments of the run (it was
+	// resumed on them), in the order each was first used.
+	Also []string `cbor:"4,keyasint,omitempty" json:"also,omitempty"`
+}
+
+// check applies the shape rules of engine settings (BUNDLE.md section 3).
+func (es *EngineSettings) check() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrBundleFormat, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case !slices.Contains(Engines, es.Engine) && es.Engine != EngineUnrecorded:
+		return bad("engine %q (known: %v, or %q)", es.Engine, Engines, EngineUnrecorded)
+	case es.MaxRequest == 0 || es.MaxRequest > maxMaxRequest:
+		return bad("max request %d (1 to %d)", es.MaxRequest, maxMaxRequest)
+	case es.Engine == EngineUnrecorded && len(es.Also) > 0:
+		return bad("other engines listed beside an unrecorded one")
+	}
+	seen := map[string]bool{es.Engine: true}
+	for _, e := range es.Also {
+		if !slices.Contains(Engines, e) || seen[e] {
+			return bad("engine %q in the list of other engines (known: %v, each once, not the first)", e, Engines)
+		}
+		seen[e] = true
+	}
+	return nil
 }
 
 // BundleSignature is the exporting cell's signature over the bundle.
@@ -135,7 +174,7 @@ var bundleDecMode = func() cbor.DecMode {
 		IndefLength:       cbor.IndefLengthForbidden,
 		TagsMd:            cbor.TagsForbidden,
 		MaxNestedLevels:   4,
-		MaxArrayElements:  MaxBundleRecords,
+		MaxArrayElements:  16,
 		MaxMapPairs:       16,
 		ExtraReturnErrors: cbor.ExtraDecErrorUnknownField,
 		UTF8:              cbor.UTF8RejectInvalid,
@@ -146,125 +185,210 @@ var bundleDecMode = func() cbor.DecMode {
 	return m
 }()
 
-// DecodeBundle decodes a bundle and checks its shape (BUNDLE.md section
-// 3); every failure is of class ErrBundleFormat. It does not verify
-// anything the bundle says: VerifyBundle does.
+// DecodeBundle decodes a bundle held in memory and checks its shape
+// (BUNDLE.md section 3); every failure is of class ErrBundleFormat. It
+// does not verify anything the bundle says: VerifyBundle does. It reads
+// with the stream reader of VerifyBundleReader, so both accept exactly the
+// same files.
 func DecodeBundle(data []byte) (*Bundle, error) {
-	bad := func(format string, args ...any) (*Bundle, error) {
-		return nil, fmt.Errorf("%w: %s", ErrBundleFormat, fmt.Sprintf(format, args...))
-	}
-	switch {
-	case len(data) == 0:
-		return bad("empty file")
-	case len(data) > MaxBundleSize:
-		return bad("%d bytes, more than the %d a bundle may have", len(data), MaxBundleSize)
-	}
-	b := new(Bundle)
-	if err := bundleDecMode.Unmarshal(data, b); err != nil {
-		return bad("%v", err)
-	}
-	again, err := abi.Marshal(b)
-	if err != nil || !bytes.Equal(again, data) {
-		return bad("not the canonical CBOR of a bundle (a field missing, out of order, or not in shortest form)")
-	}
-	if b.Format != BundleFormat {
-		return bad("format %q, want %q", b.Format, BundleFormat)
-	}
-	switch {
-	case len(b.Module) == 0:
-		return bad("no module")
-	case len(b.Records) == 0:
-		return bad("no journal records")
-	case len(b.Checkpoint) == 0:
-		return bad("no checkpoint")
-	case len(b.Keys) == 0 || len(b.Keys) > maxBundleKeys:
-		return bad("%d keys (1 to %d)", len(b.Keys), maxBundleKeys)
-	case !slices.Contains(Engines, b.Engine.Engine):
-		return bad("engine %q (known: %v)", b.Engine.Engine, Engines)
-	case b.Engine.MaxRequest == 0 || b.Engine.MaxRequest > maxMaxRequest:
-		return bad("max request %d (1 to %d)", b.Engine.MaxRequest, maxMaxRequest)
-	case len(b.Signature.Cell) != ed25519.PublicKeySize || len(b.Signature.Sig) != ed25519.SignatureSize:
-		return bad("signature has a %d-byte key and %d-byte signature", len(b.Signature.Cell), len(b.Signature.Sig))
-	}
-	for i, k := range b.Keys {
-		if len(k) != ed25519.PublicKeySize {
-			return bad("key %d is %d bytes", i, len(k))
-		}
-		if i > 0 && bytes.Compare(b.Keys[i-1], k) >= 0 {
-			return bad("keys are not sorted and unique (key %d)", i)
-		}
-	}
-	for i, r := range b.Records {
-		if len(r) == 0 {
-			return bad("record %d is empty", i)
-		}
-	}
-	return b, nil
-}
-
-// Export builds the bundle of run from store: the records as stored, the
-// module the header names, a checkpoint over the entries and the bundle
-// signature, both by key (the exporting cell). It only reads the store.
-// settings' zero fields default to the run header's ABI, wazero and
-// abi.MaxRequest.
-func Export(ctx context.Context, store journal.Store, run journal.RunID, key ed25519.PrivateKey, settings EngineSettings) (*Bundle, error) {
-	b := &Bundle{Format: BundleFormat, Engine: settings}
-	tree := journal.NewTree()
-	signers := map[string]bool{string(key.Public().(ed25519.PublicKey)): true}
-	var hdr *journal.Header
-	err := store.Records(ctx, run, 0, func(seq uint64, raw []byte) error {
-		rec, err := journal.DecodeRecord(raw)
-		if err != nil {
-			return fmt.Errorf("export: record %d: %w", seq, err)
-		}
-		if seq == 0 {
-			e, err := journal.DecodeEntry(rec.Entry)
-			if err != nil {
-				return fmt.Errorf("export: entry 0: %w", err)
-			}
-			hdr = e.Header
-		}
-		if rec.Seal != nil {
-			signers[string(rec.Seal.Cell)] = true
-		}
-		tree.Append(journal.LeafHash(rec.Entry))
-		b.Records = append(b.Records, bytes.Clone(raw))
+	var records [][]byte
+	l, err := scanBundle(bytes.NewReader(data), int64(len(data)), func(raw []byte) error {
+		records = append(records, bytes.Clone(raw))
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	if len(b.Records) == 0 {
-		return nil, fmt.Errorf("export: run %s: %w", run, journal.ErrNotFound)
+	return &Bundle{Format: l.format, Module: l.module, Records: records, Keys: l.keys, Checkpoint: l.checkpoint,
+		Engine: l.engine, Signature: l.signature}, nil
+}
+
+// ExportReport says what ExportTo wrote.
+type ExportReport struct {
+	Run     journal.RunID
+	Entries uint64
+	// ModuleBytes, Keys and Bytes are the module's size, the number of
+	// keys listed and the bundle's size.
+	ModuleBytes int
+	Keys        int
+	Bytes       int64
+	Engine      EngineSettings
+}
+
+// ErrExport is the class of a journal Export refuses to sign: one that
+// does not verify (journal/SPEC.md section 9, seals by any key), whose
+// store cannot give it back whole (journal.ErrIncomplete), or whose module
+// is missing.
+var ErrExport = errors.New("replay: export refused")
+
+// ExportTo writes the bundle of run from store to w as a stream: the
+// records as stored, the module the header names, the keys of every seal
+// and key's own, a checkpoint over all the entries and the bundle
+// signature, both by key (the exporting cell). The journal is verified
+// (decoding, chain, hashes, seals, coverage; any key) as it is written,
+// and must reach the head the store records: a journal that does not is
+// refused, and what was written to w must be discarded. Memory is bounded
+// by the module and the largest record. settings' zero fields come from
+// the run's index record (the engines and the request limit of the host
+// that recorded it) and its header (the ABI).
+func ExportTo(ctx context.Context, store journal.Store, run journal.RunID, key ed25519.PrivateKey, settings EngineSettings, w io.Writer) (*ExportReport, error) {
+	refuse := func(err error) (*ExportReport, error) {
+		return nil, fmt.Errorf("%w: run %s: %w", ErrExport, run, err)
 	}
-	if hdr == nil {
-		return nil, fmt.Errorf("export: run %s: entry 0 is not a start entry", run)
-	}
-	if b.Module, err = store.Module(ctx, hdr.ModuleSHA256); err != nil {
-		return nil, fmt.Errorf("export: module %x: %w", hdr.ModuleSHA256, err)
-	}
-	for k := range signers {
-		b.Keys = append(b.Keys, []byte(k))
-	}
-	slices.SortFunc(b.Keys, bytes.Compare)
-	root, err := tree.Root(tree.Size())
+	meta, err := store.Meta(ctx, run)
 	if err != nil {
 		return nil, err
 	}
-	cp := &journal.Checkpoint{Origin: journal.CheckpointOrigin(run), Size: tree.Size(), Root: root}
-	if b.Checkpoint, err = journal.SignCheckpoint(cp, key); err != nil {
+	hdr, n, err := startAndLength(ctx, store, run)
+	if err != nil {
+		return refuse(err)
+	}
+	module, err := store.Module(ctx, hdr.ModuleSHA256)
+	if err != nil {
+		return refuse(fmt.Errorf("module %x: %w", hdr.ModuleSHA256, err))
+	}
+	es := settingsOf(settings, &meta, hdr)
+	if err := es.check(); err != nil {
 		return nil, err
 	}
-	if b.Engine.ABI == 0 {
-		b.Engine.ABI = hdr.ABI
+
+	bw := newBundleWriter(w)
+	bw.key(1)
+	bw.textItem(BundleFormat)
+	bw.key(2)
+	bw.bytesItem(module)
+	bw.key(3)
+	bw.head(majorArray, n)
+	v := journal.NewVerifier(journal.TrustAny)
+	tree := (&compact.RangeFactory{Hash: rfc6962.DefaultHasher.HashChildren}).NewEmptyRange(0)
+	signers := map[string]bool{string(key.Public().(ed25519.PublicKey)): true}
+	v.OnEntry = func(_ *journal.Entry, rec *journal.Record) error {
+		if rec.Seal != nil {
+			signers[string(rec.Seal.Cell)] = true
+		}
+		return tree.Append(journal.LeafHash(rec.Entry), nil)
 	}
-	if b.Engine.Engine == "" {
-		b.Engine.Engine = "wazero"
+	var written uint64
+	err = journal.VerifyStream(ctx, v, func(fn func([]byte) error) error {
+		return store.Records(ctx, run, 0, func(_ uint64, raw []byte) error {
+			if written == n {
+				return fmt.Errorf("the journal holds more than the %d entries its head names", n)
+			}
+			bw.bytesItem(raw)
+			written++
+			if bw.err != nil {
+				return bw.err
+			}
+			return fn(raw)
+		})
+	})
+	if err != nil {
+		return refuse(err)
 	}
-	if b.Engine.MaxRequest == 0 {
-		b.Engine.MaxRequest = abi.MaxRequest
+	if _, err := v.Finish(); err != nil {
+		return refuse(err)
 	}
-	return b, b.Sign(key)
+	if written != n {
+		return refuse(fmt.Errorf("%d entries read, and the journal's head names %d", written, n))
+	}
+	keys := make([][]byte, 0, len(signers))
+	for k := range signers {
+		keys = append(keys, []byte(k))
+	}
+	slices.SortFunc(keys, bytes.Compare)
+	bw.key(4)
+	bw.head(majorArray, uint64(len(keys)))
+	for _, k := range keys {
+		bw.bytesItem(k)
+	}
+	root, err := tree.GetRootHash(nil)
+	if err != nil {
+		return nil, err
+	}
+	note, err := journal.SignCheckpoint(&journal.Checkpoint{Origin: journal.CheckpointOrigin(run), Size: n, Root: root}, key)
+	if err != nil {
+		return nil, err
+	}
+	bw.key(5)
+	bw.bytesItem(note)
+	bw.key(6)
+	bw.encoded(&es, true)
+	sig := BundleSignature{Cell: key.Public().(ed25519.PublicKey), Sig: ed25519.Sign(key, bw.message())}
+	bw.key(7)
+	bw.encoded(&sig, false)
+	if err := bw.flush(); err != nil {
+		return nil, err
+	}
+	return &ExportReport{Run: run, Entries: n, ModuleBytes: len(module), Keys: len(keys), Bytes: bw.n, Engine: es}, nil
+}
+
+// Export builds the bundle of run from store in memory (ExportTo, decoded
+// back): for tests and tools that edit bundles. It only reads the store.
+func Export(ctx context.Context, store journal.Store, run journal.RunID, key ed25519.PrivateKey, settings EngineSettings) (*Bundle, error) {
+	var buf bytes.Buffer
+	if _, err := ExportTo(ctx, store, run, key, settings, &buf); err != nil {
+		return nil, err
+	}
+	return DecodeBundle(buf.Bytes())
+}
+
+// startAndLength returns the header of run's start entry and the number of
+// entries its journal holds: the head the store records, when it records
+// one (journal.Heads), or else a count of the records.
+func startAndLength(ctx context.Context, store journal.Store, run journal.RunID) (*journal.Header, uint64, error) {
+	var hdr *journal.Header
+	errStop := errors.New("stop")
+	err := store.Records(ctx, run, 0, func(seq uint64, raw []byte) error {
+		rec, err := journal.DecodeRecord(raw)
+		if err != nil {
+			return fmt.Errorf("record %d: %w", seq, err)
+		}
+		e, err := journal.DecodeEntry(rec.Entry)
+		if err != nil {
+			return fmt.Errorf("entry %d: %w", seq, err)
+		}
+		if e.Header == nil {
+			return errors.New("entry 0 is not a start entry")
+		}
+		hdr = e.Header
+		return errStop
+	})
+	if err != errStop {
+		if err == nil {
+			err = fmt.Errorf("its journal has no entries: %w", journal.ErrNotFound)
+		}
+		return nil, 0, err
+	}
+	if h, ok := store.(journal.Heads); ok {
+		n, err := h.Head(ctx, run)
+		return hdr, n, err
+	}
+	var n uint64
+	err = store.Records(ctx, run, 0, func(uint64, []byte) error { n++; return nil })
+	return hdr, n, err
+}
+
+// settingsOf fills the zero fields of settings from the run's index record
+// and header.
+func settingsOf(settings EngineSettings, meta *journal.RunMeta, hdr *journal.Header) EngineSettings {
+	es := settings
+	if es.ABI == 0 {
+		es.ABI = hdr.ABI
+	}
+	if es.Engine == "" {
+		es.Engine = EngineUnrecorded
+		if len(meta.Engines) > 0 {
+			es.Engine, es.Also = meta.Engines[0], slices.Clone(meta.Engines[1:])
+		}
+	}
+	if es.MaxRequest == 0 {
+		// Hosts that did not record their limit all used the default.
+		es.MaxRequest = meta.MaxRequest
+		if es.MaxRequest == 0 {
+			es.MaxRequest = abi.MaxRequest
+		}
+	}
+	return es
 }
 
 // Run returns the run of the bundle's first entry (the zero id when it
@@ -292,6 +416,30 @@ func (b *Bundle) Tree() (*journal.Tree, error) {
 		t.Append(journal.LeafHash(rec.Entry))
 	}
 	return t, nil
+}
+
+// BundleTree reads the bundle of size bytes in r as a stream and returns
+// the Merkle tree over its entries and the run of its first entry. It
+// checks the bundle's format (DecodeBundle's rules) and that every record
+// decodes, nothing else: VerifyBundleReader verifies. The tree keeps every
+// node hash (about 64 bytes an entry); the records are not kept.
+func BundleTree(r io.ReaderAt, size int64) (*journal.Tree, journal.RunID, error) {
+	t := journal.NewTree()
+	var run journal.RunID
+	_, err := scanBundle(r, size, func(raw []byte) error {
+		rec, err := journal.DecodeRecord(raw)
+		if err != nil {
+			return &journal.VerifyError{Seq: t.Size(), Class: journal.ErrDecode, Err: err}
+		}
+		if t.Size() == 0 {
+			if e, err := journal.DecodeEntry(rec.Entry); err == nil {
+				run = e.Run
+			}
+		}
+		t.Append(journal.LeafHash(rec.Entry))
+		return nil
+	})
+	return t, run, err
 }
 
 // ErrReadOnly is returned by the writing methods of a bundle's Store.

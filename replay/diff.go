@@ -188,6 +188,11 @@ type diffSource struct {
 	changes  []Change
 }
 
+func (d *diffSource) Len() int                         { return d.rec.Len() }
+func (d *diffSource) Served() int                      { return d.rec.Served() }
+func (d *diffSource) Finished() bool                   { return d.rec.Finished() }
+func (d *diffSource) Unserved() (uint64, string, bool) { return d.rec.Unserved() }
+
 func (d *diffSource) Serve(ctx context.Context, c *host.Call) (abi.Status, []byte, error) {
 	i := d.rec.Served()
 	status, resp, err := d.rec.Serve(ctx, c)

@@ -117,10 +117,9 @@ func (j *Journal) replay(ctx context.Context, engine *host.Engine, code []byte, 
 	return rep, src.changes, err
 }
 
-func (j *Journal) execute(ctx context.Context, engine *host.Engine, code []byte, opts Options, src *diffSource) (*Report, error) {
+func (j *Journal) execute(ctx context.Context, engine *host.Engine, code []byte, opts Options, rec callSource) (*Report, error) {
 	hdr := j.Summary.Header
-	rec := &src.rec
-	out, err := engine.Execute(ctx, host.ExecSpec{Run: j.Summary.Run, Header: hdr, Code: code, Source: src, Sink: opts.Sink, MaxRequest: opts.MaxRequest,
+	out, err := engine.Execute(ctx, host.ExecSpec{Run: j.Summary.Run, Header: hdr, Code: code, Source: rec, Sink: opts.Sink, MaxRequest: opts.MaxRequest,
 		Refused: rec.Len() == 0 && rec.Finished()})
 	var div *DivergenceError
 	if errors.As(err, &div) {
@@ -138,7 +137,7 @@ func (j *Journal) execute(ctx context.Context, engine *host.Engine, code []byte,
 	return &Report{Run: j.Summary.Run, Entries: j.Summary.Entries, Seals: j.Summary.Seals, Calls: rec.Len(), Output: out.Output}, nil
 }
 
-func compareEnd(end *journal.End, out *host.Outcome, rec *host.Recording) error {
+func compareEnd(end *journal.End, out *host.Outcome, rec callSource) error {
 	if step, op, ok := rec.Unserved(); ok {
 		return &DivergenceError{Step: step, Op: op, Reason: fmt.Sprintf("the guest ended after %d calls; the journal records %d", rec.Served(), rec.Len())}
 	}

@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"context"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
@@ -22,45 +21,26 @@ import (
 // give.
 var ErrToken = errors.New("token")
 
-// errStop ends a walk of the records early.
-var errStop = errors.New("stop")
-
 // checkToken verifies the capability token of the run's header, offline,
-// and records in the report that it holds. The journal in st has been
-// verified (sum is what it established): the header, the start entry's
-// time and the seals are the recording cell's. The keys trusted to issue tokens are the trusted cell
-// keys and the auditor's token roots.
-func (a *auditor) checkToken(ctx context.Context, st journal.Store, sum *journal.Summary) error {
-	if err := checkToken(ctx, st, sum.Run, sum.Header, append(slices.Clone(a.trusted), a.tokenRoots...)); err != nil {
+// and records in the report that it holds. The journal has been verified
+// (sum is what it established): the header, the start entry's time
+// (started) and the first seal's cell (cell) are the recording cell's. The
+// keys trusted to issue tokens are the trusted cell keys and the
+// auditor's token roots.
+func (a *auditor) checkToken(sum *journal.Summary, started time.Time, cell ed25519.PublicKey) error {
+	if err := checkToken(sum.Header, started, cell, append(slices.Clone(a.trusted), a.tokenRoots...)); err != nil {
 		return err
 	}
 	a.rep.TokenValid = true
 	return nil
 }
 
-func checkToken(ctx context.Context, st journal.Store, run journal.RunID, hdr *journal.Header, roots []ed25519.PublicKey) error {
+func checkToken(hdr *journal.Header, started time.Time, cell ed25519.PublicKey, roots []ed25519.PublicKey) error {
 	fail := func(format string, args ...any) error {
 		return &AuditError{Class: ErrToken, HasSeq: true, Seq: 0, Err: fmt.Errorf(format, args...)}
 	}
 	if len(hdr.Token) == 0 {
 		return fail("the run header records no capability token")
-	}
-	// The start entry's time is when the cell verified the token; the
-	// first seal is the recording cell's, the audience it verified as.
-	var started time.Time
-	var cell ed25519.PublicKey
-	err := journal.ReadEntries(ctx, st, run, func(e *journal.Entry, rec *journal.Record) error {
-		if e.Seq == 0 {
-			started = time.Unix(0, e.Time)
-		}
-		if rec.Seal != nil {
-			cell = rec.Seal.Cell
-			return errStop
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, errStop) {
-		return err
 	}
 	if cell == nil {
 		return fail("no seal covers the start entry")

@@ -45,9 +45,9 @@ func TestRunRefusesAModuleOverTheLimitBeforeReadingIt(t *testing.T) {
 		module string
 		want   []string
 	}{
-		{big, []string{"agentrt: error: module " + big + ": module over the cell's limit of 32 MiB (it is 68719476736 bytes)", "hint: a cell takes modules of up to 32 MiB"}},
-		{fifo, []string{"is not a regular file but a named pipe", "hint: give the path of a .wasm file"}},
-		{zero, []string{"is not a regular file but a device"}},
+		{big, []string{"agentrt: error: " + big + ": 68719476736 bytes, more than the 33554432 bytes a module may have (module over the cell's limit of 32 MiB)", "hint: a cell takes modules of up to 32 MiB"}},
+		{fifo, []string{"a module must be a regular file, and this is a FIFO", "hint: name a regular file"}},
+		{zero, []string{"a module must be a regular file, and this is a character device"}},
 	} {
 		for _, cellFlag := range [][]string{nil, {"--cell", "unix:" + filepath.Join(dir, "no.sock")}, {"--cell", "http://127.0.0.1:1"}} {
 			args := append([]string{"--data", filepath.Join(dir, "data"), "run", tc.module}, cellFlag...)

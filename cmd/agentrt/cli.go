@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/host/cell"
+	"github.com/agentrt/agentrt/internal/fileread"
 	"github.com/agentrt/agentrt/internal/termtext"
 	"github.com/agentrt/agentrt/internal/wasmbuild"
 	"github.com/agentrt/agentrt/journal"
@@ -99,6 +100,14 @@ func hintFor(err error) string {
 		return tokenHint(err, "FILE")
 	case errors.As(err, &le):
 		return "add the missing capabilities to the grant file and pass it with --grant (see examples/*/grant.yaml)"
+	case errors.Is(err, badgerstore.ErrDamaged):
+		return "nothing in the store was changed; see the damage with: agentrt store check (agentrt store salvage --to DIR copies out what still verifies)"
+	case errors.Is(err, journal.ErrIncomplete):
+		return "the store lost part of this journal: see what is damaged with agentrt store check, and copy out what verifies with agentrt store salvage --to DIR"
+	case errors.Is(err, fileread.ErrNotRegular):
+		return "name a regular file: not a device, a FIFO or a directory"
+	case errors.Is(err, fileread.ErrTooLarge):
+		return "agentrt reads files of this kind up to the size named; check that this is the file you meant"
 	case errors.Is(err, badgerstore.ErrLocked):
 		return "another agentrt process is using this data directory; wait for it, or pick another with --data"
 	case errors.Is(err, cell.ErrNoRuns):
@@ -158,6 +167,7 @@ cancel, runs and approve then go through it.`,
 		c.keysCmd(),
 		c.logsCmd(),
 		c.purgeCmd(),
+		c.storeCmd(),
 		c.auditCmd(),
 		c.sandboxCmd(),
 		c.tokenCmd(),

@@ -11,7 +11,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
+	"github.com/agentrt/agentrt/internal/fileread"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/journal/cellkey"
 	"github.com/agentrt/agentrt/replay"
@@ -53,7 +55,7 @@ func (c *cli) cellKey() (ed25519.PrivateKey, error) {
 
 // readTrustFile returns the keys of an authorized_keys-style trust file.
 func readTrustFile(file string) ([]ed25519.PublicKey, error) {
-	b, err := os.ReadFile(file)
+	b, err := fileread.Read(file, fileread.Trust)
 	if err != nil {
 		return nil, err
 	}
@@ -79,6 +81,37 @@ func (c *cli) trustedKeys(file string) ([]ed25519.PublicKey, error) {
 	return []ed25519.PublicKey{key.Public().(ed25519.PublicKey)}, nil
 }
 
+// exportTo runs export with a writer to file, or to stdout for "-": a
+// file is written beside itself and renamed into place only when export
+// succeeds, so that a refused export leaves no bundle behind.
+func (c *cli) exportTo(ctx context.Context, file string, export func(io.Writer) (*replay.ExportReport, error)) (*replay.ExportReport, error) {
+	if file == "-" {
+		return export(c.stdout)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(tmp.Name()) // after the rename, a no-op
+	rep, err := export(tmp)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), file)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
 // writeOut writes b to file, or to stdout for "" or "-".
 func (c *cli) writeOut(file string, b []byte) error {
 	if file == "" || file == "-" {
@@ -99,6 +132,13 @@ checkpoint over the entries signed by this cell, the engine settings, and this
 cell's signature over all of it (replay/BUNDLE.md). It only reads the data
 directory.
 
+The journal is verified as it is written (decoding, chain, hashes, seals) and
+must reach the head the store recorded with it: a journal the store cannot give
+back whole, or that does not verify, is refused, and no file is left. The
+bundle is written as a stream, in memory bounded by the module and the largest
+entry, whatever the run's length. The engine settings are those the run's index
+records: the engines that ran it and the recording host's request limit.
+
 RUN is a run id, a unique prefix of one, or "last".`,
 		Example: "  agentrt audit export last -o run.bundle",
 		Args:    cobra.ExactArgs(1),
@@ -116,18 +156,13 @@ RUN is a run id, a unique prefix of one, or "last".`,
 			if err != nil {
 				return err
 			}
-			b, err := replay.Export(ctx, st, run, key, replay.EngineSettings{})
+			rep, err := c.exportTo(ctx, out, func(w io.Writer) (*replay.ExportReport, error) {
+				return replay.ExportTo(ctx, st, run, key, replay.EngineSettings{}, w)
+			})
 			if err != nil {
 				return err
 			}
-			data, err := b.Marshal()
-			if err != nil {
-				return err
-			}
-			if err := c.writeOut(out, data); err != nil {
-				return err
-			}
-			fmt.Fprintf(c.stderr, "exported run %s: %d entries, module %d bytes, %d keys, %d bytes\n", run, len(b.Records), len(b.Module), len(b.Keys), len(data))
+			fmt.Fprintf(c.stderr, "exported run %s: %d entries, module %d bytes, %d keys, %d bytes\n", run, rep.Entries, rep.ModuleBytes, rep.Keys, rep.Bytes)
 			return nil
 		},
 	}
@@ -174,17 +209,18 @@ untrusted, uncovered, checkpoint, token, bundle-format or divergence.`,
 			if err != nil {
 				return err
 			}
-			data, err := readBundle(args[0])
+			f, size, err := fileread.Open(args[0], fileread.Bundle)
 			if err != nil {
 				return err
 			}
+			defer f.Close()
 			opts := replay.VerifyOptions{Trusted: keys}
 			if tokenRootsFile != "" {
 				if opts.TokenRoots, err = readTrustFile(tokenRootsFile); err != nil {
 					return err
 				}
 			}
-			rep, verr := replay.VerifyBundle(cmd.Context(), data, opts)
+			rep, verr := replay.VerifyBundleReader(cmd.Context(), f, size, opts)
 			if asJSON {
 				enc := json.NewEncoder(c.stdout)
 				enc.SetIndent("", "  ")
@@ -220,24 +256,6 @@ untrusted, uncovered, checkpoint, token, bundle-format or divergence.`,
 	return cmd
 }
 
-// readBundle reads a bundle file, refusing one larger than a bundle may
-// be before reading it.
-func readBundle(file string) ([]byte, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, replay.MaxBundleSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > replay.MaxBundleSize {
-		return nil, fmt.Errorf("%s: larger than the %d bytes a bundle may have", file, replay.MaxBundleSize)
-	}
-	return data, nil
-}
-
 func printAudit(w io.Writer, file string, r *replay.AuditReport) {
 	yes := func(ok bool, s string) string {
 		if ok {
@@ -262,7 +280,7 @@ func printAudit(w io.Writer, file string, r *replay.AuditReport) {
 	fmt.Fprintf(w, "module:     %s\n", yes(r.ModuleMatched, fmt.Sprintf("%s (%d bytes) as the run header records", r.ModuleSHA256, r.ModuleBytes)))
 	if r.Checkpoint != nil {
 		fmt.Fprintf(w, "checkpoint: %s\n", yes(r.CheckpointValid, fmt.Sprintf("valid: %s, %d entries, root %s, signed by %s",
-			r.Checkpoint.Origin, r.Checkpoint.Size, r.Checkpoint.Root, r.Checkpoint.Signer)))
+			r.Checkpoint.Origin, r.Checkpoint.Size, r.Checkpoint.Root, strings.Join(r.Checkpoint.Signers, " and "))))
 	} else {
 		fmt.Fprintf(w, "checkpoint: NOT VERIFIED\n")
 	}
@@ -426,7 +444,7 @@ since the checkpoint was signed fails here.`,
 
 // openCheckpointFile reads and verifies a signed checkpoint.
 func (c *cli) openCheckpointFile(file, trustFile string) (*journal.Checkpoint, error) {
-	msg, err := os.ReadFile(file)
+	msg, err := fileread.Read(file, fileread.Checkpoint)
 	if err != nil {
 		return nil, err
 	}
@@ -536,18 +554,19 @@ OLD was signed.`,
 // the store.
 func (c *cli) treeFor(ctx context.Context, run journal.RunID, bundleFile string) (*journal.Tree, error) {
 	if bundleFile != "" {
-		data, err := readBundle(bundleFile)
+		f, size, err := fileread.Open(bundleFile, fileread.Bundle)
 		if err != nil {
 			return nil, err
 		}
-		b, err := replay.DecodeBundle(data)
+		defer f.Close()
+		tree, brun, err := replay.BundleTree(f, size)
 		if err != nil {
 			return nil, err
 		}
-		if b.Run() != run {
-			return nil, fmt.Errorf("%w: the bundle holds run %s, not %s", journal.ErrCheckpoint, b.Run(), run)
+		if brun != run {
+			return nil, fmt.Errorf("%w: the bundle holds run %s, not %s", journal.ErrCheckpoint, brun, run)
 		}
-		return b.Tree()
+		return tree, nil
 	}
 	st, err := c.openStore()
 	if err != nil {

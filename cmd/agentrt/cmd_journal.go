@@ -48,14 +48,20 @@ on past a bad entry and marks it.`,
 				return err
 			}
 			entries, err := journal.Inspect(ctx, st, run, trust)
-			if err != nil {
+			// A journal the store cannot give back whole is shown as far
+			// as it reads, and the command fails naming what is missing.
+			incomplete := err
+			if err != nil && (!errors.Is(err, journal.ErrIncomplete) || len(entries) == 0) {
 				return err
 			}
 			if len(entries) == 0 {
 				return fmt.Errorf("run %s: %w", run, journal.ErrNotFound)
 			}
 			if summary {
-				return c.printSummary(run, entries)
+				if err := c.printSummary(run, entries); incomplete == nil {
+					return err
+				}
+				return incomplete
 			}
 			if asJSON {
 				enc := json.NewEncoder(c.stdout)
@@ -64,7 +70,7 @@ on past a bad entry and marks it.`,
 						return err
 					}
 				}
-				return nil
+				return incomplete
 			}
 			tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "SEQ\tPHASE\tSTEP\tOP\tSTATUS\tINPUT\tOUTPUT\tSIG")
@@ -94,6 +100,9 @@ on past a bad entry and marks it.`,
 				return err
 			}
 			fmt.Fprintf(c.stderr, "%d entries of run %s; %d not covered by a valid signature\n", len(entries), run, bad)
+			if incomplete != nil {
+				return incomplete
+			}
 			if bad > 0 {
 				return &exitError{1}
 			}

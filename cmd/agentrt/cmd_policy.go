@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/agentrt/agentrt/internal/fileread"
 	"github.com/agentrt/agentrt/policy"
 	"github.com/spf13/cobra"
 )
@@ -54,7 +55,7 @@ modes) and 1 when it is denied.`,
 			if requestFile == "" {
 				return withHint(errors.New("--request is required"), "give a request file; see policy/testdata/parity/README.md for its format")
 			}
-			b, err := os.ReadFile(requestFile)
+			b, err := fileread.Read(requestFile, fileread.Request)
 			if err != nil {
 				return err
 			}
@@ -74,7 +75,7 @@ modes) and 1 when it is denied.`,
 			}
 			var modes *policy.Modes
 			if modesFile != "" {
-				mb, err := os.ReadFile(modesFile)
+				mb, err := fileread.Read(modesFile, fileread.Modes)
 				if err != nil {
 					return err
 				}
@@ -151,7 +152,7 @@ for schema errors the position is that of the policy.`,
 			}
 			fmt.Fprintf(c.stdout, "%s: valid (%s, %s)\n", dir, plural(set.Len(), "policy", "policies"), plural(len(srcs), "file", "files"))
 			if modesFile != "" {
-				b, err := os.ReadFile(modesFile)
+				b, err := fileread.Read(modesFile, fileread.Modes)
 				if err != nil {
 					return err
 				}

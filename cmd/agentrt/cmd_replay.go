@@ -4,11 +4,11 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/host/cell"
+	"github.com/agentrt/agentrt/internal/fileread"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/journal/cellkey"
 	"github.com/agentrt/agentrt/replay"
@@ -60,7 +60,7 @@ answer to "is my new version compatible with the runs in flight?".`,
 			}
 			opts := replay.Options{}
 			if moduleFile != "" {
-				if opts.Code, err = os.ReadFile(moduleFile); err != nil {
+				if opts.Code, err = fileread.Read(moduleFile, fileread.Module); err != nil {
 					return err
 				}
 			}

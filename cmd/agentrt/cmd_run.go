@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/host/cell"
+	"github.com/agentrt/agentrt/internal/fileread"
 	"github.com/agentrt/agentrt/internal/termtext"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/journal/badgerstore"
@@ -89,7 +89,7 @@ command then detaches from the run, which goes on in the cell.`,
 			case input != "" && inputFile != "":
 				return withHint(errors.New("--input and --input-file both given"), "pass the input one way")
 			case inputFile != "":
-				if spec.Input, err = os.ReadFile(inputFile); err != nil {
+				if spec.Input, err = fileread.Read(inputFile, fileread.Input); err != nil {
 					return err
 				}
 			case input != "":
@@ -97,7 +97,7 @@ command then detaches from the run, which goes on in the cell.`,
 			}
 			var grantText []byte
 			if tokenFile != "" {
-				if spec.Token, err = os.ReadFile(tokenFile); err != nil {
+				if spec.Token, err = fileread.Read(tokenFile, fileread.Token); err != nil {
 					return err
 				}
 				if spec.Token, err = presentToken(spec.Token, keyFile, tokenFile); err != nil {
@@ -107,10 +107,10 @@ command then detaches from the run, which goes on in the cell.`,
 				return withHint(errors.New("--key without --token"), "--key seals the token given with --token; leave it out otherwise")
 			}
 			if grantFile != "" {
-				if spec.Grant, err = host.LoadGrant(grantFile); err != nil {
+				if grantText, err = fileread.Read(grantFile, fileread.Grant); err != nil {
 					return err
 				}
-				if grantText, err = os.ReadFile(grantFile); err != nil {
+				if spec.Grant, err = host.ParseGrantFile(grantFile, grantText); err != nil {
 					return err
 				}
 			}
@@ -153,53 +153,14 @@ command then detaches from the run, which goes on in the cell.`,
 }
 
 // readModule reads a module file, refusing what no cell takes before
-// reading it whole: a file that is not regular (a FIFO would block, a
-// device never end) or one over cell.MaxModule, which the store could not
-// keep and a submission could not carry.
+// reading it: a file that is not regular (a FIFO, /dev/zero), or one over
+// the cell's limit, which the hint names.
 func readModule(path string) ([]byte, error) {
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil, err
+	code, err := fileread.Read(path, fileread.Module)
+	if errors.Is(err, fileread.ErrTooLarge) {
+		return nil, withHint(fmt.Errorf("%w (%w)", err, cell.ErrModuleTooLarge), "%s", cell.Hint(cell.ErrModuleTooLarge))
 	}
-	if !info.Mode().IsRegular() {
-		return nil, withHint(fmt.Errorf("module %s is not a regular file but %s", path, fileKind(info.Mode())), "give the path of a .wasm file")
-	}
-	tooBig := func(n int64) error {
-		return withHint(fmt.Errorf("module %s: %w (it is %d bytes)", path, cell.ErrModuleTooLarge, n), "%s", cell.Hint(cell.ErrModuleTooLarge))
-	}
-	if info.Size() > cell.MaxModule {
-		return nil, tooBig(info.Size())
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	// The file may have been swapped or grown since the stat: read no
-	// more than the limit and one byte.
-	code, err := io.ReadAll(io.LimitReader(f, cell.MaxModule+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(code) > cell.MaxModule {
-		return nil, tooBig(int64(len(code)))
-	}
-	return code, nil
-}
-
-// fileKind names what a file that is not regular is.
-func fileKind(m os.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&os.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	case m&os.ModeDevice != 0:
-		return "a device"
-	}
-	return "a special file"
+	return code, err
 }
 
 // heldByDaemon returns the address of the cell daemon that holds the data

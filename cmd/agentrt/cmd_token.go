@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentrt/agentrt/capability"
 	"github.com/agentrt/agentrt/host"
+	"github.com/agentrt/agentrt/internal/fileread"
 	"github.com/agentrt/agentrt/journal/cellkey"
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
@@ -62,7 +63,7 @@ func (f *linkFlags) register(cmd *cobra.Command, keyHelp string) {
 // given (have reports whether one was).
 func (f *linkFlags) claims() (claims capability.Claims, have bool, err error) {
 	if f.capsFile != "" {
-		b, err := os.ReadFile(f.capsFile)
+		b, err := fileread.Read(f.capsFile, fileread.Grant)
 		if err != nil {
 			return claims, false, err
 		}
@@ -259,7 +260,7 @@ its parent is refused.`,
   agentrt token attenuate agent.cbor --key agent_ed25519 --subject sub.pub -o sub.cbor`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			parentBytes, err := os.ReadFile(args[0])
+			parentBytes, err := fileread.Read(args[0], fileread.Token)
 			if err != nil {
 				return err
 			}
@@ -398,7 +399,7 @@ cell.`,
 		Example: `  agentrt token inspect child.cbor --trust cells.pub`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := os.ReadFile(args[0])
+			b, err := fileread.Read(args[0], fileread.Token)
 			if err != nil {
 				return err
 			}
@@ -409,7 +410,7 @@ cell.`,
 			var verr error
 			verified := false
 			if trustFile != "" {
-				tb, err := os.ReadFile(trustFile)
+				tb, err := fileread.Read(trustFile, fileread.Trust)
 				if err != nil {
 					return err
 				}
@@ -538,7 +539,7 @@ func parsePublicKey(s string) (ed25519.PublicKey, error) {
 	}
 	text := []byte(s)
 	if !strings.HasPrefix(s, "ssh-") {
-		b, err := os.ReadFile(s)
+		b, err := fileread.Read(s, fileread.Trust)
 		if err != nil {
 			return nil, fmt.Errorf("%q is neither a key (an authorized_keys line or 64 hex digits) nor a readable file: %w", s, err)
 		}

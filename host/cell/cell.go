@@ -16,6 +16,7 @@ import (
 	"sync"
 
 	"github.com/agentrt/agentrt/host"
+	"github.com/agentrt/agentrt/internal/fileread"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/journal/badgerstore"
 	"github.com/agentrt/agentrt/journal/cellkey"
@@ -252,14 +253,14 @@ func gateDeps(dir string, opts Options, deps *host.Deps) error {
 	if !explicit {
 		mfile = filepath.Join(dir, ModesFile)
 	}
-	if b, err := os.ReadFile(mfile); err == nil {
+	if b, err := fileread.Read(mfile, fileread.Modes); err == nil {
 		if deps.Modes, err = policy.ParseModes(b); err != nil {
 			return fmt.Errorf("cell: %s: %w", mfile, err)
 		}
 	} else if explicit || !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("cell: permission modes: %w", err)
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, TokenRootsFile)); err == nil {
+	if b, err := fileread.Read(filepath.Join(dir, TokenRootsFile), fileread.Trust); err == nil {
 		if deps.TokenRoots, err = cellkey.ParseTrustFile(b); err != nil {
 			return fmt.Errorf("cell: %s: %w", TokenRootsFile, err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentrt/agentrt/capability"
 	"github.com/agentrt/agentrt/host"
+	"github.com/agentrt/agentrt/internal/fileread"
 	"github.com/agentrt/agentrt/journal"
 )
 
@@ -356,8 +357,9 @@ const MaxSubmission = 64 << 20
 
 // MaxModule is the largest module a cell takes, through the API or from
 // agentrt run: its base64 in a submission stays well within MaxSubmission,
-// and the store keeps it as one value.
-const MaxModule = 32 << 20
+// and the store keeps it as one value. Module files are read up to it
+// (fileread.Module).
+const MaxModule = fileread.MaxModule
 
 // ErrModuleTooLarge is returned for a module over MaxModule.
 var ErrModuleTooLarge = fmt.Errorf("module over the cell's limit of %d MiB", MaxModule>>20)

@@ -127,9 +127,9 @@ func (c *committer) close() {
 	c.mu.Unlock()
 }
 
-// txnBudget is the most bytes staged in one transaction, well under
-// badger's batch limit (15% of the memtable), so that a transaction that
-// is too big can only be one batch alone.
+// txnBudget is the most bytes staged in one transaction of several
+// batches, well under badger's batch limit (15% of the memtable, 4.8 MiB),
+// so that a transaction over it can only be one batch alone.
 const (
 	txnBudget = 2 << 20
 	txnCount  = 10000
@@ -272,10 +272,11 @@ func (t *roundTxn) stage(b *journal.Batch) error {
 		return fmt.Errorf("%w: the journal of %s holds %d entries, the writer expected %d", journal.ErrConflict, b.Run, have, b.Next)
 	}
 	n := uint64(len(b.Records))
-	recs, err := appendRecords(nil, b.Records)
-	if err != nil {
-		return err
+	var recs []chunk
+	if n > 0 {
+		recs = encodeChunks(b.Next, b.Records)
 	}
+	var err error
 	var meta []byte
 	if b.Meta != nil {
 		if meta, err = abi.Marshal(b.Meta); err != nil {
@@ -303,12 +304,17 @@ func (t *roundTxn) stage(b *journal.Batch) error {
 }
 
 // write sets the keys of a checked and encoded batch.
-func (t *roundTxn) write(b *journal.Batch, n uint64, recs, meta []byte, event uint64) error {
+func (t *roundTxn) write(b *journal.Batch, n uint64, recs []chunk, meta []byte, event uint64) error {
 	if n > 0 {
-		if err := t.txn.Set(seqKey(prefixJournal, b.Run, b.Next), recs); err != nil {
-			return err
+		for _, c := range recs {
+			if err := t.txn.Set(seqKey(prefixJournal, b.Run, c.first), c.recs); err != nil {
+				return err
+			}
 		}
-		if err := t.txn.Set(runKey(prefixLength, b.Run), binary.BigEndian.AppendUint64(nil, b.Next+n)); err != nil {
+		// The head record, in the same transaction: the store computes
+		// the head from what it writes rather than trusting b.Head.
+		last := journal.Sum(b.Records[n-1].Entry)
+		if err := t.txn.Set(runKey(prefixLength, b.Run), headRecord(b.Next+n, last)); err != nil {
 			return err
 		}
 	}
@@ -338,9 +344,12 @@ func (t *roundTxn) write(b *journal.Batch, n uint64, recs, meta []byte, event ui
 
 // batchSize estimates the bytes and keys b adds to a transaction.
 func batchSize(b *journal.Batch) (size, count int) {
-	size, count = 64, 3+len(b.KV)+len(b.Events)
+	size, count = 96, 3+len(b.KV)+len(b.Events)
 	for _, r := range b.Records {
 		size += len(r.Entry) + 112
+	}
+	if size <= maxInline {
+		count += size / maxChunk
 	}
 	for _, w := range b.KV {
 		size += len(w.Namespace) + len(w.Key) + len(w.Value) + 16
@@ -352,22 +361,8 @@ func batchSize(b *journal.Batch) (size, count int) {
 }
 
 func journalLength(txn *badger.Txn, run journal.RunID) (uint64, error) {
-	item, err := txn.Get(runKey(prefixLength, run))
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	var n uint64
-	err = item.Value(func(v []byte) error {
-		if len(v) != 8 {
-			return fmt.Errorf("badgerstore: corrupt journal length of %s", run)
-		}
-		n = binary.BigEndian.Uint64(v)
-		return nil
-	})
-	return n, err
+	h, err := readHead(txn, run)
+	return h.n, err
 }
 
 func (c *committer) nextEvent(txn *badger.Txn, run journal.RunID) (uint64, error) {

@@ -222,11 +222,9 @@ func (s *Store) lineageRuns() (map[journal.RunID]uint64, map[journal.RunID]*mark
 			}
 			copy(run[:], k[len(prefixLength):])
 			err := it.Item().Value(func(v []byte) error {
-				if len(v) != 8 {
-					return fmt.Errorf("badgerstore: corrupt journal length of %s", run)
-				}
-				lengths[run] = binary.BigEndian.Uint64(v)
-				return nil
+				h, err := decodeHead(run, v)
+				lengths[run] = h.n
+				return err
 			})
 			if err != nil {
 				return err
@@ -286,6 +284,20 @@ func (s *Store) indexRun(ctx context.Context, run journal.RunID, m *marker, rep 
 		keep(cs)
 		return nil
 	})
+	if errors.Is(err, journal.ErrIncomplete) {
+		// The store cannot give the journal back whole: what was read is
+		// indexed, and the gap reported with every catch-up, as a record
+		// that does not decode is.
+		seq := m.State.Next
+		var gap *journal.GapError
+		if errors.As(err, &gap) {
+			seq = gap.From
+		}
+		if !skipped[seq] {
+			m.Skipped = append(m.Skipped, journal.Skip{Run: run, Seq: seq, Err: err.Error()})
+		}
+		err = nil
+	}
 	if err != nil {
 		return err
 	}

@@ -8,9 +8,16 @@
 // write and one fsync: that is the group commit of the durable path. Being
 // the only writer, the committer never meets a transaction conflict.
 //
-// Layout (see journal/SPEC.md): each commit's records are stored as one
-// value under the seq of its first record; the run's journal length is a
-// key of its own, read and written in the same transaction as the records.
+// Layout (see journal/SPEC.md section 10): a commit's records are stored
+// in values that fit a 64 KiB block, each under the seq of its first record;
+// the run's head record (the journal's length and the hash of its last
+// entry) is a key of its own, read and written in the same transaction as
+// the records. Every read of a journal checks that what it read reaches
+// that head, so that damage to the store is never taken for a shorter
+// journal.
+//
+// Open checks the files of a store before badger sees them (preflight.go)
+// and refuses, changing nothing, a store that would not open cleanly.
 package badgerstore
 
 import (
@@ -21,21 +28,20 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/journal"
 	badger "github.com/dgraph-io/badger/v4"
+	boptions "github.com/dgraph-io/badger/v4/options"
 )
 
 // Key prefixes. The layout is documented in journal/SPEC.md.
 const (
 	prefixMeta    = "m/" // m/<run>: RunMeta
-	prefixLength  = "n/" // n/<run>: the journal's length, 8 bytes big-endian
-	prefixJournal = "j/" // j/<run><first seq>: the records of one commit
+	prefixLength  = "n/" // n/<run>: the head record: the journal's length (8 bytes big-endian) and its last entry's hash
+	prefixJournal = "j/" // j/<run><first seq>: records of one commit, up to 48 KiB of them
 	prefixModule  = "c/" // c/<sha256>: module bytes
 	prefixKV      = "k/" // k/<namespace>\x00<key>: agent state
 	prefixEvents  = "e/" // e/<run><seq>: one event-log record
@@ -46,8 +52,9 @@ var ErrLocked = errors.New("badgerstore: the data directory is in use by another
 
 // Store is a journal.Store on badger.
 type Store struct {
-	db *badger.DB
-	c  *committer
+	db   *badger.DB
+	c    *committer
+	lock *dirLock
 	// leaseMu serializes the compare-and-swap of leases.
 	leaseMu sync.Mutex
 	// lineageMu serializes the lineage index's catch-up, queries and
@@ -57,23 +64,66 @@ type Store struct {
 
 var _ journal.Store = (*Store)(nil)
 
-// Open opens (creating if needed) the store in dir.
-func Open(dir string) (*Store, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
-	}
-	if err := removeEmptyMemtables(dir); err != nil {
-		return nil, err
-	}
+// options are the badger options of every store. The sizes bound the
+// memory badger holds while it writes (RATIONALE.md, "badger's memory"):
+// its table builders take about twice a table's size from a pool that
+// keeps what they took, and grow a block's buffer for a value that does
+// not fit, so records are stored in values that fit a block (maxChunk),
+// blocks are 64 KiB, memtables are three of 32 MiB (badger refuses a
+// transaction over 15% of one, and the biggest batch a host commits must
+// fit) and every level's tables are the same size (TableSizeMultiplier 1).
+func options(dir string) badger.Options {
 	opts := badger.DefaultOptions(dir).
 		WithSyncWrites(false). // the committer syncs, once per round
 		WithDetectConflicts(false).
 		WithLogger(quietLogger{}).
 		WithMemTableSize(32 << 20).
+		WithNumMemtables(3).
+		WithNumLevelZeroTables(10).
+		WithNumLevelZeroTablesStall(30).
+		WithBaseTableSize(2 << 20).
+		WithBlockSize(64 << 10).
 		WithBlockCacheSize(32 << 20).
 		WithIndexCacheSize(16 << 20).
 		WithValueLogFileSize(64 << 20).
-		WithNumVersionsToKeep(1)
+		WithNumVersionsToKeep(1).
+		// A block whose checksum fails is an error, not garbage read as
+		// data (the preflight checks whole tables once; this every read).
+		WithChecksumVerificationMode(boptions.OnBlockRead)
+	opts.TableSizeMultiplier = 1
+	return opts
+}
+
+// Open opens (creating if needed) the store in dir. It first checks the
+// store's files (preflight.go): a store that would not open cleanly (a
+// MANIFEST that does not replay whole, a table missing or failing its
+// checksums, tables the MANIFEST does not list that hold data the store
+// lacks) is refused with a *DamageError, and nothing in dir is changed:
+// agentrt store check reports the damage and agentrt store salvage copies
+// out what verifies. Open fails with ErrLocked while another process
+// holds dir.
+func Open(dir string) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	db, err := openChecked(dir)
+	if err != nil {
+		lock.release()
+		return nil, err
+	}
+	return &Store{db: db, c: newCommitter(db), lock: lock}, nil
+}
+
+// openBadger opens the badger database in dir, with opts changed by tune.
+func openBadger(dir string, tune func(badger.Options) badger.Options) (*badger.DB, error) {
+	opts := options(dir)
+	if tune != nil {
+		opts = tune(opts)
+	}
 	db, err := badger.Open(opts)
 	if err != nil {
 		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
@@ -81,34 +131,15 @@ func Open(dir string) (*Store, error) {
 		}
 		return nil, fmt.Errorf("badgerstore: open %s: %w", dir, err)
 	}
-	return &Store{db: db, c: newCommitter(db)}, nil
+	return db, nil
 }
 
 // Close stops the committer and closes the database.
 func (s *Store) Close() error {
 	s.c.close()
-	return s.db.Close()
-}
-
-// removeEmptyMemtables deletes memtable files of zero bytes. Badger creates
-// a memtable file and then sizes it; a process killed between the two
-// leaves an empty file that badger v4 refuses to open ("Create a new file")
-// ever after. An empty memtable file never held a write, so removing it
-// loses nothing. (Found by the crash test: SIGKILL while the store closes.)
-func removeEmptyMemtables(dir string) error {
-	files, err := filepath.Glob(filepath.Join(dir, "*.mem"))
-	if err != nil {
-		return err
-	}
-	for _, f := range files {
-		if info, err := os.Stat(f); err == nil && info.Size() == 0 {
-			log.Printf("badgerstore: removing %s, an empty memtable file left by a crash", f)
-			if err := os.Remove(f); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	err := s.db.Close()
+	s.lock.release()
+	return err
 }
 
 func runKey(prefix string, run journal.RunID) []byte {
@@ -159,9 +190,17 @@ func (s *Store) Module(_ context.Context, sum []byte) ([]byte, error) {
 	return code, err
 }
 
-// Records implements journal.Store.
+// Records implements journal.Store. It reads the run's head record in the
+// same transaction as the records, and returns a *journal.GapError (after
+// the records it could read) when the stored values skip entries, end
+// before the head, or go past it, or when the last entry is not the one
+// the head names: damage, never a shorter journal.
 func (s *Store) Records(ctx context.Context, run journal.RunID, from uint64, fn func(uint64, []byte) error) error {
 	return s.db.View(func(txn *badger.Txn) error {
+		h, err := readHead(txn, run)
+		if err != nil {
+			return err
+		}
 		start, err := firstBatch(txn, run, from)
 		if err != nil {
 			return err
@@ -172,6 +211,10 @@ func (s *Store) Records(ctx context.Context, run journal.RunID, from uint64, fn 
 		opts.PrefetchSize = 16
 		it := txn.NewIterator(opts)
 		defer it.Close()
+		// next is the seq the next stored value must begin with; last
+		// keeps the last record read, to check it against the head.
+		next, stopped := start, false
+		var last []byte
 		for it.Seek(seqKey(prefixJournal, run, start)); it.Valid(); it.Next() {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -181,22 +224,114 @@ func (s *Store) Records(ctx context.Context, run journal.RunID, from uint64, fn 
 			if len(k) != len(prefix)+8 {
 				return fmt.Errorf("badgerstore: malformed journal key %x", k)
 			}
-			seq := binary.BigEndian.Uint64(k[len(prefix):])
+			if seq := binary.BigEndian.Uint64(k[len(prefix):]); seq != next {
+				gap := h.gap(run, next, fmt.Sprintf("the stored records go from entry %d to entry %d", int64(next)-1, seq))
+				if seq > next {
+					gap.To = seq
+				}
+				return gap
+			}
 			err := item.Value(func(v []byte) error {
-				return splitRecords(v, func(raw []byte) error {
-					defer func() { seq++ }()
+				var tail []byte
+				err := splitRecords(v, func(raw []byte) error {
+					seq := next
+					next, tail = next+1, raw
 					if seq < from {
 						return nil
 					}
-					return fn(seq, raw)
+					if err := fn(seq, raw); err != nil {
+						stopped = true
+						return err
+					}
+					return nil
 				})
+				last = append(last[:0], tail...)
+				return err
 			})
 			if err != nil {
-				return err
+				if stopped {
+					return err
+				}
+				return h.gap(run, next, fmt.Sprintf("the value holding entry %d does not read: %v", next, err))
 			}
 		}
-		return nil
+		return h.reaches(run, next, last)
 	})
+}
+
+// head is a run's head record: how many entries its journal holds and the
+// entry hash of the last one (nil in stores written before the hash was
+// kept, which are checked by length alone). ok is false when the run has
+// no head record.
+type head struct {
+	n    uint64
+	hash []byte
+	ok   bool
+}
+
+// headRecord returns the value of a head record.
+func headRecord(n uint64, last []byte) []byte {
+	return append(binary.BigEndian.AppendUint64(make([]byte, 0, 8+journal.HashSize), n), last...)
+}
+
+func decodeHead(run journal.RunID, v []byte) (head, error) {
+	if len(v) != 8 && len(v) != 8+journal.HashSize {
+		return head{}, fmt.Errorf("%w: the head record of %s is %d bytes, not 8 or %d", journal.ErrIncomplete, run, len(v), 8+journal.HashSize)
+	}
+	h := head{n: binary.BigEndian.Uint64(v), ok: true}
+	if len(v) > 8 {
+		h.hash = bytes.Clone(v[8:])
+	}
+	return h, nil
+}
+
+func readHead(txn *badger.Txn, run journal.RunID) (head, error) {
+	item, err := txn.Get(runKey(prefixLength, run))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return head{}, nil
+	}
+	if err != nil {
+		return head{}, fmt.Errorf("badgerstore: read the head record of %s: %w", run, err)
+	}
+	var h head
+	err = item.Value(func(v []byte) error {
+		h, err = decodeHead(run, v)
+		return err
+	})
+	return h, err
+}
+
+// gap reports entries from on missing.
+func (h head) gap(run journal.RunID, from uint64, why string) *journal.GapError {
+	return &journal.GapError{Run: run, From: from, To: max(h.n, from+1), Length: h.n, Reason: why}
+}
+
+// reaches checks that a read that ended before entry next, whose last
+// record is last, read the whole journal h describes.
+func (h head) reaches(run journal.RunID, next uint64, last []byte) error {
+	switch {
+	case !h.ok && next > 0:
+		return fmt.Errorf("%w: run %s has %d entries stored but no head record (its index is damaged)", journal.ErrIncomplete, run, next)
+	case next < h.n:
+		why := fmt.Sprintf("the stored records end after entry %d", int64(next)-1)
+		if next == 0 {
+			why = "no record of it is stored"
+		}
+		return h.gap(run, next, why)
+	case next > h.n:
+		return fmt.Errorf("%w: run %s has %d entries stored, and its head record names %d (the head record is stale: store damage)",
+			journal.ErrIncomplete, run, next, h.n)
+	case h.hash != nil && next > 0:
+		rec, err := journal.DecodeRecord(last)
+		if err != nil {
+			return nil // the verifier names an undecodable record
+		}
+		if got := journal.Sum(rec.Entry); !bytes.Equal(got, h.hash) {
+			return fmt.Errorf("%w: run %s: the last stored entry, %d, hashes to %x; its head record names %x (store damage)",
+				journal.ErrIncomplete, run, next-1, got[:8], h.hash[:8])
+		}
+	}
+	return nil
 }
 
 // firstBatch returns the first seq of the stored batch that holds entry
@@ -219,20 +354,56 @@ func firstBatch(txn *badger.Txn, run journal.RunID, from uint64) (uint64, error)
 }
 
 // Records of one commit are stored back to back, each preceded by its
-// length as a uvarint.
+// length as a uvarint, in values of at most maxChunk bytes (a record larger
+// than that alone in its value), each under the seq of its first record.
+// A value that fits a block keeps badger's table builder from growing a
+// block buffer for it (doubling it, then allocating a compression buffer),
+// which cost it about five times the bytes of the values it wrote; a few
+// values a commit keep badger's per-key work (its skiplist, its WAL, every
+// compaction) near one key a commit. A commit whose records take more than
+// maxInline bytes is stored as one value instead: badger keeps a value of
+// 1 MiB or more in its value log, and only a pointer to it counts towards
+// the transaction size limit it enforces.
+const (
+	maxChunk  = 48 << 10
+	maxInline = 256 << 10
+)
 
-func appendRecords(dst []byte, recs []journal.Record) ([]byte, error) {
+// chunk is one stored value of records, first being its first record's
+// seq.
+type chunk struct {
+	first uint64
+	recs  []byte
+}
+
+// encodeChunks encodes recs, whose first is entry next, into chunks. The
+// chunks share one buffer.
+func encodeChunks(next uint64, recs []journal.Record) []chunk {
 	size := 0
 	for i := range recs {
 		n := journal.RecordSize(&recs[i])
 		size += n + uvarintLen(uint64(n))
 	}
-	dst = slices.Grow(dst, size)
-	for i := range recs {
-		dst = binary.AppendUvarint(dst, uint64(journal.RecordSize(&recs[i])))
-		dst = journal.AppendRecord(dst, &recs[i])
+	buf := make([]byte, 0, size)
+	if size > maxInline {
+		for i := range recs {
+			buf = binary.AppendUvarint(buf, uint64(journal.RecordSize(&recs[i])))
+			buf = journal.AppendRecord(buf, &recs[i])
+		}
+		return []chunk{{next, buf}}
 	}
-	return dst, nil
+	out := make([]chunk, 0, size/maxChunk+1)
+	start, first := 0, next
+	for i := range recs {
+		n := journal.RecordSize(&recs[i])
+		if len(buf) > start && len(buf)-start+uvarintLen(uint64(n))+n > maxChunk {
+			out = append(out, chunk{first, buf[start:len(buf):len(buf)]})
+			start, first = len(buf), next+uint64(i)
+		}
+		buf = binary.AppendUvarint(buf, uint64(n))
+		buf = journal.AppendRecord(buf, &recs[i])
+	}
+	return append(out, chunk{first, buf[start:]})
 }
 
 func uvarintLen(n uint64) int {
@@ -313,3 +484,15 @@ func (quietLogger) Errorf(f string, a ...any)   { log.Printf("badger: "+f, a...)
 func (quietLogger) Warningf(f string, a ...any) { log.Printf("badger: "+f, a...) }
 func (quietLogger) Infof(string, ...any)        {}
 func (quietLogger) Debugf(string, ...any)       {}
+
+// Head implements journal.Heads: the number of entries the head record of
+// run names (0 for a run with none).
+func (s *Store) Head(_ context.Context, run journal.RunID) (uint64, error) {
+	var h head
+	err := s.db.View(func(txn *badger.Txn) error {
+		var err error
+		h, err = readHead(txn, run)
+		return err
+	})
+	return h.n, err
+}

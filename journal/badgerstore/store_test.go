@@ -414,3 +414,54 @@ func TestPurgeDeletesWholeRunsAndKeepsTheOthersIntact(t *testing.T) {
 		t.Fatalf("the module still used by run 1 was deleted: %v", err)
 	}
 }
+
+// TestLargestBatchesCommit commits the biggest batches a host makes: a
+// group of 256 entries carrying 60 KB log lines each, with the run's event
+// buffer full (1 MiB of events); and a kv write of a value near the
+// request limit, whose three entries each carry the request, with 1 MiB of
+// events. Each commits whole, in one transaction.
+func TestLargestBatchesCommit(t *testing.T) {
+	st := open(t)
+	ctx := context.Background()
+	_, key, _ := ed25519.GenerateKey(nil)
+	run := journal.NewRunID(time.Now())
+	c := journal.NewChain(run, key)
+	link := func(e *journal.Entry) journal.Record {
+		r, err := c.Link(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	events := func() [][]byte {
+		var evs [][]byte
+		for range 16 {
+			evs = append(evs, make([]byte, 64<<10))
+		}
+		return evs
+	}
+	recs := []journal.Record{link(&journal.Entry{Phase: journal.PhaseStart, Header: &journal.Header{ModuleSHA256: make([]byte, 32), ABI: 1, Seed: make([]byte, 32)}})}
+	for i := 1; i <= 256; i++ {
+		req := make([]byte, 60<<10)
+		req[0] = byte(i)
+		recs = append(recs, link(&journal.Entry{Phase: journal.PhaseCompleted, Step: uint64(i), Op: "run.log", Request: req,
+			InputHash: journal.Sum(req), OutputHash: journal.Sum(nil)}))
+	}
+	recs[len(recs)-1].Seal = c.Seal()
+	if err := st.Commit(ctx, &journal.Batch{Run: run, Records: recs, Events: events()}); err != nil {
+		t.Fatalf("a group of 256 log lines of 60 KB: %v", err)
+	}
+	req := make([]byte, 1<<20-64)
+	var kvRecs []journal.Record
+	kvRecs = append(kvRecs, link(&journal.Entry{Phase: journal.PhaseIntent, Step: 257, Op: "kv.put", Request: req, InputHash: journal.Sum(req)}))
+	kvRecs = append(kvRecs, link(&journal.Entry{Phase: journal.PhaseExecuting, Step: 257, Op: "kv.put", InputHash: journal.Sum(req), Key: "k"}))
+	kvRecs = append(kvRecs, link(&journal.Entry{Phase: journal.PhaseCompleted, Step: 257, Op: "kv.put", InputHash: journal.Sum(req), OutputHash: journal.Sum(nil)}))
+	kvRecs[2].Seal = c.Seal()
+	if err := st.Commit(ctx, &journal.Batch{Run: run, Next: uint64(len(recs)), Records: kvRecs, Events: events(),
+		KV: []journal.KVWrite{{Namespace: "n", Key: "k", Value: make([]byte, 1<<20-256)}}, Durable: true}); err != nil {
+		t.Fatalf("a kv write near the request limit: %v", err)
+	}
+	if sum, err := journal.VerifyStore(ctx, st, run, journal.TrustAny); err != nil || sum.Entries != 260 {
+		t.Fatalf("verify: %v %v", sum, err)
+	}
+}

@@ -3,7 +3,6 @@ package badgerstore
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 
 	"github.com/agentrt/agentrt/journal"
 	badger "github.com/dgraph-io/badger/v4"
@@ -45,8 +44,19 @@ func (s *Store) rewrite(run journal.RunID, recs [][]byte) error {
 		for _, r := range recs {
 			v = appendRaw(v, r)
 		}
-		if err := txn.Set(runKey(prefixLength, run), binary.BigEndian.AppendUint64(nil, uint64(len(recs)))); err != nil {
+		// The head record follows the rewritten records, as a writer's
+		// would (one that does not decode leaves a head of length only).
+		var last []byte
+		if len(recs) > 0 {
+			if rec, err := journal.DecodeRecord(recs[len(recs)-1]); err == nil {
+				last = journal.Sum(rec.Entry)
+			}
+		}
+		if err := txn.Set(runKey(prefixLength, run), headRecord(uint64(len(recs)), last)); err != nil {
 			return err
+		}
+		if len(recs) == 0 {
+			return nil
 		}
 		return txn.Set(seqKey(prefixJournal, run, 0), v)
 	})

@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/agentrt/agentrt/internal/fileread"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -72,7 +73,7 @@ func Load(path string) (ed25519.PrivateKey, error) {
 	if perm := info.Mode().Perm(); perm&0o077 != 0 && !isWindows() {
 		return nil, fmt.Errorf("cell key %s has mode %#o; it must be readable by its owner only (chmod 600 %s)", path, perm, path)
 	}
-	b, err := os.ReadFile(path)
+	b, err := fileread.Read(path, fileread.Key)
 	if err != nil {
 		return nil, err
 	}
@@ -100,9 +101,11 @@ func AuthorizedKey(pub ed25519.PublicKey) string {
 
 // ParseTrustFile reads trusted cell keys, one authorized_keys line each;
 // blank lines and # comments are skipped, and any key that is not ed25519 is
-// an error naming its line.
+// an error naming its line. A key listed twice (with the same or another
+// comment) is one key: it is returned once, where it first appears.
 func ParseTrustFile(b []byte) ([]ed25519.PublicKey, error) {
 	var keys []ed25519.PublicKey
+	seen := map[string]bool{}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -121,6 +124,10 @@ func ParseTrustFile(b []byte) ([]ed25519.PublicKey, error) {
 		if !ok {
 			return nil, fmt.Errorf("trust file line %d: %s key, want ssh-ed25519", n, pk.Type())
 		}
+		if seen[string(ed)] {
+			continue
+		}
+		seen[string(ed)] = true
 		keys = append(keys, ed)
 	}
 	return keys, sc.Err()

@@ -59,3 +59,19 @@ func TestTrustFileRoundTrip(t *testing.T) {
 		t.Fatalf("garbage: %v, want an error naming line 2", err)
 	}
 }
+
+// TestTrustFileKeyTwiceIsOneKey: a key on two lines (with two comments) is
+// one trusted key, so that a verifier never sees it as two signers.
+func TestTrustFileKeyTwiceIsOneKey(t *testing.T) {
+	pub, _, _ := ed25519.GenerateKey(nil)
+	other, _, _ := ed25519.GenerateKey(nil)
+	line := cellkey.AuthorizedKey(pub)
+	text := line + "\n" + cellkey.AuthorizedKey(other) + "\n" + strings.Replace(line, cellkey.Comment, "again", 1) + "\n" + line + "\n"
+	keys, err := cellkey.ParseTrustFile([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 2 || !keys[0].Equal(pub) || !keys[1].Equal(other) {
+		t.Fatalf("keys %x, want the two keys once each, in file order", keys)
+	}
+}
