@@ -47,8 +47,15 @@ func (e *LinkError) Error() string {
 	return "module refused: " + strings.Join(parts, "; ")
 }
 
-// Import is one function a module imports.
-type Import struct{ Module, Name string }
+// Import is one import of a module.
+type Import struct {
+	Module, Name string
+	// Kind is what is imported: kindFunc, kindTable, kindMemory or
+	// kindGlobal.
+	Kind byte
+	// sig is a function's type (sigLetter's letters).
+	sig string
+}
 
 // checkLink compares a module's imports with its grant.
 func checkLink(imports []Import, g *Grant) error {
