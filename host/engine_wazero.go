@@ -8,6 +8,7 @@ import (
 	"github.com/agentrt/agentrt/abi"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
 )
@@ -46,39 +47,52 @@ func newWazero(ctx context.Context, cfg EngineConfig) (*wazeroRuntime, error) {
 
 func (w *wazeroRuntime) close(ctx context.Context) error { return w.rt.Close(ctx) }
 
+func (w *wazeroRuntime) instruments() bool { return false }
+
+// compileWorkers is how many goroutines compile a module: with more than
+// one, wazero checks its context between functions, so a compilation past
+// its time limit stops.
+const compileWorkers = 2
+
 func (w *wazeroRuntime) compile(ctx context.Context, code []byte, m *Module) error {
-	cm, err := w.rt.CompileModule(ctx, code)
+	cm, err := w.rt.CompileModule(experimental.WithCompilationWorkers(ctx, compileWorkers), code)
 	if err != nil {
 		return err
 	}
 	m.Name, m.compiled = cm.Name(), cm
-	for _, f := range cm.ImportedFunctions() {
-		mod, name, _ := f.Import()
-		m.Imports = append(m.Imports, Import{Module: mod, Name: name})
-	}
-	for _, mem := range cm.ImportedMemories() {
-		mod, name, _ := mem.Import()
-		m.Imports = append(m.Imports, Import{Module: mod, Name: name})
-	}
-	_, m.start = cm.ExportedFunctions()["_start"]
 	return nil
 }
 
 func (w *wazeroRuntime) instantiate(ctx context.Context, m *Module, s *session) (instance, error) {
-	inst, err := w.rt.InstantiateModule(ctx, m.compiled.(wazero.CompiledModule), moduleConfig(s))
+	// No guest code runs during instantiation (a module with a start
+	// function is refused), so no call can come before s.mem is set; a
+	// call that did would fault.
+	s.mem = noMemory{}
+	actx, release := withMemoryAllocator(ctx)
+	inst, err := w.rt.InstantiateModule(actx, m.compiled.(wazero.CompiledModule), moduleConfig(s))
 	if err != nil {
+		release()
 		return nil, err
 	}
 	// The capability modules are called by this instance only, so its
 	// memory is the one every call of the segment reads and writes.
-	s.mem = nil
-	if mem := inst.Memory(); mem != nil {
-		s.mem = mem
+	// (Memory() would return a non-nil interface holding a nil pointer
+	// for a module without memory; ExportedMemory returns nil.)
+	mem := inst.ExportedMemory("memory")
+	if mem == nil {
+		inst.Close(ctx)
+		release()
+		return nil, errors.New("the module exports no memory named \"memory\"")
 	}
-	return wazeroInstance{inst}, nil
+	s.mem = mem
+	return wazeroInstance{inst, release}, nil
 }
 
-type wazeroInstance struct{ api.Module }
+type wazeroInstance struct {
+	api.Module
+	// release unmaps the instance's memory, after it is closed.
+	release func()
+}
 
 // start runs _start; wazero turns a host function's panic into an error
 // that wraps it and ends with the wasm stack trace.
@@ -91,7 +105,10 @@ func (i wazeroInstance) start(ctx context.Context) error {
 	return err
 }
 
-func (i wazeroInstance) close(ctx context.Context) { i.Close(ctx) }
+func (i wazeroInstance) close(ctx context.Context) {
+	i.Close(ctx)
+	i.release()
+}
 
 // moduleConfig is the virtual WASI (see newVirtualWASI) as wazero's
 // wasi_snapshot_preview1 serves it: the same clock, random stream and

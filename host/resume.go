@@ -53,11 +53,12 @@ func (h *Host) Reopen(ctx context.Context, run journal.RunID) (*Started, error) 
 	if err != nil {
 		return nil, err
 	}
-	m, err := h.engine.Compile(ctx, code)
+	grant, err := DecodeGrant(hdr.Grant)
 	if err != nil {
 		return nil, err
 	}
-	grant, err := DecodeGrant(hdr.Grant)
+	limits := grant.recordedLimits()
+	m, err := h.engine.compile(ctx, code, h.engine.runLimits(limits))
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +93,8 @@ func (h *Host) Reopen(ctx context.Context, run journal.RunID) (*Started, error) 
 	// A run that checkpointed starts again from its last checkpoint: the
 	// calls before it are not re-executed.
 	s := &session{run: run, header: hdr, grant: grant, path: p, deps: &h.deps,
-		maxRequest: h.cfg.MaxRequest, events: events, seg: rec.base, steps: rec.baseStep, startHash: rec.startHash}
+		maxRequest: h.cfg.MaxRequest, events: events, seg: rec.base, steps: rec.baseStep, startHash: rec.startHash,
+		limits: limits}
 	return &Started{Run: run, h: h, m: m, s: s, w: w, meta: &meta, lease: lease, live: lr}, nil
 }
 

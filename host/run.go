@@ -68,6 +68,9 @@ type Config struct {
 	// LeaseTTL is how long a run's lease lasts unless renewed; a run
 	// renews it as it commits. Zero: 30 s.
 	LeaseTTL time.Duration
+	// Limits are the cell's limits of every run; a grant's limits may
+	// lower them. Zero fields take the defaults of DefaultLimits.
+	Limits Limits
 }
 
 // Host runs agent modules, journaling every import call.
@@ -103,6 +106,10 @@ func New(engine *Engine, deps Deps, cfg Config) (*Host, error) {
 	}
 	if cfg.MaxRequest <= 0 {
 		cfg.MaxRequest = abi.MaxRequest
+	}
+	cfg.Limits = cfg.Limits.withDefaults(DefaultLimits())
+	if cfg.Limits.MemoryPages > engine.maxPages {
+		return nil, fmt.Errorf("host: Limits.MemoryPages %d is over the engine's cap of %d pages (EngineConfig.MemoryLimitPages)", cfg.Limits.MemoryPages, engine.maxPages)
 	}
 	return &Host{engine: engine, deps: deps, cfg: cfg}, nil
 }
@@ -201,7 +208,14 @@ func (h *Host) Start(ctx context.Context, spec RunSpec) (*Started, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := h.engine.Compile(ctx, spec.Code)
+	// The run's limits are recorded in its grant as they apply, so that a
+	// replay or a resume on a cell configured otherwise applies the same.
+	limits, err := grant.Limits.within(h.cfg.Limits)
+	if err != nil {
+		return nil, fmt.Errorf("host: grant: %w", err)
+	}
+	grant.Limits = &limits
+	m, err := h.engine.compile(ctx, spec.Code, h.engine.runLimits(limits))
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +250,7 @@ func (h *Host) Start(ctx context.Context, spec RunSpec) (*Started, error) {
 	}
 	if err := checkLink(m.Imports, grant); err != nil {
 		var le *LinkError
-		if errors.As(err, &le) && len(le.Unknown) == 0 && len(le.BadFuncs) == 0 {
+		if errors.As(err, &le) && !le.malformed() {
 			// Refused by its token before it runs: the journal records
 			// the attempt and why, a start and a failed end, so the
 			// refusal is auditable. (A module that imports what no ABI
@@ -272,7 +286,7 @@ func (h *Host) Start(ctx context.Context, spec RunSpec) (*Started, error) {
 	events := &eventBuffer{run: run, now: h.deps.Now, sink: h.deps.Sink, keep: h.deps.Events != nil}
 	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease, meta: &meta}
 	s := &session{run: run, header: hdr, grant: grant, path: live, deps: &h.deps,
-		maxRequest: h.cfg.MaxRequest, events: events, startHash: startHash}
+		maxRequest: h.cfg.MaxRequest, events: events, startHash: startHash, limits: limits}
 	return &Started{Run: run, h: h, m: m, s: s, w: w, meta: &meta, lease: lease, live: lr}, nil
 }
 
@@ -433,17 +447,18 @@ type Outcome struct {
 // divergence, wrapped with the wasm stack trace of the call site) or what
 // kept the module from running.
 func (e *Engine) Execute(ctx context.Context, spec ExecSpec) (*Outcome, error) {
-	m, err := e.Compile(ctx, spec.Code)
+	grant, err := DecodeGrant(spec.Header.Grant)
 	if err != nil {
 		return nil, err
 	}
-	grant, err := DecodeGrant(spec.Header.Grant)
+	limits := grant.recordedLimits()
+	m, err := e.compile(ctx, spec.Code, e.runLimits(limits))
 	if err != nil {
 		return nil, err
 	}
 	if err := checkLink(m.Imports, grant); err != nil {
 		var le *LinkError
-		if errors.As(err, &le) && len(le.Unknown) == 0 && len(le.BadFuncs) == 0 && spec.Refused {
+		if errors.As(err, &le) && !le.malformed() && spec.Refused {
 			// A run refused by its grant records a failed end and no
 			// calls: the refusal is its outcome, for a replay to
 			// compare. Any other recording cannot be replayed by a
@@ -458,7 +473,7 @@ func (e *Engine) Execute(ctx context.Context, spec ExecSpec) (*Outcome, error) {
 	}
 	events := &eventBuffer{run: spec.Run, now: time.Now, sink: spec.Sink}
 	s := &session{run: spec.Run, header: spec.Header, grant: grant, src: spec.Source,
-		maxRequest: maxReq, events: events}
+		maxRequest: maxReq, events: events, limits: limits}
 	gerr := e.execute(ctx, m, s)
 	if s.fatal != nil {
 		var div *DivergenceError

@@ -95,6 +95,8 @@ type session struct {
 	halt <-chan struct{}
 	// fatal is the first error that stopped the run from inside a call.
 	fatal error
+	// limits are the run's limits.
+	limits Limits
 	// seg is the segment the instance runs: the checkpoints before it, the
 	// state it starts from and its clock. clock is the instance's clock.
 	seg   segment
@@ -207,6 +209,13 @@ func (s *session) stop(err error) {
 // outside its memory). It is the guest's failure, recorded as such, and
 // replays identically.
 func (s *session) fault(err error) { panic(err) }
+
+// noMemory is a session's memory before its instance exists: every access
+// is outside it, so a call faults.
+type noMemory struct{}
+
+func (noMemory) Read(uint32, uint32) ([]byte, bool) { return nil, false }
+func (noMemory) Write(uint32, []byte) bool          { return false }
 
 // call implements the call import of every capability module.
 func (s *session) call(ctx context.Context, ci int, opcode, reqPtr, reqLen, respPtr, respCap uint32) abi.Result {

@@ -1,0 +1,318 @@
+package host_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentrt/agentrt/host"
+	"github.com/agentrt/agentrt/internal/testutil"
+	"github.com/agentrt/agentrt/journal"
+	"github.com/agentrt/agentrt/replay"
+)
+
+// The attacks of a hostile guest on its host (SECURITY.md, "Hostile
+// guests"): each test runs a real module on a real host, on the engine of
+// AGENTRT_TEST_ENGINE.
+
+// watModule assembles WebAssembly text with wat2wasm.
+func watModule(t *testing.T, src string) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "m.wat"), filepath.Join(dir, "m.wasm")
+	if err := os.WriteFile(in, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := exec.Command("wat2wasm", in, "-o", out).CombinedOutput(); err != nil {
+		t.Fatalf("wat2wasm: %v\n%s", err, b)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestTableAndMemoryGrowthStopAtTheRunsLimits: table.grow by 2^31
+// elements, then growth one element and one page at a time, fail (-1) at
+// the limits of the run's grant, which its header records; the run
+// completes and replays. Without limits the one-shot table.grow drove the
+// host out of memory (a 200-byte module).
+func TestTableAndMemoryGrowthStopAtTheRunsLimits(t *testing.T) {
+	env := testutil.NewEnv(t, host.Deps{}, host.Config{})
+	ctx := context.Background()
+	code := testutil.BuildWAT(t, "host/testdata/wat/grow.wat")
+	g, err := host.ParseGrant([]byte("capabilities: {run: {}}\nlimits: {memory: 4MiB, table_elements: 1000}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := env.Host.Run(ctx, host.RunSpec{Code: code, Grant: g})
+	if err != nil || res.Status != journal.StatusCompleted || len(res.Output) != 12 {
+		t.Fatalf("run: %v %+v", err, res)
+	}
+	oneShot, elems, pages := int32(binary.LittleEndian.Uint32(res.Output)), binary.LittleEndian.Uint32(res.Output[4:]), binary.LittleEndian.Uint32(res.Output[8:])
+	if oneShot != -1 || elems != 1000 || pages != 64 {
+		t.Fatalf("table.grow(2^31) = %d, the table grew to %d elements, the memory to %d pages; want -1, 1000, 64", oneShot, elems, pages)
+	}
+	es := entries(t, env, res.Run)
+	rg, err := host.DecodeGrant(es[0].Header.Grant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rg.Limits == nil || rg.Limits.MemoryPages != 64 || rg.Limits.TableElements != 1000 || rg.Limits.Calls != host.DefaultLimits().Calls {
+		t.Fatalf("the header records limits %+v", rg.Limits)
+	}
+	// A replay applies the recorded limits, whatever its own defaults.
+	j, err := replay.Load(ctx, env.Store, res.Run, journal.TrustKeys(env.Key.Public().(ed25519.PublicKey)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Replay(ctx, env.Engine, code, replay.Options{}); err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	// With the cell's defaults, the table stops at 2^20 elements.
+	res, err = env.Host.Run(ctx, host.RunSpec{Code: code})
+	if err != nil || res.Status != journal.StatusCompleted {
+		t.Fatalf("run with the defaults: %v %+v", err, res)
+	}
+	if elems := binary.LittleEndian.Uint32(res.Output[4:]); elems != host.DefaultLimits().TableElements {
+		t.Fatalf("the table grew to %d elements under the defaults", elems)
+	}
+}
+
+// TestGrantLimitsOnlyLowerTheCells: a grant that asks for more than the
+// cell's limits is refused before the run starts, naming the limit.
+func TestGrantLimitsOnlyLowerTheCells(t *testing.T) {
+	env := testutil.NewEnv(t, host.Deps{}, host.Config{Limits: host.Limits{Calls: 500}})
+	g, err := host.ParseGrant([]byte("capabilities: {run: {}}\nlimits: {calls: 1000}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = env.Host.Run(context.Background(), host.RunSpec{Code: testutil.BuildWAT(t, "host/testdata/wat/loop.wat"), Grant: g})
+	if !errors.Is(err, host.ErrLimitRaised) || !strings.Contains(err.Error(), "limits.calls: 1000 is above this cell's limit of 500") {
+		t.Fatalf("a grant raising the cell's limit: %v", err)
+	}
+	for _, bad := range []string{"limits: {memory: 100000}", "limits: {journal: lots}", "limits: {cals: 3}", "limits: {}"} {
+		if _, err := host.ParseGrant([]byte("capabilities: {run: {}}\n" + bad + "\n")); err == nil {
+			t.Errorf("grant with %s parsed", bad)
+		}
+	}
+}
+
+// TestModulesOverTheLimitsAreRefusedAtCompile: modules whose compilation
+// or instantiation would cost the host without bound are refused before
+// any engine sees them, at once, with the limit named: nested blocks
+// (a 3 MB module compiled for minutes), a billion locals (a 30-byte module
+// that makes an engine allocate gigabytes), tables and memories that start
+// over the run's limits, too many tables, a module over the size limit.
+func TestModulesOverTheLimitsAreRefusedAtCompile(t *testing.T) {
+	env := testutil.NewEnv(t, host.Deps{}, host.Config{})
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		code []byte
+		want string
+	}{
+		{"3 MB of nested blocks", nestedBlocks(1_000_000), "blocks nest 2001 deep, over the limit of 2000"},
+		{"100 000 br_if", moduleWithBodies([][]byte{append(append([]byte{0, 0x02, 0x40}, bytes.Repeat([]byte{0x41, 0x00, 0x0d, 0x00}, 100_000)...), 0x0b, 0x0b)}),
+			"10001 branches or more, over the limit of 10000"},
+		{"100 000 blocks in a row", moduleWithBodies([][]byte{append(append([]byte{0}, bytes.Repeat([]byte{0x02, 0x40, 0x0b}, 100_000)...), 0x0b)}),
+			"10001 branches or more, over the limit of 10000"},
+		{"a billion locals", manyLocals(1 << 30), "1073741824 locals or more, over the limit of 50000"},
+		{"a table of 2^32-1 elements", watModule(t, `(module (memory (export "memory") 1) (table 0xffffffff funcref) (func (export "_start")))`),
+			"table 0 starts at 4294967295 elements, over the run's limit of 1048576"},
+		{"memory of 65536 pages", watModule(t, `(module (memory (export "memory") 65536) (func (export "_start")))`),
+			"memory 0 starts at 65536 pages (4096 MiB), over the run's limit of 16384 pages"},
+		{"five tables", watModule(t, `(module (memory (export "memory") 1) (table 1 funcref) (table 1 funcref) (table 1 funcref) (table 1 funcref) (table 1 funcref) (func (export "_start")))`),
+			"the module has 5 tables, over the run's limit of 4"},
+		{"65 MiB", append(nestedBlocks(1), make([]byte, 65<<20)...), "over the limit of 67108864"},
+	}
+	for _, c := range cases {
+		start := time.Now()
+		_, err := env.Host.Run(ctx, host.RunSpec{Code: c.code})
+		if !errors.Is(err, host.ErrModuleLimit) || !errors.Is(err, host.ErrBadModule) || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("%s: %v; want a refusal: %s", c.name, err, c.want)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("%s: refused after %v", c.name, d)
+		}
+	}
+	if runs, _ := env.Store.Runs(ctx); len(runs) != 0 {
+		t.Fatalf("refused modules left %d runs", len(runs))
+	}
+}
+
+// TestCompileTimeoutStopsTheCompiler: a module within every static limit
+// that takes longer than the compile timeout to compile is refused at the
+// timeout, and compiling stops then (wazero: at its next function): the
+// process uses no more CPU for it afterwards.
+func TestCompileTimeoutStopsTheCompiler(t *testing.T) {
+	if testutil.EngineKind() == host.EngineWasmtime {
+		t.Skip("wasmtime's compilation cannot be stopped (a cgo call); the static limits bound it")
+	}
+	ctx := context.Background()
+	eng, err := host.NewEngine(ctx, host.EngineConfig{Compile: host.CompileLimits{Timeout: 300 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close(ctx)
+	code := manyNestedFunctions(400, 1500) // about 6 s of wazero's compiler here
+	start := time.Now()
+	_, err = eng.Compile(ctx, code)
+	took := time.Since(start)
+	if !errors.Is(err, host.ErrCompileTimeout) || !errors.Is(err, host.ErrModuleLimit) {
+		t.Fatalf("compile: %v after %v; want the timeout", err, took)
+	}
+	if took > 2*time.Second {
+		t.Fatalf("refused after %v; the limit is 300 ms", took)
+	}
+	// The compiler's goroutines finish the function they are on, then stop.
+	time.Sleep(500 * time.Millisecond)
+	before := processCPU()
+	time.Sleep(time.Second)
+	if used := processCPU() - before; used > 300*time.Millisecond {
+		t.Fatalf("the process used %v of CPU in the second after the refusal; the compilation goes on", used)
+	}
+}
+
+// TestModuleWithoutMemoryIsRefused: a guest without memory cannot use the
+// ABI; one that called an import tripped a nil-pointer dereference in the
+// host, and its signed end carried the host's Go stack trace. It is
+// refused at compile time now, with the reason.
+func TestModuleWithoutMemoryIsRefused(t *testing.T) {
+	env := testutil.NewEnv(t, host.Deps{}, host.Config{})
+	code := watModule(t, `(module
+  (import "agentrt:run" "call" (func $call (param i32 i32 i32 i32 i32) (result i64)))
+  (func (export "_start") (drop (call $call (i32.const 1) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0)))))`)
+	_, err := env.Host.Run(context.Background(), host.RunSpec{Code: code})
+	if !errors.Is(err, host.ErrBadModule) || !strings.Contains(err.Error(), `exports no memory named "memory"`) {
+		t.Fatalf("a module without memory: %v", err)
+	}
+	code = watModule(t, `(module (memory 1) (func (export "_start")))`)
+	if _, err := env.Host.Run(context.Background(), host.RunSpec{Code: code}); err == nil || !strings.Contains(err.Error(), `exports no memory named "memory"`) {
+		t.Fatalf("a module with an unexported memory: %v", err)
+	}
+	code = watModule(t, `(module (memory (export "memory") 1) (func $s) (start $s) (func (export "_start")))`)
+	if _, err := env.Host.Run(context.Background(), host.RunSpec{Code: code}); err == nil || !strings.Contains(err.Error(), "start function") {
+		t.Fatalf("a module with a start function: %v", err)
+	}
+}
+
+// TestLinkCheckNamesEveryImport: the link check names imported tables,
+// memories and globals (the host provides functions only), functions of the
+// wrong type and WASI functions the host does not have, before anything
+// runs.
+func TestLinkCheckNamesEveryImport(t *testing.T) {
+	env := testutil.NewEnv(t, host.Deps{}, host.Config{})
+	code := watModule(t, `(module
+  (import "env" "tbl" (table 1 funcref))
+  (import "env" "g" (global i32))
+  (import "wasi_snapshot_preview1" "memory" (memory 1))
+  (export "memory" (memory 0))
+  (import "agentrt:run" "call" (func (param i32) (result i32)))
+  (import "wasi_snapshot_preview1" "fd_teleport" (func))
+  (import "env" "f" (func))
+  (import "wasi_snapshot_preview1" "fd_write" (func (param i32) (result i32)))
+  (func (export "_start")))`)
+	_, err := env.Host.Run(context.Background(), host.RunSpec{Code: code})
+	var le *host.LinkError
+	if !errors.As(err, &le) {
+		t.Fatalf("got %v, want a *host.LinkError", err)
+	}
+	for _, want := range []string{"a table (env.tbl)", "a global (env.g)", "a memory (wasi_snapshot_preview1.memory)",
+		"agentrt:run.call is (i32) -> (i32), not (i32, i32, i32, i32, i32) -> (i64)",
+		"wasi_snapshot_preview1.fd_write is (i32) -> (i32), not (i32, i32, i32, i32) -> (i32)",
+		"imports unknown functions: wasi_snapshot_preview1.fd_teleport", "imports unknown modules: env"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%v\ndoes not say %q", err, want)
+		}
+	}
+}
+
+// nestedBlocks is a module whose _start nests depth empty blocks: 3 bytes
+// a level.
+func nestedBlocks(depth int) []byte {
+	body := []byte{0}
+	for range depth {
+		body = append(body, 0x02, 0x40)
+	}
+	for range depth {
+		body = append(body, 0x0b)
+	}
+	body = append(body, 0x0b)
+	return moduleWithBodies([][]byte{body})
+}
+
+// manyLocals is a module whose _start declares n i32 locals in 7 bytes.
+func manyLocals(n uint32) []byte {
+	body := append([]byte{1}, binary.AppendUvarint(nil, uint64(n))...)
+	return moduleWithBodies([][]byte{append(body, 0x7f, 0x0b)})
+}
+
+// manyNestedFunctions is a module of n functions (the first _start) each
+// nesting depth empty blocks.
+func manyNestedFunctions(n, depth int) []byte {
+	bodies := make([][]byte, n)
+	for i := range bodies {
+		b := []byte{0}
+		for range depth {
+			b = append(b, 0x02, 0x40)
+		}
+		for range depth {
+			b = append(b, 0x0b)
+		}
+		bodies[i] = append(b, 0x0b)
+	}
+	return moduleWithBodies(bodies)
+}
+
+// moduleWithBodies is a module with one memory exported as "memory" and
+// functions of type () -> () with the given bodies, the first exported as
+// _start.
+func moduleWithBodies(bodies [][]byte) []byte {
+	sec := func(id byte, b []byte) []byte {
+		return append(append([]byte{id}, binary.AppendUvarint(nil, uint64(len(b)))...), b...)
+	}
+	m := []byte("\x00asm\x01\x00\x00\x00")
+	m = append(m, sec(1, []byte{1, 0x60, 0, 0})...)
+	funcs := binary.AppendUvarint(nil, uint64(len(bodies)))
+	for range bodies {
+		funcs = append(funcs, 0)
+	}
+	m = append(m, sec(3, funcs)...)
+	m = append(m, sec(5, []byte{1, 0, 1})...)
+	exp := []byte{2, 6}
+	exp = append(exp, "memory"...)
+	exp = append(exp, 2, 0, 6)
+	exp = append(exp, "_start"...)
+	exp = append(exp, 0, 0)
+	m = append(m, sec(7, exp)...)
+	code := binary.AppendUvarint(nil, uint64(len(bodies)))
+	for _, b := range bodies {
+		code = append(code, binary.AppendUvarint(nil, uint64(len(b)))...)
+		code = append(code, b...)
+	}
+	return append(m, sec(10, code)...)
+}
+
+// processCPU returns the CPU time this process has used.
+func processCPU() time.Duration {
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b)[strings.LastIndexByte(string(b), ')')+2:])
+	var ut, st int64
+	fmt.Sscan(f[11], &ut)
+	fmt.Sscan(f[12], &st)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
