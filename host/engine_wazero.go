@@ -42,12 +42,22 @@ func newWazero(ctx context.Context, cfg EngineConfig) (*wazeroRuntime, error) {
 			return nil, err
 		}
 	}
+	if err := instantiateYield(ctx, rt); err != nil {
+		rt.Close(ctx)
+		return nil, err
+	}
 	return &wazeroRuntime{rt: rt}, nil
 }
 
 func (w *wazeroRuntime) close(ctx context.Context) error { return w.rt.Close(ctx) }
 
-func (w *wazeroRuntime) instruments() bool { return false }
+// wazero cannot interrupt compiled code from outside but by exiting to Go
+// at every loop iteration (WithCloseOnContextDone: 23 times slower on a
+// tight loop here), and its compiled code cannot be preempted by the Go
+// runtime, so a guest that never calls the host would also hold up every
+// garbage collection of the process. The host's rewrite makes every guest
+// call yield regularly instead (wasmModule.rewrite).
+func (w *wazeroRuntime) instruments() bool { return true }
 
 // compileWorkers is how many goroutines compile a module: with more than
 // one, wazero checks its context between functions, so a compilation past
@@ -126,6 +136,23 @@ func moduleConfig(s *session) wazero.ModuleConfig {
 		WithNanosleep(v.clock.sleep).
 		WithOsyield(func() {}).
 		WithStartFunctions()
+}
+
+// instantiateYield registers the host module that instrumented guests
+// call to yield (wasmModule.rewrite): a guest is stopped there, between two
+// calls, as at a call; otherwise yield returns the next countdown.
+func instantiateYield(ctx context.Context, rt wazero.Runtime) error {
+	_, err := rt.NewHostModuleBuilder(yieldModule).
+		NewFunctionBuilder().
+		WithGoFunction(api.GoFunc(func(ctx context.Context, stack []uint64) {
+			if err := sessionFrom(ctx).checkStop(); err != nil {
+				panic(err)
+			}
+			stack[0] = yieldInterval
+		}), nil, []api.ValueType{api.ValueTypeI32}).
+		Export(yieldFunc).
+		Instantiate(ctx)
+	return err
 }
 
 // instantiateCapability registers the host module of capability c. Its call

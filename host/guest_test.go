@@ -10,10 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/capability"
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/internal/testutil"
 	"github.com/agentrt/agentrt/journal"
@@ -40,6 +43,228 @@ func watModule(t *testing.T, src string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// startAsync starts a run of code and executes it in the background.
+func startAsync(t *testing.T, env *testutil.Env, spec host.RunSpec) (journal.RunID, chan runOutcome) {
+	t.Helper()
+	st, err := env.Host.Start(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan runOutcome, 1)
+	go func() {
+		res, err := st.Execute(context.Background())
+		done <- runOutcome{res, err}
+	}()
+	return st.Run, done
+}
+
+type runOutcome struct {
+	res *host.Result
+	err error
+}
+
+// logSink counts the guest's log lines as they happen (pure calls are not
+// committed at once, so the store is no clock for them).
+type logSink chan struct{}
+
+func (l logSink) sink(e host.Event) {
+	if e.Kind == host.EventRunLog {
+		select {
+		case l <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (l logSink) wait(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case <-l:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("the guest did not log %d lines", n)
+		}
+	}
+}
+
+func waitOutcome(t *testing.T, done chan runOutcome, within time.Duration) runOutcome {
+	t.Helper()
+	select {
+	case o := <-done:
+		return o
+	case <-time.After(within):
+		t.Fatalf("the run did not stop within %v", within)
+		return runOutcome{}
+	}
+}
+
+// TestSpinningGuestIsStopped: a guest that computes forever after three
+// calls is stopped by a cancel, as one between two calls is: its run is
+// cancelled with nothing in doubt (the journal ends with its third call's
+// outcome), a resume re-executes it, a drain stops it again and leaves it
+// running, and so does the end of the run's context (Ctrl-C).
+func TestSpinningGuestIsStopped(t *testing.T) {
+	logs := make(logSink, 16)
+	env := testutil.NewEnv(t, host.Deps{Sink: logs.sink}, host.Config{})
+	ctx := context.Background()
+	code := testutil.BuildWAT(t, "host/testdata/wat/spin.wat")
+	run, done := startAsync(t, env, host.RunSpec{Code: code})
+	logs.wait(t, 3)
+	time.Sleep(50 * time.Millisecond) // well into the loop
+	start := time.Now()
+	if err := env.Host.Cancel(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	o := waitOutcome(t, done, 5*time.Second)
+	took := time.Since(start)
+	if !errors.Is(o.err, host.ErrInterrupted) || !errors.Is(o.err, host.ErrCancelled) || o.res.Status != journal.StatusCancelled || o.res.Steps != 3 {
+		t.Fatalf("cancelled spinning run: %v %+v; want cancelled after 3 calls", o.err, o.res)
+	}
+	es := entries(t, env, run)
+	if last := es[len(es)-1]; last.Phase != journal.PhaseCompleted || last.Step != 3 {
+		t.Fatalf("the journal ends with %s of step %d; want the third call's outcome (nothing in doubt)", last.Phase, last.Step)
+	}
+	t.Logf("cancel stopped the spinning guest in %v (indicative: a shared machine)", took)
+
+	// A resume answers the three calls from the journal and spins again;
+	// a drain stops it and leaves it running.
+	st, err := env.Host.Reopen(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resumed := make(chan runOutcome, 1)
+	go func() {
+		res, err := st.Execute(ctx)
+		resumed <- runOutcome{res, err}
+	}()
+	for !env.Host.Live(run) {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if err := env.Host.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o = waitOutcome(t, resumed, 5*time.Second)
+	if !errors.Is(o.err, host.ErrDraining) || o.res.Status != journal.StatusRunning || o.res.Replayed != 3 {
+		t.Fatalf("drained resumed run: %v %+v; want running, the three calls replayed", o.err, o.res)
+	}
+	if meta, _ := env.Store.Meta(ctx, run); meta.Status != journal.StatusRunning {
+		t.Fatalf("a drained run's index says %s, want running (to be recovered)", meta.Status)
+	}
+
+	// The end of the run's context stops it too, and it stays running.
+	st, err = env.Host.Reopen(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	res, err := st.Execute(cctx)
+	if !errors.Is(err, host.ErrInterrupted) || res.Status != journal.StatusRunning {
+		t.Fatalf("a spinning run whose context ended: %v %+v", err, res)
+	}
+	if _, err := journal.VerifyStore(ctx, env.Store, run, journal.TrustKeys(env.Key.Public().(ed25519.PublicKey))); err != nil {
+		t.Fatalf("the journal after three interruptions: %v", err)
+	}
+}
+
+// TestRecursingGuestIsStopped: a guest that recurses without end and
+// without a loop (naive fib(90)) is stopped too: the check runs at
+// function entries as well as loop headers.
+func TestRecursingGuestIsStopped(t *testing.T) {
+	env := testutil.NewEnv(t, host.Deps{}, host.Config{})
+	run, done := startAsync(t, env, host.RunSpec{Code: testutil.BuildWAT(t, "host/testdata/wat/recurse.wat")})
+	time.Sleep(100 * time.Millisecond)
+	if err := env.Host.Cancel(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+	o := waitOutcome(t, done, 5*time.Second)
+	if !errors.Is(o.err, host.ErrCancelled) || o.res.Status != journal.StatusCancelled || o.res.Steps != 0 {
+		t.Fatalf("cancelled recursing run: %v %+v", o.err, o.res)
+	}
+}
+
+// TestSpinningGuestDoesNotHoldUpTheCollector: while a guest computes
+// without calling the host, a garbage collection of the host completes.
+// (wazero's compiled code cannot be preempted: without the yields of the
+// rewritten module, a collection waits for the guest to return, and every
+// goroutine of the host waits with it.)
+func TestSpinningGuestDoesNotHoldUpTheCollector(t *testing.T) {
+	logs := make(logSink, 16)
+	env := testutil.NewEnv(t, host.Deps{Sink: logs.sink}, host.Config{})
+	run, done := startAsync(t, env, host.RunSpec{Code: testutil.BuildWAT(t, "host/testdata/wat/spin.wat")})
+	logs.wait(t, 3)
+	time.Sleep(50 * time.Millisecond)
+	gc := make(chan time.Duration, 1)
+	go func() {
+		start := time.Now()
+		runtime.GC()
+		gc <- time.Since(start)
+	}()
+	select {
+	case d := <-gc:
+		t.Logf("a collection during the spinning guest took %v (indicative)", d)
+	case <-time.After(5 * time.Second):
+		t.Fatal("a garbage collection did not complete within 5 s while the guest computed")
+	}
+	if err := env.Host.Cancel(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+	waitOutcome(t, done, 5*time.Second)
+}
+
+// budgetToken returns a token for the run capability with a wall-time
+// budget of secs seconds.
+func budgetToken(t *testing.T, env *testutil.Env, secs uint64) []byte {
+	t.Helper()
+	tok, err := capability.Issue(env.Key, capability.Claims{
+		Audience: env.Key.Public().(ed25519.PublicKey), Caps: capability.Caps{Run: &capability.Unit{}},
+		Budget:    capability.Budget{WallSeconds: capability.Limit(secs)},
+		NotBefore: time.Now().Add(-time.Minute), Expires: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// TestWallBudgetStopsAComputingGuest: a token's wall-time budget stops a
+// guest that computes without calling the host: the run ends failed with a
+// reason naming the budget, after its three calls, and replays exactly
+// and in bounded time (the re-executed guest is stopped after its last
+// recorded call).
+func TestWallBudgetStopsAComputingGuest(t *testing.T) {
+	env := testutil.NewEnv(t, host.Deps{}, host.Config{})
+	ctx := context.Background()
+	code := testutil.BuildWAT(t, "host/testdata/wat/spin.wat")
+	start := time.Now()
+	res, err := env.Host.Run(ctx, host.RunSpec{Code: code, Token: budgetToken(t, env, 1)})
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != journal.StatusFailed || res.Steps != 3 || !strings.Contains(res.Err.Error(), "stopped: budget: the run's wall-time budget of 1s") {
+		t.Fatalf("run over its budget: %+v; want failed after 3 calls, naming the budget", res)
+	}
+	if took < time.Second || took > 10*time.Second {
+		t.Fatalf("the budget of 1 s stopped the run after %v", took)
+	}
+	j, err := replay.Load(ctx, env.Store, res.Run, journal.TrustKeys(env.Key.Public().(ed25519.PublicKey)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !host.StoppedEnd(j.Summary.End) {
+		t.Fatalf("the end records %q; want a stop", j.Summary.End.Error)
+	}
+	start = time.Now()
+	rep, err := j.Replay(ctx, env.Engine, code, replay.Options{})
+	if err != nil || rep.Calls != 3 {
+		t.Fatalf("replay of a run its budget stopped: %v %+v", err, rep)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("the replay took %v; it must stop the guest after its last recorded call", d)
+	}
 }
 
 // TestTableAndMemoryGrowthStopAtTheRunsLimits: table.grow by 2^31
@@ -315,4 +540,44 @@ func processCPU() time.Duration {
 	fmt.Sscan(f[11], &ut)
 	fmt.Sscan(f[12], &st)
 	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// brokenSource is a Source with a bug: it dereferences a nil pointer, as the
+// host did reading the memory of a module that had none.
+type brokenSource struct{ p *abi.Status }
+
+func (b brokenSource) Serve(context.Context, *host.Call) (abi.Status, []byte, error) {
+	return *b.p, nil, nil
+}
+
+// TestHostFaultEndsTheGuestWithItsCause: a host function that panics with a
+// runtime error (a bug of the host's) fails the guest with the cause, and
+// what the end would record carries no Go stack trace of the host's
+// (wazero appends one to a runtime error it recovers).
+func TestHostFaultEndsTheGuestWithItsCause(t *testing.T) {
+	env := testutil.NewEnv(t, host.Deps{}, host.Config{})
+	ctx := context.Background()
+	code := testutil.BuildWAT(t, "host/testdata/wat/loop.wat")
+	res, err := env.Host.Run(ctx, host.RunSpec{Code: code})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr := entries(t, env, res.Run)[0].Header
+	out, err := env.Engine.Execute(ctx, host.ExecSpec{Run: res.Run, Header: hdr, Code: code, Source: brokenSource{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ge *host.GuestError
+	if !errors.As(out.GuestErr, &ge) {
+		t.Fatalf("outcome %+v; want a guest error", out)
+	}
+	msg := ge.Error()
+	if !strings.HasPrefix(msg, "guest trapped: fault of the host serving an import call: runtime error: invalid memory address or nil pointer dereference\nwasm stack trace:\n\t") {
+		t.Fatalf("the end would record %q", msg)
+	}
+	for _, internal := range []string{"goroutine", ".go:", "Go runtime stack trace", "recovered by"} {
+		if strings.Contains(msg, internal) {
+			t.Fatalf("the end would record host internals (%q): %s", internal, msg)
+		}
+	}
 }

@@ -90,6 +90,8 @@ func (h *Host) Reopen(ctx context.Context, run journal.RunID) (*Started, error) 
 	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease, meta: &meta}
 	p := &resumePath{rec: rec, live: live, events: events}
 	p.doubtStep, _, p.doubt = rec.InDoubt()
+	p.past = rec.Len() == 0
+	events.replaying = !p.past
 	// A run that checkpointed starts again from its last checkpoint: the
 	// calls before it are not re-executed.
 	s := &session{run: run, header: hdr, grant: grant, path: p, deps: &h.deps,
@@ -104,8 +106,11 @@ type resumePath struct {
 	rec    *Recording
 	live   *livePath
 	events *eventBuffer
-	// past is set once the guest is past the recorded calls.
+	// past is set once the guest is past the recorded calls (a call in
+	// doubt, asked again, being the first that is not); onPast, when set,
+	// is called then.
 	past      bool
+	onPast    func()
 	doubt     bool
 	doubtStep uint64
 }
@@ -114,9 +119,14 @@ func (p *resumePath) serve(ctx context.Context, s *session, c *Call, h handler) 
 	if !p.past {
 		status, resp, err := p.rec.Serve(ctx, c)
 		if !errors.Is(err, ErrRecordingEnd) {
+			if err == nil && p.rec.Served() == p.rec.Len() {
+				// The last recorded call: what the guest does next is
+				// live, output included.
+				p.goLive()
+			}
 			return status, resp, err // a recorded answer, or a divergence
 		}
-		p.past, p.events.replaying = true, false
+		p.goLive()
 		if p.doubt && c.Step == p.doubtStep {
 			// The guest asks again for the effect in doubt: Serve has
 			// checked that it is the same op with the same request.
@@ -124,6 +134,13 @@ func (p *resumePath) serve(ctx context.Context, s *session, c *Call, h handler) 
 		}
 	}
 	return p.live.serve(ctx, s, c, h)
+}
+
+func (p *resumePath) goLive() {
+	p.past, p.events.replaying = true, false
+	if p.onPast != nil {
+		p.onPast()
+	}
 }
 
 // decide answers the effect left in doubt. Its intent (and executing) entries

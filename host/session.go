@@ -88,15 +88,21 @@ type session struct {
 	output []byte
 	events *eventBuffer
 	// done is the run context's Done channel: checked at every step
-	// boundary, so an interrupted run stops between two calls.
+	// boundary and every yield (wasmModule.rewrite), so an interrupted run
+	// stops between two calls.
 	done <-chan struct{}
-	// halt is closed when the host asks the run to stop (Cancel, Drain):
-	// checked at every step boundary too, but it does not cut a step short.
+	// halt is closed when the host asks the run to stop (Cancel, Drain,
+	// the wall-time budget; in a replay, the bound after the last
+	// recorded call): checked where done is, but it does not cut a step
+	// short.
 	halt <-chan struct{}
-	// fatal is the first error that stopped the run from inside a call.
-	fatal error
+	// haltStop, when set, is how a halt ends the guest: a stop it caused
+	// (a replay re-enacting a budget stop), instead of an interruption.
+	haltStop *stopError
 	// limits are the run's limits.
 	limits Limits
+	// fatal is the first error that stopped the run from inside a call.
+	fatal error
 	// seg is the segment the instance runs: the checkpoints before it, the
 	// state it starts from and its clock. clock is the instance's clock.
 	seg   segment
@@ -210,6 +216,53 @@ func (s *session) stop(err error) {
 // replays identically.
 func (s *session) fault(err error) { panic(err) }
 
+// stopError ends a guest for using up what its run may use: a quota or its
+// wall-time budget. The run ends failed with the reason, and its journal
+// records that end ("stopped: " and the reason, see GuestError).
+type stopError struct{ reason string }
+
+func (e *stopError) Error() string { return "stopped: " + e.reason }
+
+// interruption is the error that stops the guest when the run's context
+// ended or the host asked it to stop: a stop of the host's, kept in
+// s.fatal.
+func (s *session) interruption() error {
+	err := fmt.Errorf("%w after %d calls", ErrInterrupted, s.steps)
+	if s.fatal == nil {
+		s.fatal = err
+	}
+	return err
+}
+
+// haltError is the error that stops the guest when halt is closed: an
+// interruption, or in a replay the stop the recorded run ended with.
+func (s *session) haltError() error {
+	if s.haltStop != nil {
+		return s.haltStop
+	}
+	return s.interruption()
+}
+
+func (s *session) interrupted() { panic(s.interruption()) }
+func (s *session) halted()      { panic(s.haltError()) }
+
+// checkStop is the check of a yield (wasmModule.rewrite, or wasmtime's
+// epoch callback): the error to stop the guest with when the run must
+// stop, as at a call; nil to go on.
+func (s *session) checkStop() error {
+	select {
+	case <-s.done:
+		return s.interruption()
+	default:
+	}
+	select {
+	case <-s.halt:
+		return s.haltError()
+	default:
+	}
+	return nil
+}
+
 // noMemory is a session's memory before its instance exists: every access
 // is outside it, so a call faults.
 type noMemory struct{}
@@ -224,12 +277,12 @@ func (s *session) call(ctx context.Context, ci int, opcode, reqPtr, reqLen, resp
 	// the runtime's select, a cost every call would pay.
 	select {
 	case <-s.done:
-		s.stop(fmt.Errorf("%w after %d calls", ErrInterrupted, s.steps))
+		s.interrupted()
 	default:
 	}
 	select {
 	case <-s.halt:
-		s.stop(fmt.Errorf("%w after %d calls", ErrInterrupted, s.steps))
+		s.halted()
 	default:
 	}
 	// A response left pending is dropped by the next call: take only ever

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/journal"
@@ -120,8 +121,14 @@ func (j *Journal) replay(ctx context.Context, engine *host.Engine, code []byte, 
 func (j *Journal) execute(ctx context.Context, engine *host.Engine, code []byte, opts Options, src *diffSource) (*Report, error) {
 	hdr := j.Summary.Header
 	rec := &src.rec
-	out, err := engine.Execute(ctx, host.ExecSpec{Run: j.Summary.Run, Header: hdr, Code: code, Source: src, Sink: opts.Sink, MaxRequest: opts.MaxRequest,
-		Refused: rec.Len() == 0 && rec.Finished()})
+	spec := host.ExecSpec{Run: j.Summary.Run, Header: hdr, Code: code, Source: src, Sink: opts.Sink, MaxRequest: opts.MaxRequest,
+		Refused: rec.Len() == 0 && rec.Finished()}
+	if end := j.Summary.End; host.StoppedEnd(end) {
+		// The host stopped the recorded guest (a budget, a quota): the
+		// re-executed one is stopped after its last recorded call.
+		spec.Stopped, spec.Calls = strings.TrimPrefix(end.Error, "stopped: "), rec.Len()
+	}
+	out, err := engine.Execute(ctx, spec)
 	var div *DivergenceError
 	if errors.As(err, &div) {
 		return nil, div
