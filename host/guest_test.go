@@ -333,6 +333,79 @@ func TestGrantLimitsOnlyLowerTheCells(t *testing.T) {
 	}
 }
 
+// TestQuotasEndTheRun: the call past the run's calls quota, and the one
+// whose request would take its journal past its quota, end the run failed
+// with the quota named; neither is journaled; both runs replay exactly.
+func TestQuotasEndTheRun(t *testing.T) {
+	env := testutil.NewEnv(t, host.Deps{}, host.Config{})
+	ctx := context.Background()
+	code := testutil.BuildWAT(t, "host/testdata/wat/loop.wat") // 300 run.log calls of 14 bytes, then set_output
+	for _, c := range []struct {
+		limits string
+		steps  uint64
+		want   string
+	}{
+		{"calls: 100", 100, "quota: calls: the run has made its 100 calls (limits.calls)"},
+		{"journal: 1KiB", 73, "quota: journal"}, // 73 x 14 bytes fit in 1024, the 74th does not
+	} {
+		g, err := host.ParseGrant([]byte("capabilities: {run: {}}\nlimits: {" + c.limits + "}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := env.Host.Run(ctx, host.RunSpec{Code: code, Grant: g})
+		if err != nil || res.Status != journal.StatusFailed || res.Steps != c.steps || !strings.Contains(res.Err.Error(), c.want) {
+			t.Fatalf("%s: %v %+v; want failed after %d calls: %s", c.limits, err, res, c.steps, c.want)
+		}
+		es := entries(t, env, res.Run)
+		end := es[len(es)-1]
+		if end.Phase != journal.PhaseEnd || end.End.Steps != c.steps || !strings.HasPrefix(end.End.Error, "stopped: quota: ") {
+			t.Fatalf("%s: the journal ends with %+v", c.limits, end.End)
+		}
+		if prev := es[len(es)-2]; prev.Step != c.steps {
+			t.Fatalf("%s: the last call journaled is step %d; want %d (the refused call is not)", c.limits, prev.Step, c.steps)
+		}
+		j, err := replay.Load(ctx, env.Store, res.Run, journal.TrustKeys(env.Key.Public().(ed25519.PublicKey)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := j.Replay(ctx, env.Engine, code, replay.Options{}); err != nil {
+			t.Fatalf("%s: replay: %v", c.limits, err)
+		}
+	}
+}
+
+// TestDiskFillingGuestIsStopped: a guest with the default capability that
+// logs 60 KB messages forever is stopped by its journal quota, and its
+// event log holds no more than its log quota (and the note of the drop).
+// Without quotas such a guest wrote 2.7 GB of store in 20 s.
+func TestDiskFillingGuestIsStopped(t *testing.T) {
+	env := testutil.NewEnv(t, host.Deps{}, host.Config{})
+	ctx := context.Background()
+	g, err := host.ParseGrant([]byte("capabilities: {run: {}}\nlimits: {journal: 4MiB, log: 1MiB}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := env.Host.Run(ctx, host.RunSpec{Code: testutil.BuildWAT(t, "host/testdata/wat/biglog.wat"), Grant: g})
+	if err != nil || res.Status != journal.StatusFailed || !strings.Contains(res.Err.Error(), "quota: journal") {
+		t.Fatalf("run: %v %+v", err, res)
+	}
+	if want := uint64(4<<20) / 60015; res.Steps != want {
+		t.Fatalf("the run made %d calls; %d fit in 4 MiB", res.Steps, want)
+	}
+	var kept int
+	var note bool
+	err = host.ReadEvents(ctx, env.Store, res.Run, func(e host.Event) error {
+		if e.Kind == host.EventRunLog {
+			kept += len(e.Data)
+		}
+		note = note || strings.Contains(string(e.Data), "log quota of 1048576 bytes is used up")
+		return nil
+	})
+	if err != nil || kept > 1<<20 || kept < 1<<20-60000 || !note {
+		t.Fatalf("the event log holds %d bytes of log lines (note of the drop: %v, %v); want at most 1 MiB", kept, note, err)
+	}
+}
+
 // TestModulesOverTheLimitsAreRefusedAtCompile: modules whose compilation
 // or instantiation would cost the host without bound are refused before
 // any engine sees them, at once, with the limit named: nested blocks
@@ -460,6 +533,21 @@ func TestLinkCheckNamesEveryImport(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%v\ndoes not say %q", err, want)
 		}
+	}
+}
+
+// TestFaultedCallIsNotAStep: a run whose only call faults (its request
+// outside memory) ends with steps 0: the call was never journaled.
+func TestFaultedCallIsNotAStep(t *testing.T) {
+	env := testutil.NewEnv(t, host.Deps{}, host.Config{})
+	res, err := env.Host.Run(context.Background(), host.RunSpec{Code: testutil.BuildWAT(t, "host/testdata/wat/badptr.wat")})
+	if err != nil || res.Status != journal.StatusFailed || res.Steps != 0 {
+		t.Fatalf("run: %v %+v", err, res)
+	}
+	es := entries(t, env, res.Run)
+	end := es[len(es)-1].End
+	if end == nil || end.Steps != 0 || !strings.HasPrefix(end.Error, "guest trapped: request buffer [2147483632, +64) is outside guest memory\nwasm stack trace:\n\t") {
+		t.Fatalf("the end records %+v", end)
 	}
 }
 

@@ -86,7 +86,15 @@ func (h *Host) Reopen(ctx context.Context, run journal.RunID) (*Started, error) 
 			return nil, fmt.Errorf("host: resume %s: %w", run, err)
 		}
 	}
-	events := &eventBuffer{run: run, now: h.deps.Now, sink: h.deps.Sink, keep: h.deps.Events != nil, replaying: true}
+	events := &eventBuffer{run: run, now: h.deps.Now, sink: h.deps.Sink, keep: h.deps.Events != nil, replaying: true,
+		limit: limits.LogBytes}
+	if h.deps.Events != nil {
+		// The log quota counts what earlier executions of the run kept.
+		_ = h.deps.Events.Events(ctx, run, func(b []byte) error {
+			events.kept += uint64(len(b))
+			return nil
+		})
+	}
 	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease, meta: &meta}
 	p := &resumePath{rec: rec, live: live, events: events}
 	p.doubtStep, _, p.doubt = rec.InDoubt()
@@ -96,7 +104,7 @@ func (h *Host) Reopen(ctx context.Context, run journal.RunID) (*Started, error) 
 	// calls before it are not re-executed.
 	s := &session{run: run, header: hdr, grant: grant, path: p, deps: &h.deps,
 		maxRequest: h.cfg.MaxRequest, events: events, seg: rec.base, steps: rec.baseStep, startHash: rec.startHash,
-		limits: limits}
+		limits: limits, journaled: rec.base.journaled}
 	return &Started{Run: run, h: h, m: m, s: s, w: w, meta: &meta, lease: lease, live: lr}, nil
 }
 

@@ -326,7 +326,7 @@ func (h *Host) Start(ctx context.Context, spec RunSpec) (*Started, error) {
 		return nil, fmt.Errorf("host: start run: %w", err)
 	}
 
-	events := &eventBuffer{run: run, now: h.deps.Now, sink: h.deps.Sink, keep: h.deps.Events != nil}
+	events := &eventBuffer{run: run, now: h.deps.Now, sink: h.deps.Sink, keep: h.deps.Events != nil, limit: limits.LogBytes}
 	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease, meta: &meta}
 	s := &session{run: run, header: hdr, grant: grant, path: live, deps: &h.deps,
 		maxRequest: h.cfg.MaxRequest, events: events, startHash: startHash, limits: limits}

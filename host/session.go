@@ -99,8 +99,10 @@ type session struct {
 	// haltStop, when set, is how a halt ends the guest: a stop it caused
 	// (a replay re-enacting a budget stop), instead of an interruption.
 	haltStop *stopError
-	// limits are the run's limits.
-	limits Limits
+	// limits are the run's limits; journaled counts the bytes of
+	// requests and responses its journal holds (Limits.JournalBytes).
+	limits    Limits
+	journaled uint64
 	// fatal is the first error that stopped the run from inside a call.
 	fatal error
 	// seg is the segment the instance runs: the checkpoints before it, the
@@ -134,6 +136,9 @@ type segment struct {
 	state  []byte
 	// clock is the virtual monotonic clock at the start, ns.
 	clock int64
+	// journaled is the bytes of requests and responses journaled before
+	// the segment (session.journaled), the checkpoint's own included.
+	journaled uint64
 }
 
 // errSegmentEnd ends the instance of a segment after its checkpoint was
@@ -166,7 +171,8 @@ func checkpointSegment(req, resp []byte) (*segment, error) {
 	if rs.Segment == 0 {
 		return nil, errors.New("host: checkpoint response names segment 0")
 	}
-	return &segment{number: rs.Segment, state: bytes.Clone(rq.State), clock: rs.Clock}, nil
+	return &segment{number: rs.Segment, state: bytes.Clone(rq.State), clock: rs.Clock,
+		journaled: rs.Journal + uint64(len(req)) + uint64(len(resp))}, nil
 }
 
 // nextSegment moves the session to the segment its checkpoint started. The
@@ -263,6 +269,12 @@ func (s *session) checkStop() error {
 	return nil
 }
 
+// overQuota ends the guest at a call its run's limits do not allow: the
+// call is not journaled.
+func (s *session) overQuota(format string, args ...any) {
+	panic(&stopError{reason: "quota: " + fmt.Sprintf(format, args...)})
+}
+
 // noMemory is a session's memory before its instance exists: every access
 // is outside it, so a call faults.
 type noMemory struct{}
@@ -291,21 +303,32 @@ func (s *session) call(ctx context.Context, ci int, opcode, reqPtr, reqLen, resp
 		s.pending[ci] = pendingResponse{}
 	}
 	slot := lookup(ci, opcode)
-	s.steps++
 	c := &s.cur
-	*c = Call{Step: s.steps, Op: &slot.op, known: slot.known}
+	*c = Call{Step: s.steps + 1, Op: &slot.op, known: slot.known}
 	mem := s.mem
 	req, ok := mem.Read(reqPtr, reqLen)
 	if !ok {
 		s.fault(fmt.Errorf("request buffer [%d, +%d) is outside guest memory", reqPtr, reqLen))
 	}
 	h := slot.h
+	var journaled uint64
 	if reqLen > uint32(s.maxRequest) {
 		// Refused without a copy; the gate answers StatusTooLarge.
 		c.TooLarge, c.inputHash, h = true, journal.Sum(req), handler{}
 	} else {
-		c.Request = req
+		c.Request, journaled = req, uint64(reqLen)
 	}
+	// The quotas are checked before anything of the call is journaled, in
+	// replay as live, so that a replay stops where the run stopped.
+	if s.steps >= s.limits.Calls {
+		s.overQuota("calls: the run has made its %d calls (limits.calls)", s.limits.Calls)
+	}
+	if s.journaled+journaled > s.limits.JournalBytes {
+		s.overQuota("journal: the call's %d-byte request would take the run's journal past %d bytes of requests and responses (limits.journal)", journaled, s.limits.JournalBytes)
+	}
+	// A call counts as a step once it is served: one that faulted before
+	// (its request outside memory, a quota) is in no journal.
+	s.steps = c.Step
 	if c.Op.Class == abi.Effect {
 		c.Key = s.run.String() + "-" + strconv.FormatUint(c.Step, 10)
 	}
@@ -320,6 +343,7 @@ func (s *session) call(ctx context.Context, ci int, opcode, reqPtr, reqLen, resp
 	if err != nil {
 		s.stop(err)
 	}
+	s.journaled += journaled + uint64(len(resp))
 	if ci == runIndex && status == abi.StatusOK {
 		switch opcode {
 		case abi.OpRunSetOutput:
