@@ -494,7 +494,7 @@ func startErrorCode(err error) int {
 	var le *host.LinkError
 	var held *journal.HeldError
 	switch {
-	case errors.As(err, &le), errors.Is(err, host.ErrNotWasm):
+	case errors.As(err, &le), errors.Is(err, host.ErrBadModule), errors.Is(err, host.ErrLimitRaised):
 		return http.StatusUnprocessableEntity
 	case errors.Is(err, host.ErrFinished), errors.Is(err, host.ErrActive), errors.As(err, &held):
 		return http.StatusConflict
@@ -655,6 +655,10 @@ func Hint(err error) string {
 		return "add the missing capabilities to the grant"
 	case errors.Is(err, host.ErrNotWasm):
 		return "submit a wasm module (agentrt build DIR -o agent.wasm)"
+	case errors.Is(err, host.ErrModuleLimit):
+		return "the module is over a limit of this cell: build it smaller, or with smaller functions (see README, Limits)"
+	case errors.Is(err, host.ErrLimitRaised):
+		return "a grant's limits section may only lower the cell's limits: leave the limit out, or lower it"
 	}
 	return ""
 }
