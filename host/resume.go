@@ -77,9 +77,9 @@ func (h *Host) Reopen(ctx context.Context, run journal.RunID) (*Started, error) 
 		return nil, err
 	}
 	if meta.Status != journal.StatusRunning {
-		// A cancelled run runs again: its index record says so with the
-		// lease entry.
-		meta.Status = journal.StatusRunning
+		// A cancelled or held run runs again: its index record says so
+		// with the lease entry.
+		meta.Status, meta.Error = journal.StatusRunning, ""
 		if err := w.Commit(ctx, &meta, false); err != nil {
 			lease.release(ctx)
 			h.live.leave(run)

@@ -185,6 +185,80 @@ func TestDaemonStopsASpinningGuest(t *testing.T) {
 	}
 }
 
+// TestCrashLoopBreakerHoldsARunThatKillsItsDaemon: a run whose daemon dies
+// every time it executes (SIGKILL, here from the test, as the out-of-memory
+// killer would) is recovered at each start, after a growing backoff, and
+// after three recoveries without progress it is held: listed held with the
+// reason, not resumed; meanwhile other runs complete on every daemon. A
+// resume by hand continues it.
+func TestCrashLoopBreakerHoldsARunThatKillsItsDaemon(t *testing.T) {
+	bin := buildCLI(t)
+	data, cache := t.TempDir(), t.TempDir()
+	ctx := context.Background()
+	spin, loop := testutil.BuildWAT(t, "host/testdata/wat/spin.wat"), testutil.BuildWAT(t, "host/testdata/wat/loop.wat")
+	d := startGuestDaemon(t, bin, data, cache)
+	run, err := d.client.Submit(ctx, cell.Submission{Module: spin, Name: "killer.wasm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var starts []time.Time
+	for attempt := 1; ; attempt++ {
+		// Another run completes on this daemon, whatever the killer does.
+		other, err := d.client.Submit(ctx, cell.Submission{Module: loop, Name: "other.wasm"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.waitRun(t, other, "completed", 20*time.Second, func(ri cell.RunInfo) bool { return ri.Status == journal.StatusCompleted })
+		ri := d.waitRun(t, run, "went live or was held", 30*time.Second, func(ri cell.RunInfo) bool { return ri.Live || ri.Status == journal.StatusHeld })
+		if ri.Status == journal.StatusHeld {
+			if attempt != 5 {
+				t.Fatalf("the run was held at daemon start %d; want the fifth (it ran on the first, and was recovered on the next three)", attempt)
+			}
+			if !strings.Contains(ri.Error, "held by the crash-loop breaker: 3 recoveries in a row made no progress") {
+				t.Fatalf("the held run's reason: %q", ri.Error)
+			}
+			break
+		}
+		if attempt > 5 {
+			t.Fatalf("the run is still recovered at daemon start %d", attempt)
+		}
+		starts = append(starts, time.Now())
+		time.Sleep(100 * time.Millisecond) // into its loop
+		d.kill()
+		d = startGuestDaemon(t, bin, data, cache)
+	}
+	// The backoff: none before the first recovery, 2 s before the second
+	// (from the start of the first), 4 s before the third.
+	if len(starts) != 4 {
+		t.Fatalf("%d executions before the hold", len(starts))
+	}
+	// (The test sees a run live some polling after it starts.)
+	for i, want := range []time.Duration{2 * time.Second, 4 * time.Second} {
+		if gap := starts[i+2].Sub(starts[i+1]); gap < want-250*time.Millisecond {
+			t.Errorf("recovery %d came %v after the one before; the backoff is %v", i+2, gap, want)
+		}
+	}
+	// Still held on the next start, with the reason in the list.
+	d.kill()
+	d = startGuestDaemon(t, bin, data, cache)
+	time.Sleep(300 * time.Millisecond)
+	if ri, _ := d.client.Run(ctx, run); ri.Status != journal.StatusHeld || ri.Live {
+		t.Fatalf("after another restart the held run is %+v", ri)
+	}
+	out, err := exec.Command(bin, "--data", data, "--cache", cache, "runs").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), run) || !strings.Contains(string(out), "held") {
+		t.Fatalf("agentrt runs does not list the run held: %v\n%s", err, out)
+	}
+	// A resume by hand continues it (and it spins again).
+	if _, err := d.client.Resume(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	d.waitRun(t, run, "went live", 10*time.Second, func(ri cell.RunInfo) bool { return ri.Live && ri.Status == journal.StatusRunning })
+	if _, err := d.client.Cancel(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // nestedBody is a function body that nests depth empty blocks.
 func nestedBody(depth int) []byte {
 	b := append([]byte{0}, bytes.Repeat([]byte{0x02, 0x40}, depth)...)

@@ -126,6 +126,8 @@ type Server struct {
 	// approver is this server's.
 	approvals *Approvals
 	logf      func(format string, args ...any)
+	// breaker decides the recoveries (breaker.go).
+	breaker *breaker
 
 	mu     sync.Mutex
 	subs   map[journal.RunID]map[chan StreamLine]bool
@@ -143,13 +145,16 @@ type ServerOptions struct {
 	// Approvals, when set, is the cell's approver (Options.Approver):
 	// the API lists the calls it parked and answers them.
 	Approvals *Approvals
+	// Breaker tunes the crash-loop breaker of Recover.
+	Breaker BreakerOptions
 }
 
 // NewServer returns a server for c. The cell must have been opened with
 // the server's Sink (Options.Sink = s.Sink) for events to stream live; see
 // Serve, which does both.
 func NewServer(c *Cell, opts ServerOptions) *Server {
-	s := &Server{cell: c, control: opts.ControlOnly, logf: opts.Logf, approvals: opts.Approvals, subs: map[journal.RunID]map[chan StreamLine]bool{}}
+	s := &Server{cell: c, control: opts.ControlOnly, logf: opts.Logf, approvals: opts.Approvals, subs: map[journal.RunID]map[chan StreamLine]bool{},
+		breaker: newBreaker(c.Store, c.Store, opts.Breaker)}
 	if s.logf == nil {
 		s.logf = log.Printf
 	}
@@ -248,8 +253,10 @@ func (s *Server) execute(st *host.Started, what string) error {
 }
 
 // Recover resumes every run this cell owned that had not ended and was not
-// cancelled (its process was killed, or drained at shutdown). It returns
-// the runs it resumed; a run that cannot be reopened is logged and left.
+// cancelled or held (its process was killed, or drained at shutdown),
+// through the crash-loop breaker (breaker.go): a run whose recoveries keep
+// making no progress is resumed after a backoff, then held. It returns the
+// runs it resumed now; a run that cannot be reopened is logged and left.
 func (s *Server) Recover(ctx context.Context) ([]journal.RunID, error) {
 	runs, err := s.cell.Store.Runs(ctx)
 	if err != nil {
@@ -258,18 +265,22 @@ func (s *Server) Recover(ctx context.Context) ([]journal.RunID, error) {
 	me := hex.EncodeToString(s.cell.Public())
 	var out []journal.RunID
 	for _, m := range runs {
-		if m.Status != journal.StatusRunning || hex.EncodeToString(m.Cell) != me || s.cell.Host.Live(m.ID) {
+		if hex.EncodeToString(m.Cell) != me || s.cell.Host.Live(m.ID) {
 			continue
 		}
-		st, err := s.cell.Host.Reopen(ctx, m.ID)
+		if m.Status.Finished() {
+			s.breaker.forget(m.ID)
+		}
+		if m.Status != journal.StatusRunning {
+			continue
+		}
+		started, err := s.recoverRun(ctx, m.ID, "recovered")
 		if err != nil {
-			s.logf("recover run %s: %v", m.ID, err)
-			continue
-		}
-		if err := s.execute(st, "recovered"); err != nil {
 			return out, err
 		}
-		out = append(out, m.ID)
+		if started {
+			out = append(out, m.ID)
+		}
 	}
 	return out, nil
 }
@@ -281,7 +292,15 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+	s.breaker.close()
+	live := s.liveRuns(ctx)
 	err := s.cell.Host.Drain(ctx)
+	if err == nil {
+		// Stopped cleanly: none of them killed its host.
+		for _, run := range live {
+			s.breaker.forget(run)
+		}
+	}
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {
