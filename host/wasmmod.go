@@ -56,8 +56,10 @@ type wasmModule struct {
 	exports  map[string]byte
 	// startFunc says the module has a start section.
 	startFunc bool
-	// sigs are the function types, as signature strings (sigOf).
-	sigs []string
+	// sigs are the function types, as signature strings (sigLetter);
+	// funcSigs the type of each defined function.
+	sigs     []string
+	funcSigs []uint32
 	// deepest, largest and mostLocals describe the function bodies: the
 	// deepest nesting, the largest body in bytes, the most locals.
 	deepest, largest, mostBlocks int
@@ -166,7 +168,11 @@ func readModule(code []byte, cl CompileLimits) (*wasmModule, error) {
 			sawFunc = true
 			funcTypes = sr.u32()
 			for i := uint32(0); i < funcTypes && sr.err == nil; i++ {
-				sr.u32()
+				if t := sr.u32(); int(t) < len(m.sigs) {
+					m.funcSigs = append(m.funcSigs, t)
+				} else if sr.err == nil {
+					sr.fail("function %d has type %d of %d", i, t, len(m.sigs))
+				}
 			}
 		case secTable:
 			for k := sr.u32(); k > 0 && sr.err == nil; k-- {
@@ -383,10 +389,11 @@ const (
 )
 
 // rewrite returns the module's binary with the maximum of every table and
-// memory lowered to l. With instrument it also adds a countdown global and
-// the yield import, decrements the global at every function entry and loop
-// header and calls yield when it reaches zero (yield returns the next
-// countdown): a guest that never calls an import still reaches the host
+// memory lowered to l. With instrument it also adds a countdown global, a
+// countdown local to every function and the yield import, counts down at
+// every function entry and loop header and calls yield when a countdown
+// reaches zero (see entryCheck): a guest that never calls an import still
+// reaches the host
 // regularly, where it can be stopped, and where the Go runtime can stop
 // it for a collection (wazero's compiled code cannot be preempted). The
 // rewrite does not change what the guest computes: the global and the
@@ -547,7 +554,7 @@ func (m *wasmModule) rewrite(l moduleLimits, instrument bool) ([]byte, error) {
 			emit(s.id, p)
 		case secCode:
 			if instrument {
-				p = instrumentCode(p, counter, yieldIdx, shift)
+				p = m.instrumentCode(p, counter, yieldIdx, shift)
 			}
 			emit(s.id, p)
 		default:
@@ -622,13 +629,24 @@ func appendSLEB(o []byte, v int64) []byte {
 	}
 }
 
-// yieldCheck is the instruction sequence run at every function entry and
-// loop header:
+// The checks the rewrite inserts. At every function entry the global
+// countdown goes down by one, and the function's own countdown, a local
+// it gains, starts full:
 //
 //	global.get $counter; i32.const 1; i32.sub; global.set $counter
 //	global.get $counter; i32.eqz
 //	if; call $yield; global.set $counter; end
-func yieldCheck(counter, yield uint32) []byte {
+//	i32.const yieldInterval; local.set $count
+//
+// and at every loop header the local goes down by one, a register rather
+// than memory in compiled code:
+//
+//	local.get $count; i32.const 1; i32.sub; local.tee $count; i32.eqz
+//	if; call $yield; local.set $count; end
+//
+// So every call and every loop iteration brings some countdown nearer to a
+// yield: no code runs for long without one.
+func entryCheck(counter, yield, local uint32) []byte {
 	g := binary.AppendUvarint(nil, uint64(counter))
 	var o []byte
 	o = append(append(append(o, 0x23), g...), 0x41, 0x01, 0x6b)
@@ -637,35 +655,57 @@ func yieldCheck(counter, yield uint32) []byte {
 	o = append(o, 0x45, 0x04, 0x40, 0x10)
 	o = binary.AppendUvarint(o, uint64(yield))
 	o = append(append(o, 0x24), g...)
+	o = append(o, 0x0b, 0x41)
+	o = appendSLEB(o, yieldInterval)
+	o = append(o, 0x21)
+	return binary.AppendUvarint(o, uint64(local))
+}
+
+func loopCheck(yield, local uint32) []byte {
+	l := binary.AppendUvarint(nil, uint64(local))
+	var o []byte
+	o = append(append(append(o, 0x20), l...), 0x41, 0x01, 0x6b, 0x22)
+	o = append(append(o, l...), 0x45, 0x04, 0x40, 0x10)
+	o = binary.AppendUvarint(o, uint64(yield))
+	o = append(append(o, 0x21), l...)
 	return append(o, 0x0b)
 }
 
-// bodyEdits collects where a body is changed: checks inserted at the
-// start of its code and of each loop, function indexes renumbered.
+// bodyEdits collects where a body is changed: the end of its locals, the
+// checks inserted at each loop, function indexes renumbered.
 type bodyEdits struct {
-	inserts []int
-	spans   [][2]int
+	start int
+	loops []int
+	spans [][2]int
 }
 
-func (e *bodyEdits) code(at int)           { e.inserts = append(e.inserts, at) }
-func (e *bodyEdits) loop(at int)           { e.inserts = append(e.inserts, at) }
+func (e *bodyEdits) code(at int)           { e.start = at }
+func (e *bodyEdits) loop(at int)           { e.loops = append(e.loops, at) }
 func (e *bodyEdits) funcIndex(at, end int) { e.spans = append(e.spans, [2]int{at, end}) }
 
 // instrumentCode rewrites a code section (already checked by readModule).
-func instrumentCode(p []byte, counter, yield uint32, shift func(uint32) uint32) []byte {
-	check := yieldCheck(counter, yield)
+func (m *wasmModule) instrumentCode(p []byte, counter, yield uint32, shift func(uint32) uint32) []byte {
 	r := &reader{b: p}
 	n := r.u32()
 	o := binary.AppendUvarint(make([]byte, 0, len(p)+len(p)/8), uint64(n))
 	var body []byte
-	for range n {
+	for i := range n {
 		size := r.u32()
 		b := r.bytes(size)
 		var e bodyEdits
-		(&reader{b: b}).body(nil, &e)
-		body = body[:0]
-		prev, si := 0, 0
-		for _, at := range e.inserts {
+		fb := (&reader{b: b}).body(nil, &e)
+		params, _, _ := strings.Cut(m.sigs[m.funcSigs[i]], ">")
+		local := uint32(len(params)) + uint32(fb.locals)
+		// The locals gain one i32 at the end, so no index of the body's
+		// changes.
+		lr := &reader{b: b}
+		groups := lr.u32()
+		body = binary.AppendUvarint(body[:0], uint64(groups+1))
+		body = append(append(body, b[lr.off:e.start]...), 0x01, 0x7f)
+		body = append(body, entryCheck(counter, yield, local)...)
+		check := loopCheck(yield, local)
+		prev, si := e.start, 0
+		for _, at := range e.loops {
 			for si < len(e.spans) && e.spans[si][0] < at {
 				body, prev = appendRenumbered(body, b, prev, e.spans[si], shift), e.spans[si][1]
 				si++
