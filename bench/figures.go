@@ -45,7 +45,7 @@ type Config struct {
 	ColdReps int `json:"cold_reps"`
 	// GoAgent builds and cold-starts the Go agent (figure 6a, 6b).
 	GoAgent bool `json:"go_agent"`
-	// Only, when set, names the figure groups (1 to 8) to measure.
+	// Only, when set, names the figure groups (1 to 10) to measure.
 	Only []int `json:"only,omitempty"`
 
 	// TempDir is where the harness makes its temporary directory; empty:
@@ -97,6 +97,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	steps := []func(context.Context) ([]Figure, error){
 		h.roundTrip, h.pureCalls, h.durable, h.groupCommit, h.replay, h.coldStart, h.resume, h.gate,
+		h.interrupt, h.memory,
 	}
 	defer h.closeRecorded()
 	var noisy []string

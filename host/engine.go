@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+
+	"github.com/agentrt/agentrt/internal/benchknobs"
 )
 
 // Engine kinds, for EngineConfig.Kind.
@@ -39,6 +41,10 @@ type EngineConfig struct {
 	// Compile bounds what compiling a module may cost; zero fields take
 	// the defaults of DefaultCompileLimits.
 	Compile CompileLimits
+
+	// uninterruptible is internal/benchknobs.NoGuestInterrupt when the
+	// engine was made: guests cannot be stopped between calls.
+	uninterruptible bool
 }
 
 // ErrEngineUnavailable is returned by NewEngine for an engine kind this
@@ -142,6 +148,7 @@ func NewEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
 		return nil, fmt.Errorf("host: MemoryLimitPages %d is over 65536 (4 GiB), the most a 32-bit memory has", cfg.MemoryLimitPages)
 	}
 	cfg.Compile = cfg.Compile.withDefaults()
+	cfg.uninterruptible = benchknobs.NoGuestInterrupt.Load()
 	var rt wasmRuntime
 	var err error
 	switch cfg.Kind {

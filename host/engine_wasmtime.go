@@ -50,7 +50,9 @@ type wasmtimeRuntime struct {
 	linker   *wasmtime.Linker
 	cacheDir string
 	maxBytes int64
-	// stopTicks ends the goroutine that advances the engine's epoch.
+	// stopTicks ends the goroutine that advances the engine's epoch; nil
+	// when guests are not interrupted (a benchmark of the cost:
+	// internal/benchknobs).
 	stopTicks chan struct{}
 }
 
@@ -119,22 +121,14 @@ const wasmtimeBuilt = true
 
 func newWasmtime(_ context.Context, cfg EngineConfig) (wasmRuntime, error) {
 	wc := wasmtime.NewConfig()
-	wc.SetEpochInterruption(true)
+	wc.SetEpochInterruption(!cfg.uninterruptible)
 	engine := wasmtime.NewEngineWithConfig(wc)
 	w := &wasmtimeRuntime{engine: engine, linker: wasmtime.NewLinker(engine),
-		maxBytes: int64(cfg.MemoryLimitPages) * 65536, stopTicks: make(chan struct{})}
-	go func() {
-		t := time.NewTicker(epochTick)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				engine.IncrementEpoch()
-			case <-w.stopTicks:
-				return
-			}
-		}
-	}()
+		maxBytes: int64(cfg.MemoryLimitPages) * 65536}
+	if !cfg.uninterruptible {
+		w.stopTicks = make(chan struct{})
+		go w.tick()
+	}
 	if cfg.CacheDir != "" {
 		w.cacheDir = filepath.Join(cfg.CacheDir, "wasmtime")
 		if err := os.MkdirAll(w.cacheDir, 0o755); err != nil {
@@ -230,8 +224,24 @@ func (in *wasmtimeInstance) serve(c *wasmtime.Caller, fn func()) (trap *wasmtime
 	return nil
 }
 
+// tick advances the engine's epoch every epochTick until close.
+func (w *wasmtimeRuntime) tick() {
+	t := time.NewTicker(epochTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			w.engine.IncrementEpoch()
+		case <-w.stopTicks:
+			return
+		}
+	}
+}
+
 func (w *wasmtimeRuntime) close(context.Context) error {
-	close(w.stopTicks)
+	if w.stopTicks != nil {
+		close(w.stopTicks)
+	}
 	w.linker.Close()
 	w.engine.Close()
 	return nil
@@ -297,7 +307,9 @@ func (w *wasmtimeRuntime) instantiate(ctx context.Context, m *Module, s *session
 	// The module's tables and memory have maxima within the run's limits
 	// already (wasmModule.rewrite); the store's limiter holds to them too.
 	in.store.Limiter(w.storeLimits(s.limits))
-	in.watchEpochs()
+	if w.stopTicks != nil {
+		in.watchEpochs()
+	}
 	s.mem = noMemory{}
 	inst, err := w.linker.Instantiate(in.store, m.compiled.(*wasmtime.Module))
 	if err != nil {

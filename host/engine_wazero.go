@@ -16,7 +16,12 @@ import (
 // wazeroRuntime is the default engine adapter: pure Go, and the reference
 // the virtual WASI of the other adapters is tested against (wazero's own
 // wasi_snapshot_preview1, configured by moduleConfig).
-type wazeroRuntime struct{ rt wazero.Runtime }
+type wazeroRuntime struct {
+	rt wazero.Runtime
+	// instrument says modules are rewritten with yields (always, but in a
+	// benchmark of their cost: internal/benchknobs).
+	instrument bool
+}
 
 func newWazero(ctx context.Context, cfg EngineConfig) (*wazeroRuntime, error) {
 	rc := wazero.NewRuntimeConfigCompiler()
@@ -46,7 +51,7 @@ func newWazero(ctx context.Context, cfg EngineConfig) (*wazeroRuntime, error) {
 		rt.Close(ctx)
 		return nil, err
 	}
-	return &wazeroRuntime{rt: rt}, nil
+	return &wazeroRuntime{rt: rt, instrument: !cfg.uninterruptible}, nil
 }
 
 func (w *wazeroRuntime) close(ctx context.Context) error { return w.rt.Close(ctx) }
@@ -57,7 +62,7 @@ func (w *wazeroRuntime) close(ctx context.Context) error { return w.rt.Close(ctx
 // runtime, so a guest that never calls the host would also hold up every
 // garbage collection of the process. The host's rewrite makes every guest
 // call yield regularly instead (wasmModule.rewrite).
-func (w *wazeroRuntime) instruments() bool { return true }
+func (w *wazeroRuntime) instruments() bool { return w.instrument }
 
 // compileWorkers is how many goroutines compile a module: with more than
 // one, wazero checks its context between functions, so a compilation past
