@@ -675,9 +675,9 @@ func Hint(err error) string {
 	case errors.Is(err, host.ErrNotWasm):
 		return "submit a wasm module (agentrt build DIR -o agent.wasm)"
 	case errors.Is(err, host.ErrModuleLimit):
-		return "the module is over a limit of this cell: build it smaller, or with smaller functions (see README, Limits)"
+		return "the named limit bounds what a module may cost this cell (README, Limits): build the module within it"
 	case errors.Is(err, host.ErrLimitRaised):
-		return "a grant's limits section may only lower the cell's limits: leave the limit out, or lower it"
+		return "leave the limit out of the grant's limits section, or lower it"
 	}
 	return ""
 }
