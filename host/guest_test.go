@@ -503,6 +503,10 @@ func TestModuleWithoutMemoryIsRefused(t *testing.T) {
 	if _, err := env.Host.Run(context.Background(), host.RunSpec{Code: code}); err == nil || !strings.Contains(err.Error(), "start function") {
 		t.Fatalf("a module with a start function: %v", err)
 	}
+	code = watModule(t, `(module (memory (export "memory") 1) (func (export "_start") (param i32)))`)
+	if _, err := env.Host.Run(context.Background(), host.RunSpec{Code: code}); err == nil || !strings.Contains(err.Error(), "_start is (i32) -> (): it must take no parameters") {
+		t.Fatalf("a _start with a parameter: %v", err)
+	}
 }
 
 // TestLinkCheckNamesEveryImport: the link check names imported tables,

@@ -54,8 +54,10 @@ type wasmModule struct {
 	tables   []wasmLimits
 	memories []wasmLimits
 	exports  map[string]byte
-	// startFunc says the module has a start section.
+	// startFunc says the module has a start section; entry is the index
+	// of the function exported as _start.
 	startFunc bool
+	entry     uint32
 	// sigs are the function types, as signature strings (sigLetter);
 	// funcSigs the type of each defined function.
 	sigs     []string
@@ -194,7 +196,10 @@ func readModule(code []byte, cl CompileLimits) (*wasmModule, error) {
 			for k := sr.u32(); k > 0 && sr.err == nil; k-- {
 				name := sr.name()
 				kind := sr.byte()
-				sr.u32()
+				idx := sr.u32()
+				if name == "_start" {
+					m.entry = idx
+				}
 				if _, dup := m.exports[name]; dup && sr.err == nil {
 					sr.fail("export %q is repeated", name)
 				}
@@ -366,7 +371,29 @@ func (m *wasmModule) checkRun(l moduleLimits) error {
 	if kind, ok := m.exports["_start"]; !ok || kind != kindFunc {
 		return refuse(false, "the module exports no _start function (build a command module: GOOS=wasip1, or a C main)")
 	}
+	if sig := m.funcSig(m.entry); !strings.HasPrefix(sig, ">") {
+		return refuse(false, "the module's _start is %s: it must take no parameters (a command module's entry point)", readableSig(sig))
+	}
 	return nil
+}
+
+// funcSig returns the type of function idx (imported or defined).
+func (m *wasmModule) funcSig(idx uint32) string {
+	if idx < m.importFuncs {
+		n := uint32(0)
+		for _, im := range m.imports {
+			if im.Kind == kindFunc {
+				if n == idx {
+					return im.sig
+				}
+				n++
+			}
+		}
+	}
+	if i := idx - m.importFuncs; int(i) < len(m.funcSigs) {
+		return m.sigs[m.funcSigs[i]]
+	}
+	return ""
 }
 
 // moduleLimits are the bounds of a run that a module's binary carries
