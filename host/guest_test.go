@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -671,5 +672,70 @@ func TestHostFaultEndsTheGuestWithItsCause(t *testing.T) {
 		if strings.Contains(msg, internal) {
 			t.Fatalf("the end would record host internals (%q): %s", internal, msg)
 		}
+	}
+}
+
+// TestJournalQuotaCountsOnAcrossACheckpoint: a run that checkpoints and
+// is interrupted after its second checkpoint is resumed from it, without
+// re-executing the segments before; its journal quota still counts every
+// segment (the checkpoint's response carries the count), so the resumed
+// run stops at the same call as one never interrupted, and replays.
+func TestJournalQuotaCountsOnAcrossACheckpoint(t *testing.T) {
+	code := testutil.BuildGo(t, "host/testdata/agents/segments")
+	ctx := context.Background()
+	// The bytes an unlimited run journals by step 2200, in its third
+	// segment.
+	env := testutil.NewEnv(t, host.Deps{}, host.Config{})
+	res, err := env.Host.Run(ctx, segmentsSpec(code, 2500, 1000))
+	if err != nil || res.Status != journal.StatusCompleted {
+		t.Fatalf("unlimited run: %v %+v", err, res)
+	}
+	var journaled uint64
+	for _, e := range entries(t, env, res.Run) {
+		if e.Op != "" && (e.Phase == journal.PhaseCompleted || e.Phase == journal.PhaseFailed) && e.Step <= 2200 {
+			journaled += uint64(len(e.Request)) + uint64(len(e.Response))
+		}
+	}
+	g, err := host.ParseGrant([]byte(fmt.Sprintf("capabilities: {run: {}}\nlimits: {journal: %d}\n", journaled)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := segmentsSpec(code, 2500, 1000)
+	spec.Grant = g
+	want, err := env.Host.Run(ctx, spec)
+	// Call 2201's request is empty, so it still fits; its response does
+	// not, and the next call is refused.
+	if err != nil || want.Status != journal.StatusFailed || want.Steps != 2201 || !strings.Contains(want.Err.Error(), "quota: journal") {
+		t.Fatalf("limited run: %v %+v; want stopped by its journal quota after 2201 calls", err, want)
+	}
+
+	// The same run, interrupted after its second checkpoint, and resumed.
+	cctx, cancel := context.WithCancel(ctx)
+	var nows atomic.Int64
+	env = testutil.NewEnv(t, host.Deps{Now: func() time.Time {
+		if nows.Add(1) == 2150 { // an entry's time, past the second checkpoint
+			cancel()
+		}
+		return time.Now()
+	}}, host.Config{})
+	res, err = env.Host.Run(cctx, spec)
+	cancel()
+	if !errors.Is(err, host.ErrInterrupted) {
+		t.Fatalf("interrupted run: %v %+v", err, res)
+	}
+	meta, err := env.Store.Meta(ctx, res.Run)
+	if err != nil || meta.Checkpoint == 0 {
+		t.Fatalf("the interrupted run has no checkpoint in its index: %v %+v", err, meta)
+	}
+	got, err := env.Host.Resume(ctx, res.Run)
+	if err != nil || got.Status != journal.StatusFailed || got.Steps != want.Steps || got.Replayed >= 2000 {
+		t.Fatalf("resumed run: %v %+v; want stopped after %d calls, resumed from its last checkpoint", err, got, want.Steps)
+	}
+	j, err := replay.Load(ctx, env.Store, res.Run, journal.TrustKeys(env.Key.Public().(ed25519.PublicKey)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Replay(ctx, env.Engine, code, replay.Options{}); err != nil {
+		t.Fatalf("replay of the resumed run: %v", err)
 	}
 }
