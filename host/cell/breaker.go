@@ -94,6 +94,9 @@ type verdict struct {
 	// why the run is held instead.
 	wait time.Duration
 	hold string
+	// rec is the run's record with the journal counted up to now, for
+	// attempt.
+	rec recoveryRecord
 }
 
 // decide returns what to do with run, unfinished, before its next
@@ -114,44 +117,32 @@ func (b *breaker) decide(ctx context.Context, run journal.RunID) (verdict, error
 	if calls > rec.Calls {
 		rec.Attempts = 0 // progress since the last attempt
 	}
+	rec.Calls, rec.Seq = calls, seq
 	if rec.Attempts >= b.opts.Attempts {
-		rec.Held, rec.Calls, rec.Seq = true, calls, seq
+		rec.Held = true
 		if err := b.save(run, rec); err != nil {
 			return verdict{}, err
 		}
 		return verdict{hold: fmt.Sprintf("held by the crash-loop breaker: %d recoveries in a row made no progress (the daemon died each time with the run at %d calls); agentrt resume RUN continues it", rec.Attempts, calls)}, nil
 	}
+	v := verdict{rec: rec}
 	if rec.Attempts == 0 {
-		return verdict{}, nil
+		return v, nil
 	}
 	wait := b.opts.Backoff << (rec.Attempts - 1)
 	if wait > b.opts.MaxBackoff || wait <= 0 {
 		wait = b.opts.MaxBackoff
 	}
-	if left := time.Unix(0, rec.Last).Add(wait).Sub(b.now()); left > 0 {
-		return verdict{wait: left}, nil
-	}
-	return verdict{}, nil
+	v.wait = time.Unix(0, rec.Last).Add(wait).Sub(b.now())
+	return v, nil
 }
 
-// attempt records, durably, that a recovery of run starts now.
-func (b *breaker) attempt(ctx context.Context, run journal.RunID) error {
-	rec, err := b.load(run)
-	if err != nil {
-		return err
-	}
-	if rec.Held {
-		rec = recoveryRecord{}
-	}
-	calls, seq, err := b.calls(ctx, run, rec)
-	if err != nil {
-		return err
-	}
-	if calls > rec.Calls {
-		rec.Attempts = 0
-	}
+// attempt records, durably, that a recovery of run with the record v.rec
+// (decide's) starts now.
+func (b *breaker) attempt(run journal.RunID, v verdict) error {
+	rec := v.rec
 	rec.Attempts++
-	rec.Calls, rec.Seq, rec.Last = calls, seq, b.now().UnixNano()
+	rec.Last = b.now().UnixNano()
 	return b.save(run, rec)
 }
 
@@ -261,7 +252,7 @@ func (s *Server) recoverRun(ctx context.Context, run journal.RunID, what string)
 		})
 		return false, nil
 	}
-	if err := s.breaker.attempt(ctx, run); err != nil {
+	if err := s.breaker.attempt(run, v); err != nil {
 		s.logf("recover run %s: %v", run, err)
 		return false, nil
 	}
