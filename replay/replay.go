@@ -66,7 +66,7 @@ func (j *Journal) add(e *journal.Entry) {
 	n := j.rec.Len()
 	j.rec.Add(e)
 	if j.rec.Len() > n {
-		j.requests = append(j.requests, e.Request)
+		j.requests = append(j.requests, j.rec.Request(n)) // the recording's copy
 		j.seqs = append(j.seqs, e.Seq)
 	}
 	if e.Phase == journal.PhaseEnd {
