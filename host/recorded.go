@@ -70,6 +70,9 @@ func (r *Recording) op(name string) string {
 	return name
 }
 
+// Step returns the step and op of recorded call i.
+func (r *Recording) Step(i int) (uint64, string) { return r.calls[i].step, r.calls[i].op }
+
 // Request returns the request of recorded call i as the journal holds it,
 // nil when it holds none (a request refused by the size limit).
 func (r *Recording) Request(i int) []byte { return r.calls[i].request }
