@@ -232,9 +232,10 @@ func TestCrashLoopBreakerHoldsARunThatKillsItsDaemon(t *testing.T) {
 	if len(starts) != 4 {
 		t.Fatalf("%d executions before the hold", len(starts))
 	}
-	// (The test sees a run live some polling after it starts.)
+	// The test sees a run live some time after its attempt began (the
+	// backoff counts from there), up to a second on a loaded machine.
 	for i, want := range []time.Duration{2 * time.Second, 4 * time.Second} {
-		if gap := starts[i+2].Sub(starts[i+1]); gap < want-250*time.Millisecond {
+		if gap := starts[i+2].Sub(starts[i+1]); gap < want-time.Second {
 			t.Errorf("recovery %d came %v after the one before; the backoff is %v", i+2, gap, want)
 		}
 	}
