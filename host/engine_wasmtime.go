@@ -50,10 +50,10 @@ type wasmtimeRuntime struct {
 	linker   *wasmtime.Linker
 	cacheDir string
 	maxBytes int64
-	// stopTicks ends the goroutine that advances the engine's epoch; nil
-	// when guests are not interrupted (a benchmark of the cost:
-	// internal/benchknobs).
-	stopTicks chan struct{}
+	// stopTicks ends the goroutine that advances the engine's epoch, and
+	// ticked is closed when it has; nil when guests are not interrupted
+	// (a benchmark of the cost: internal/benchknobs).
+	stopTicks, ticked chan struct{}
 }
 
 // epochTick is how often the engine's epoch advances: every running guest
@@ -126,7 +126,7 @@ func newWasmtime(_ context.Context, cfg EngineConfig) (wasmRuntime, error) {
 	w := &wasmtimeRuntime{engine: engine, linker: wasmtime.NewLinker(engine),
 		maxBytes: int64(cfg.MemoryLimitPages) * 65536}
 	if !cfg.uninterruptible {
-		w.stopTicks = make(chan struct{})
+		w.stopTicks, w.ticked = make(chan struct{}), make(chan struct{})
 		go w.tick()
 	}
 	if cfg.CacheDir != "" {
@@ -226,6 +226,7 @@ func (in *wasmtimeInstance) serve(c *wasmtime.Caller, fn func()) (trap *wasmtime
 
 // tick advances the engine's epoch every epochTick until close.
 func (w *wasmtimeRuntime) tick() {
+	defer close(w.ticked)
 	t := time.NewTicker(epochTick)
 	defer t.Stop()
 	for {
@@ -240,7 +241,9 @@ func (w *wasmtimeRuntime) tick() {
 
 func (w *wasmtimeRuntime) close(context.Context) error {
 	if w.stopTicks != nil {
+		// The ticker must be done with the engine before it is freed.
 		close(w.stopTicks)
+		<-w.ticked
 	}
 	w.linker.Close()
 	w.engine.Close()

@@ -5,6 +5,7 @@ package host
 import (
 	"context"
 	"testing"
+	"time"
 )
 
 // TestWasmtimeWASIMatchesWazero runs the generated WASI programs of
@@ -37,6 +38,23 @@ func TestWasmtimeWASIMatchesWazero(t *testing.T) {
 		}
 		if m1.Name != m2.Name {
 			t.Fatalf("program %d: wasmtime names the module %q, wazero %q", i, m2.Name, m1.Name)
+		}
+	}
+}
+
+// TestWasmtimeEngineClosesWhileItsEpochTicks closes engines at every phase
+// of their epoch ticker's period: the ticker must be done with an engine
+// before it is freed (a tick on a freed engine faulted the process).
+func TestWasmtimeEngineClosesWhileItsEpochTicks(t *testing.T) {
+	ctx := context.Background()
+	for i := range 200 {
+		w, err := newWasmtime(ctx, EngineConfig{MemoryLimitPages: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(i%20) * epochTick / 10)
+		if err := w.close(ctx); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
