@@ -30,7 +30,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `file`")
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
 	only := fs.String("only", "", "measure only these figure groups, e.g. `7` or 2,5 (default: all)")
-	scale := fs.Int("scale", 0, "journal entries of the run figure 9 exports and verifies (default 10000000)")
+	scale := fs.Int("scale", 0, "journal entries of the run figure 11 exports and verifies (default 10000000)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -51,8 +51,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if *only != "" {
 		for _, f := range strings.Split(*only, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n < 1 || n > 9 {
-				fmt.Fprintf(stderr, "agentrt-bench: error: -only %q: figure groups are numbers 1 to 9\n", *only)
+			if err != nil || n < 1 || n > 11 {
+				fmt.Fprintf(stderr, "agentrt-bench: error: -only %q: figure groups are numbers 1 to 11\n", *only)
 				return 2
 			}
 			cfg.Only = append(cfg.Only, n)

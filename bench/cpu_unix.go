@@ -8,7 +8,7 @@ import (
 )
 
 // processCPU returns the CPU time (user + system) this process and its
-// finished children have used: figure 9 measures child processes, whose
+// finished children have used: figure 11 measures child processes, whose
 // work is the harness's, not other processes'.
 func processCPU() time.Duration {
 	var self, children syscall.Rusage

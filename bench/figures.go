@@ -45,10 +45,10 @@ type Config struct {
 	ColdReps int `json:"cold_reps"`
 	// GoAgent builds and cold-starts the Go agent (figure 6a, 6b).
 	GoAgent bool `json:"go_agent"`
-	// ScaleEntries is the number of journal entries of the run figure 9
+	// ScaleEntries is the number of journal entries of the run figure 11
 	// exports and verifies.
 	ScaleEntries int `json:"scale_entries"`
-	// Only, when set, names the figure groups (1 to 9) to measure.
+	// Only, when set, names the figure groups (1 to 11) to measure.
 	Only []int `json:"only,omitempty"`
 
 	// TempDir is where the harness makes its temporary directory; empty:
@@ -99,7 +99,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer h.engine.Close(ctx)
 
 	steps := []func(context.Context) ([]Figure, error){
-		h.roundTrip, h.pureCalls, h.durable, h.groupCommit, h.replay, h.coldStart, h.resume, h.gate, h.scale,
+		h.roundTrip, h.pureCalls, h.durable, h.groupCommit, h.replay, h.coldStart, h.resume, h.gate,
+		h.interrupt, h.memory, h.scale,
 	}
 	defer h.closeRecorded()
 	var noisy []string

@@ -104,6 +104,11 @@ func newBareRuntime(ctx context.Context, cacheDir string) (*bareRuntime, error) 
 		}
 		rc = rc.WithCompilationCache(cache)
 	}
+	return newBareRuntimeWith(ctx, rc)
+}
+
+// newBareRuntimeWith is newBareRuntime with the runtime configured by rc.
+func newBareRuntimeWith(ctx context.Context, rc wazero.RuntimeConfig) (*bareRuntime, error) {
 	b := &bareRuntime{rt: wazero.NewRuntimeWithConfig(ctx, rc)}
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, b.rt); err != nil {
 		b.rt.Close(ctx)

@@ -31,7 +31,7 @@ import (
 // stream, so their memory must not grow with the run.
 
 // scaleChildFlag, as the first argument, makes agentrt-bench one of the
-// child processes of figure 9.
+// child processes of figure 11.
 const scaleChildFlag = "-scale-child"
 
 func (h *harness) scale(ctx context.Context) ([]Figure, error) {
@@ -46,7 +46,7 @@ func (h *harness) scale(ctx context.Context) ([]Figure, error) {
 	if err != nil {
 		return nil, err
 	}
-	h.logf("9 recorded %d entries in %.1f s, peak RSS %.0f MB", n, rec.wall.Seconds(), rec.rssMB)
+	h.logf("11 recorded %d entries in %.1f s, peak RSS %.0f MB", n, rec.wall.Seconds(), rec.rssMB)
 	exp, err := child(ctx, "export", dir, rec.out, bundle)
 	if err != nil {
 		return nil, err
@@ -55,12 +55,12 @@ func (h *harness) scale(ctx context.Context) ([]Figure, error) {
 	if err != nil {
 		return nil, err
 	}
-	h.logf("9a exported %d bytes in %.1f s, peak RSS %.0f MB", info.Size(), exp.wall.Seconds(), exp.rssMB)
+	h.logf("11a exported %d bytes in %.1f s, peak RSS %.0f MB", info.Size(), exp.wall.Seconds(), exp.rssMB)
 	ver, err := child(ctx, "verify", dir, bundle)
 	if err != nil {
 		return nil, err
 	}
-	h.logf("9b verified in %.1f s, peak RSS %.0f MB", ver.wall.Seconds(), ver.rssMB)
+	h.logf("11b verified in %.1f s, peak RSS %.0f MB", ver.wall.Seconds(), ver.rssMB)
 	goal := &Goal{Text: "peak anonymous RSS <= 256 MB", MaxValue: ptr(256)}
 	extra := func(r childRun) map[string]float64 {
 		return map[string]float64{"wall s": r.wall.Seconds(), "entries/s": float64(n) / r.wall.Seconds(),
@@ -68,18 +68,18 @@ func (h *harness) scale(ctx context.Context) ([]Figure, error) {
 			"recording peak RSS MB (getrusage)": rec.rssMB, "recording peak anonymous RSS MB": rec.anonMB, "recording wall s": rec.wall.Seconds()}
 	}
 	return []Figure{{
-		ID: "9a", Name: fmt.Sprintf("export a %s-entry run to a bundle: peak anonymous RSS", millions(n)), Unit: "MB", Better: "lower",
+		ID: "11a", Name: fmt.Sprintf("export a %s-entry run to a bundle: peak anonymous RSS", millions(n)), Unit: "MB", Better: "lower",
 		Value: exp.anonMB, Samples: []float64{exp.anonMB}, Goal: goal, Extra: extra(exp),
 		Measures: fmt.Sprintf("replay.ExportTo of a run of testdata/loop.wat with %d entries, from its badgerstore to a bundle file (%d bytes), "+
 			"in a child process: the child's peak anonymous resident memory (RssAnon of /proc/self/status, sampled every 20 ms), the memory export "+
 			"holds; its peak RSS by getrusage (ru_maxrss, which also counts the pages of the store's table files badger maps and reads: page "+
 			"cache, not held) and its wall time in extra. The run is recorded by another child first (its figures in extra).", n, info.Size()),
 	}, {
-		ID: "9b", Name: fmt.Sprintf("verify the bundle of a %s-entry run offline: peak anonymous RSS", millions(n)), Unit: "MB", Better: "lower",
+		ID: "11b", Name: fmt.Sprintf("verify the bundle of a %s-entry run offline: peak anonymous RSS", millions(n)), Unit: "MB", Better: "lower",
 		Value: ver.anonMB, Samples: []float64{ver.anonMB}, Goal: goal, Extra: extra(ver),
-		Measures: fmt.Sprintf("replay.VerifyBundleReader of the bundle file of 9a (%d entries, %d bytes) with the cell's key, in a child process: "+
+		Measures: fmt.Sprintf("replay.VerifyBundleReader of the bundle file of 11a (%d entries, %d bytes) with the cell's key, in a child process: "+
 			"format, journal verifier, checkpoint, signature and the re-execution of every call on wazero; the child's peak anonymous resident "+
-			"memory as in 9a; its peak RSS by getrusage and its wall time in extra.", n, info.Size()),
+			"memory as in 11a; its peak RSS by getrusage and its wall time in extra.", n, info.Size()),
 	}}, nil
 }
 
@@ -90,7 +90,7 @@ func millions(n int) string {
 	return strconv.Itoa(n)
 }
 
-// childRun is what a child process of figure 9 did.
+// childRun is what a child process of figure 11 did.
 type childRun struct {
 	wall time.Duration
 	// rssMB is the peak RSS by getrusage, anonMB the peak anonymous RSS
@@ -99,7 +99,7 @@ type childRun struct {
 	out           string
 }
 
-// child runs this binary as a child process of figure 9 and measures it.
+// child runs this binary as a child process of figure 11 and measures it.
 func child(ctx context.Context, args ...string) (childRun, error) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -112,7 +112,7 @@ func child(ctx context.Context, args ...string) (childRun, error) {
 	out, err := cmd.Output()
 	wall := time.Since(start)
 	if err != nil {
-		return childRun{}, fmt.Errorf("bench: figure 9 %s: %v\n%s", args[0], err, stderr.String())
+		return childRun{}, fmt.Errorf("bench: figure 11 %s: %v\n%s", args[0], err, stderr.String())
 	}
 	r := childRun{wall: wall, rssMB: peakRSSMB(cmd.ProcessState)}
 	// The child's last line is its peak anonymous RSS in KiB.
@@ -162,7 +162,7 @@ func rssAnonKiB() float64 {
 	return 0
 }
 
-// scaleChild is a child process of figure 9: record DIR N, export DIR RUN
+// scaleChild is a child process of figure 11: record DIR N, export DIR RUN
 // BUNDLE, or verify DIR BUNDLE. The cell's key is DIR/key (its seed, hex).
 func scaleChild(args []string, stdout, stderr io.Writer) int {
 	stop := make(chan struct{})

@@ -49,7 +49,7 @@ func init() {
 		if st, b, ok := decodeRequest(c, &r); !ok {
 			return st, b
 		}
-		return okResponse(&abi.CheckpointResponse{Segment: s.seg.number + 1, Clock: s.clock.now, Header: s.startHash})
+		return okResponse(&abi.CheckpointResponse{Segment: s.seg.number + 1, Clock: s.clock.now, Header: s.startHash, Journal: s.journaled})
 	}})
 	register("run.introspect", handler{serve: func(_ context.Context, s *session, c *Call) (abi.Status, []byte) {
 		if st, b, ok := decodeRequest(c, &abi.Empty{}); !ok {

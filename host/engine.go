@@ -5,7 +5,10 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
+
+	"github.com/agentrt/agentrt/internal/benchknobs"
 )
 
 // Engine kinds, for EngineConfig.Kind.
@@ -31,9 +34,17 @@ type EngineConfig struct {
 	// CacheDir holds the engine's compilation cache; a module compiled once
 	// is loaded from it in a fraction of the time. Empty: no disk cache.
 	CacheDir string
-	// MemoryLimitPages caps a guest's linear memory (64 KiB pages).
-	// Zero: 16384 pages (1 GiB).
+	// MemoryLimitPages caps a guest's linear memory (64 KiB pages), for
+	// every run: a run's own limit (Limits.MemoryPages) is lower or
+	// equal. Zero: 16384 pages (1 GiB).
 	MemoryLimitPages uint32
+	// Compile bounds what compiling a module may cost; zero fields take
+	// the defaults of DefaultCompileLimits.
+	Compile CompileLimits
+
+	// uninterruptible is internal/benchknobs.NoGuestInterrupt when the
+	// engine was made: guests cannot be stopped between calls.
+	uninterruptible bool
 }
 
 // ErrEngineUnavailable is returned by NewEngine for an engine kind this
@@ -46,11 +57,35 @@ var ErrEngineUnavailable = errors.New("engine not built in")
 // adapter, and every adapter serves the same capability modules and the
 // same virtual WASI.
 type Engine struct {
-	kind string
-	rt   wasmRuntime
+	kind   string
+	rt     wasmRuntime
+	limits CompileLimits
+	// maxPages is the engine's cap on a memory (EngineConfig.MemoryLimitPages).
+	maxPages uint32
+
+	// compiling holds a token for every compilation under way: a few at
+	// a time, so that modules submitted together queue instead of taking
+	// every core of the host.
+	compiling chan struct{}
 
 	mu       sync.Mutex
-	compiled map[[32]byte]*Module
+	compiled map[compileKey]*compiling
+}
+
+// compileKey names a compiled module: the bytes it was compiled from and
+// the limits rewritten into it.
+type compileKey struct {
+	sum [32]byte
+	ml  moduleLimits
+}
+
+// compiling is a module being compiled, or compiled: done is closed when
+// m or err is set. Every caller that asks for it meanwhile waits for the
+// one compilation.
+type compiling struct {
+	done chan struct{}
+	m    *Module
+	err  error
 }
 
 // Module is a compiled agent module.
@@ -58,8 +93,6 @@ type Module struct {
 	SHA256  []byte
 	Name    string
 	Imports []Import
-	// start says whether the module exports a _start function.
-	start bool
 	// compiled is the adapter's compiled module.
 	compiled any
 }
@@ -70,9 +103,14 @@ type Module struct {
 // from the adapter's host function straight to session.call, with the
 // instance's memory (session.mem) behind the memory interface.
 type wasmRuntime interface {
-	// compile compiles code and fills in m's Name, Imports (functions and
-	// memories), start and compiled.
+	// compile compiles code (checked and rewritten by the host: see
+	// Engine.compile) and fills in m's Name and compiled. It stops when ctx
+	// ends if the engine can.
 	compile(ctx context.Context, code []byte, m *Module) error
+	// instruments says whether the host must rewrite modules with the
+	// yield instrumentation (wasmModule.rewrite) for this engine: one
+	// that cannot interrupt guest code itself.
+	instruments() bool
 	// instantiate instantiates m for the current segment of session s: the
 	// capability modules call s.call and s.take, WASI is the virtual WASI
 	// of s (newVirtualWASI), and s.mem is set to the instance's memory. No
@@ -106,6 +144,11 @@ func NewEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
 	if cfg.MemoryLimitPages == 0 {
 		cfg.MemoryLimitPages = 16384
 	}
+	if cfg.MemoryLimitPages > 65536 {
+		return nil, fmt.Errorf("host: MemoryLimitPages %d is over 65536 (4 GiB), the most a 32-bit memory has", cfg.MemoryLimitPages)
+	}
+	cfg.Compile = cfg.Compile.withDefaults()
+	cfg.uninterruptible = benchknobs.NoGuestInterrupt.Load()
 	var rt wasmRuntime
 	var err error
 	switch cfg.Kind {
@@ -120,7 +163,8 @@ func NewEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Engine{kind: cfg.Kind, rt: rt, compiled: map[[32]byte]*Module{}}, nil
+	return &Engine{kind: cfg.Kind, rt: rt, limits: cfg.Compile, maxPages: cfg.MemoryLimitPages,
+		compiling: make(chan struct{}, max(1, runtime.NumCPU()/2)), compiled: map[compileKey]*compiling{}}, nil
 }
 
 // EngineAvailable reports whether this binary has the engine kind: wazero
@@ -142,29 +186,101 @@ func (e *Engine) Kind() string { return e.kind }
 func (e *Engine) Close(ctx context.Context) error { return e.rt.close(ctx) }
 
 // ErrNotWasm is returned by Compile for bytes that are not a WebAssembly
-// module.
-var ErrNotWasm = errors.New("not a WebAssembly module (missing \\0asm magic)")
+// module. It wraps ErrBadModule.
+var ErrNotWasm error = &refusal{msg: "not a WebAssembly module (missing \\0asm magic)"}
 
-// Compile compiles code, or returns the module compiled before from the same
-// bytes.
+// Compile compiles code for a run with the default limits (DefaultLimits),
+// or returns the module compiled before from the same bytes. See compile.
 func (e *Engine) Compile(ctx context.Context, code []byte) (*Module, error) {
-	sum := sha256.Sum256(code)
+	return e.compile(ctx, code, e.runLimits(DefaultLimits()))
+}
+
+// runLimits returns the module limits of a run with limits l on this
+// engine: its memory within the engine's cap.
+func (e *Engine) runLimits(l Limits) moduleLimits {
+	ml := l.module()
+	ml.memoryPages = min(ml.memoryPages, e.maxPages)
+	return ml
+}
+
+// ErrCompileTimeout is wrapped by the error Compile returns for a module
+// whose compilation outlasted the engine's limit (CompileLimits.Timeout).
+var ErrCompileTimeout = errors.New("compilation took too long")
+
+// compile checks code against the engine's compile limits and the run's
+// module limits ml, rewrites it for them (wasmModule.rewrite) and compiles
+// it, or returns the module compiled before from the same bytes for the
+// same limits. The check reads the module once, in time linear in its
+// size, before an engine sees it. The compilation runs on its own, bounded
+// by the engine's timeout and not by ctx: a caller whose ctx ends stops
+// waiting, and the compilation goes on (to the timeout at most) for the
+// next caller. Every error for a module the host refuses wraps
+// ErrBadModule.
+func (e *Engine) compile(ctx context.Context, code []byte, ml moduleLimits) (*Module, error) {
+	key := compileKey{sum: sha256.Sum256(code), ml: ml}
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if m, ok := e.compiled[sum]; ok {
-		return m, nil
+	c, ok := e.compiled[key]
+	if !ok {
+		c = &compiling{done: make(chan struct{})}
+		e.compiled[key] = c
+		go e.build(c, key, code)
 	}
-	if len(code) < 8 || string(code[:4]) != "\x00asm" {
-		return nil, ErrNotWasm
+	e.mu.Unlock()
+	select {
+	case <-c.done:
+		return c.m, c.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("compile: %w", context.Cause(ctx))
 	}
-	m := &Module{SHA256: sum[:]}
-	if err := e.rt.compile(ctx, code, m); err != nil {
+}
+
+// build compiles code for c; a failure is not kept, so that a later call
+// tries again.
+func (e *Engine) build(c *compiling, key compileKey, code []byte) {
+	defer close(c.done)
+	e.compiling <- struct{}{}
+	c.m, c.err = e.prepare(code, key)
+	<-e.compiling
+	if c.err != nil {
+		e.mu.Lock()
+		delete(e.compiled, key)
+		e.mu.Unlock()
+	}
+}
+
+func (e *Engine) prepare(code []byte, key compileKey) (*Module, error) {
+	wm, err := readModule(code, e.limits)
+	if err != nil {
+		if errors.Is(err, ErrNotWasm) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("compile: %w", err)
 	}
-	if !m.start {
-		return nil, fmt.Errorf("compile: module exports no _start function (build a command module: GOOS=wasip1, or a C main)")
+	if err := wm.checkRun(key.ml); err != nil {
+		return nil, fmt.Errorf("compile: %w", err)
 	}
-	e.compiled[sum] = m
+	bin, err := wm.rewrite(key.ml, e.rt.instruments())
+	if err != nil {
+		return nil, fmt.Errorf("compile: %w", err)
+	}
+	m := &Module{SHA256: key.sum[:], Imports: wm.importsOf()}
+	ctx, cancel := context.WithTimeout(context.Background(), e.limits.Timeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- e.rt.compile(ctx, bin, m) }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		// wazero stops at its next function; wasmtime cannot be stopped
+		// and finishes in the background, bounded by the static limits.
+		err = ctx.Err()
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("compile: %w", &refusal{msg: fmt.Sprintf("%v: over the limit of %v (CompileLimits.Timeout)", ErrCompileTimeout, e.limits.Timeout), limit: true, cause: ErrCompileTimeout})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("compile: %w", &refusal{msg: err.Error()})
+	}
 	return m, nil
 }
 

@@ -2,6 +2,24 @@
 
 package host
 
+/*
+#include <stdint.h>
+#include <stdlib.h>
+
+// wasmtime's C API for an epoch deadline callback, which wasmtime-go does
+// not wrap; the library is linked by wasmtime-go.
+typedef struct wasmtime_store wasmtime_store_t;
+typedef struct wasmtime_context wasmtime_context_t;
+typedef struct wasmtime_error wasmtime_error_t;
+typedef uint8_t wasmtime_update_deadline_kind_t;
+extern void wasmtime_store_epoch_deadline_callback(wasmtime_store_t *store,
+	wasmtime_error_t *(*func)(wasmtime_context_t *, void *, uint64_t *, wasmtime_update_deadline_kind_t *),
+	void *data, void (*finalizer)(void *));
+extern wasmtime_error_t *wasmtime_error_new(const char *message);
+extern wasmtime_error_t *agentrtEpochDeadline(wasmtime_context_t *, void *, uint64_t *, wasmtime_update_deadline_kind_t *);
+*/
+import "C"
+
 import (
 	"context"
 	"crypto/sha256"
@@ -10,7 +28,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/cgo"
 	"strings"
+	"time"
+	"unsafe"
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/bytecodealliance/wasmtime-go/v39"
@@ -29,7 +50,18 @@ type wasmtimeRuntime struct {
 	linker   *wasmtime.Linker
 	cacheDir string
 	maxBytes int64
+	// stopTicks ends the goroutine that advances the engine's epoch, and
+	// ticked is closed when it has; nil when guests are not interrupted
+	// (a benchmark of the cost: internal/benchknobs).
+	stopTicks, ticked chan struct{}
 }
+
+// epochTick is how often the engine's epoch advances: every running guest
+// checks then whether it must stop (epochDeadline), so a cancel, a drain
+// or a budget stops a guest that computes within about this long.
+// wasmtime's epoch check in the compiled code is a load and a compare at
+// function entries and loop headers.
+const epochTick = 10 * time.Millisecond
 
 // wasmtimeInstance is one instance with its store, and the state its host
 // functions share: the session, its virtual WASI, and the panic that
@@ -42,6 +74,9 @@ type wasmtimeInstance struct {
 	wasi     *preview1
 	mem      wasmtimeMemory
 	panicked any
+	// handle is the C memory holding the cgo.Handle of the instance that
+	// its epoch callback gets.
+	handle unsafe.Pointer
 }
 
 // wasmtimeMemory is an instance's memory, read and written through the
@@ -86,6 +121,7 @@ const wasmtimeBuilt = true
 
 func newWasmtime(_ context.Context, cfg EngineConfig) (wasmRuntime, error) {
 	wc := wasmtime.NewConfig()
+	wc.SetEpochInterruption(!cfg.uninterruptible)
 	// WebAssembly 2.0 and nothing beyond it (abi/SPEC.md §10.8), as
 	// wazero accepts: a module wasmtime alone ran could not be replayed on
 	// wazero, and threads and relaxed SIMD are nondeterministic by design.
@@ -102,6 +138,10 @@ func newWasmtime(_ context.Context, cfg EngineConfig) (wasmRuntime, error) {
 	engine := wasmtime.NewEngineWithConfig(wc)
 	w := &wasmtimeRuntime{engine: engine, linker: wasmtime.NewLinker(engine),
 		maxBytes: int64(cfg.MemoryLimitPages) * 65536}
+	if !cfg.uninterruptible {
+		w.stopTicks, w.ticked = make(chan struct{}), make(chan struct{})
+		go w.tick()
+	}
 	if cfg.CacheDir != "" {
 		w.cacheDir = filepath.Join(cfg.CacheDir, "wasmtime")
 		if err := os.MkdirAll(w.cacheDir, 0o755); err != nil {
@@ -197,12 +237,39 @@ func (in *wasmtimeInstance) serve(c *wasmtime.Caller, fn func()) (trap *wasmtime
 	return nil
 }
 
+// tick advances the engine's epoch every epochTick until close.
+func (w *wasmtimeRuntime) tick() {
+	defer close(w.ticked)
+	t := time.NewTicker(epochTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			w.engine.IncrementEpoch()
+		case <-w.stopTicks:
+			return
+		}
+	}
+}
+
 func (w *wasmtimeRuntime) close(context.Context) error {
+	if w.stopTicks != nil {
+		// The ticker must be done with the engine before it is freed.
+		close(w.stopTicks)
+		<-w.ticked
+	}
 	w.linker.Close()
 	w.engine.Close()
 	return nil
 }
 
+// wasmtime interrupts guest code itself (epochs): modules need no yield
+// instrumentation, and a guest in wasm is in a cgo call, which does not
+// hold up the Go runtime's collections.
+func (w *wasmtimeRuntime) instruments() bool { return false }
+
+// compile cannot be stopped once started (a cgo call): the host's static
+// limits bound it (CompileLimits).
 func (w *wasmtimeRuntime) compile(_ context.Context, code []byte, m *Module) error {
 	mod, err := w.load(code)
 	if err != nil {
@@ -212,20 +279,6 @@ func (w *wasmtimeRuntime) compile(_ context.Context, code []byte, m *Module) err
 		return err
 	}
 	m.compiled = mod
-	for _, im := range mod.Imports() {
-		name := ""
-		if n := im.Name(); n != nil {
-			name = *n
-		}
-		if t := im.Type(); t.FuncType() != nil || t.MemoryType() != nil {
-			m.Imports = append(m.Imports, Import{Module: im.Module(), Name: name})
-		}
-	}
-	for _, ex := range mod.Exports() {
-		if ex.Name() == "_start" && ex.Type().FuncType() != nil {
-			m.start = true
-		}
-	}
 	m.Name = moduleName(code)
 	return nil
 }
@@ -270,18 +323,76 @@ func (w *wasmtimeRuntime) instantiate(ctx context.Context, m *Module, s *session
 	in.wasi.mem = &in.mem
 	in.store = wasmtime.NewStoreWithData(w.engine, in)
 	in.mem.store = in.store
-	in.store.Limiter(w.maxBytes, -1, -1, -1, -1)
+	// The module's tables and memory have maxima within the run's limits
+	// already (wasmModule.rewrite); the store's limiter holds to them too.
+	in.store.Limiter(w.storeLimits(s.limits))
+	if w.stopTicks != nil {
+		in.watchEpochs()
+	}
+	s.mem = noMemory{}
 	inst, err := w.linker.Instantiate(in.store, m.compiled.(*wasmtime.Module))
 	if err != nil {
-		in.store.Close()
+		in.close(ctx)
 		return nil, err
 	}
 	in.inst = inst
 	if ex := inst.GetExport(in.store, "memory"); ex != nil {
 		in.mem.mem = ex.Memory()
 	}
+	if in.mem.mem == nil {
+		in.close(ctx)
+		return nil, errors.New("the module exports no memory named \"memory\"")
+	}
 	s.mem = &in.mem
 	return in, nil
+}
+
+// storeLimits are the arguments of Store.Limiter for a run with limits l;
+// a zero limit (a session made without limits, in tests) leaves the
+// engine's cap or wasmtime's default.
+func (w *wasmtimeRuntime) storeLimits(l Limits) (memory, elements, instances, tables, memories int64) {
+	memory, elements, tables = w.maxBytes, -1, -1
+	if l.MemoryPages > 0 {
+		memory = min(memory, int64(l.MemoryPages)*65536)
+	}
+	if l.TableElements > 0 {
+		elements = int64(l.TableElements)
+	}
+	if l.Tables > 0 {
+		tables = int64(l.Tables)
+	}
+	return memory, elements, 1, tables, 1
+}
+
+// watchEpochs makes the store check, at every epoch tick while its guest
+// runs, whether the guest must stop (epochDeadline).
+func (in *wasmtimeInstance) watchEpochs() {
+	in.handle = C.malloc(C.size_t(unsafe.Sizeof(C.uintptr_t(0))))
+	*(*C.uintptr_t)(in.handle) = C.uintptr_t(cgo.NewHandle(in))
+	in.store.SetEpochDeadline(1)
+	// wasmtime-go keeps the store's C pointer as the first field of
+	// wasmtime.Store and exposes no way to set the callback; the test of
+	// a stopped guest (TestSpinningGuestIsStopped) proves this holds for
+	// the wasmtime-go version in go.mod.
+	ptr := *(**C.wasmtime_store_t)(unsafe.Pointer(in.store))
+	C.wasmtime_store_epoch_deadline_callback(ptr, (*[0]byte)(C.agentrtEpochDeadline), in.handle, nil)
+}
+
+// agentrtEpochDeadline is a store's epoch callback: it traps the guest when
+// its run must stop (session.checkStop, the same check as at a call), and
+// otherwise lets it run to the next tick.
+//
+//export agentrtEpochDeadline
+func agentrtEpochDeadline(_ *C.wasmtime_context_t, data unsafe.Pointer, delta *C.uint64_t, kind *C.wasmtime_update_deadline_kind_t) *C.wasmtime_error_t {
+	in := cgo.Handle(*(*C.uintptr_t)(data)).Value().(*wasmtimeInstance)
+	if err := in.s.checkStop(); err != nil {
+		in.panicked = err
+		msg := C.CString("agentrt: the guest was stopped")
+		defer C.free(unsafe.Pointer(msg))
+		return C.wasmtime_error_new(msg)
+	}
+	*delta, *kind = 1, 0
+	return nil
 }
 
 // start runs _start. A trap that a host function's panic caused returns
@@ -357,7 +468,14 @@ func wasmtimeStack(err error) string {
 	return strings.Join(lines, "\n\t")
 }
 
-func (in *wasmtimeInstance) close(context.Context) { in.store.Close() }
+func (in *wasmtimeInstance) close(context.Context) {
+	in.store.Close()
+	if in.handle != nil {
+		cgo.Handle(*(*C.uintptr_t)(in.handle)).Delete()
+		C.free(in.handle)
+		in.handle = nil
+	}
+}
 
 // moduleName returns the module name of code's name section, as wazero's
 // CompiledModule.Name does; "" when it has none.

@@ -8,6 +8,7 @@ import (
 	"github.com/agentrt/agentrt/abi"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
 )
@@ -15,7 +16,12 @@ import (
 // wazeroRuntime is the default engine adapter: pure Go, and the reference
 // the virtual WASI of the other adapters is tested against (wazero's own
 // wasi_snapshot_preview1, configured by moduleConfig).
-type wazeroRuntime struct{ rt wazero.Runtime }
+type wazeroRuntime struct {
+	rt wazero.Runtime
+	// instrument says modules are rewritten with yields (always, but in a
+	// benchmark of their cost: internal/benchknobs).
+	instrument bool
+}
 
 func newWazero(ctx context.Context, cfg EngineConfig) (*wazeroRuntime, error) {
 	rc := wazero.NewRuntimeConfigCompiler()
@@ -41,44 +47,67 @@ func newWazero(ctx context.Context, cfg EngineConfig) (*wazeroRuntime, error) {
 			return nil, err
 		}
 	}
-	return &wazeroRuntime{rt: rt}, nil
+	if err := instantiateYield(ctx, rt); err != nil {
+		rt.Close(ctx)
+		return nil, err
+	}
+	return &wazeroRuntime{rt: rt, instrument: !cfg.uninterruptible}, nil
 }
 
 func (w *wazeroRuntime) close(ctx context.Context) error { return w.rt.Close(ctx) }
 
+// wazero cannot interrupt compiled code from outside but by exiting to Go
+// at every loop iteration (WithCloseOnContextDone: 23 times slower on a
+// tight loop here), and its compiled code cannot be preempted by the Go
+// runtime, so a guest that never calls the host would also hold up every
+// garbage collection of the process. The host's rewrite makes every guest
+// call yield regularly instead (wasmModule.rewrite).
+func (w *wazeroRuntime) instruments() bool { return w.instrument }
+
+// compileWorkers is how many goroutines compile a module: with more than
+// one, wazero checks its context between functions, so a compilation past
+// its time limit stops.
+const compileWorkers = 2
+
 func (w *wazeroRuntime) compile(ctx context.Context, code []byte, m *Module) error {
-	cm, err := w.rt.CompileModule(ctx, code)
+	cm, err := w.rt.CompileModule(experimental.WithCompilationWorkers(ctx, compileWorkers), code)
 	if err != nil {
 		return err
 	}
 	m.Name, m.compiled = cm.Name(), cm
-	for _, f := range cm.ImportedFunctions() {
-		mod, name, _ := f.Import()
-		m.Imports = append(m.Imports, Import{Module: mod, Name: name})
-	}
-	for _, mem := range cm.ImportedMemories() {
-		mod, name, _ := mem.Import()
-		m.Imports = append(m.Imports, Import{Module: mod, Name: name})
-	}
-	_, m.start = cm.ExportedFunctions()["_start"]
 	return nil
 }
 
 func (w *wazeroRuntime) instantiate(ctx context.Context, m *Module, s *session) (instance, error) {
-	inst, err := w.rt.InstantiateModule(ctx, m.compiled.(wazero.CompiledModule), moduleConfig(s))
+	// No guest code runs during instantiation (a module with a start
+	// function is refused), so no call can come before s.mem is set; a
+	// call that did would fault.
+	s.mem = noMemory{}
+	actx, release := withMemoryAllocator(ctx)
+	inst, err := w.rt.InstantiateModule(actx, m.compiled.(wazero.CompiledModule), moduleConfig(s))
 	if err != nil {
+		release()
 		return nil, err
 	}
 	// The capability modules are called by this instance only, so its
 	// memory is the one every call of the segment reads and writes.
-	s.mem = nil
-	if mem := inst.Memory(); mem != nil {
-		s.mem = mem
+	// (Memory() would return a non-nil interface holding a nil pointer
+	// for a module without memory; ExportedMemory returns nil.)
+	mem := inst.ExportedMemory("memory")
+	if mem == nil {
+		inst.Close(ctx)
+		release()
+		return nil, errors.New("the module exports no memory named \"memory\"")
 	}
-	return wazeroInstance{inst}, nil
+	s.mem = mem
+	return wazeroInstance{inst, release}, nil
 }
 
-type wazeroInstance struct{ api.Module }
+type wazeroInstance struct {
+	api.Module
+	// release unmaps the instance's memory, after it is closed.
+	release func()
+}
 
 // start runs _start; wazero turns a host function's panic into an error
 // that wraps it and ends with the wasm stack trace.
@@ -91,7 +120,10 @@ func (i wazeroInstance) start(ctx context.Context) error {
 	return err
 }
 
-func (i wazeroInstance) close(ctx context.Context) { i.Close(ctx) }
+func (i wazeroInstance) close(ctx context.Context) {
+	i.Close(ctx)
+	i.release()
+}
 
 // moduleConfig is the virtual WASI (see newVirtualWASI) as wazero's
 // wasi_snapshot_preview1 serves it: the same clock, random stream and
@@ -109,6 +141,23 @@ func moduleConfig(s *session) wazero.ModuleConfig {
 		WithNanosleep(v.clock.sleep).
 		WithOsyield(func() {}).
 		WithStartFunctions()
+}
+
+// instantiateYield registers the host module that instrumented guests
+// call to yield (wasmModule.rewrite): a guest is stopped there, between two
+// calls, as at a call; otherwise yield returns the next countdown.
+func instantiateYield(ctx context.Context, rt wazero.Runtime) error {
+	_, err := rt.NewHostModuleBuilder(yieldModule).
+		NewFunctionBuilder().
+		WithGoFunction(api.GoFunc(func(ctx context.Context, stack []uint64) {
+			if err := sessionFrom(ctx).checkStop(); err != nil {
+				panic(err)
+			}
+			stack[0] = yieldInterval
+		}), nil, []api.ValueType{api.ValueTypeI32}).
+		Export(yieldFunc).
+		Instantiate(ctx)
+	return err
 }
 
 // instantiateCapability registers the host module of capability c. Its call

@@ -72,6 +72,11 @@ type eventBuffer struct {
 	// replaying drops every event: a resumed run re-executes calls whose
 	// output was logged the first time.
 	replaying bool
+	// limit is the run's log quota (Limits.LogBytes; zero: none) and kept
+	// the bytes of output taken so far, over every execution of the run.
+	// Output past the quota is dropped, and the drop said once.
+	limit, kept uint64
+	overQuota   bool
 
 	mu      sync.Mutex
 	buf     []Event
@@ -85,6 +90,22 @@ func (b *eventBuffer) add(e Event) {
 	}
 	e.Run = b.run
 	e.Time = b.now().UnixNano()
+	if b.limit > 0 {
+		if b.kept+uint64(len(e.Data)) > b.limit {
+			if !b.overQuota {
+				b.overQuota = true
+				b.push(Event{Run: b.run, Time: e.Time, Kind: EventStderr,
+					Data: fmt.Appendf(nil, "agentrt: the run's log quota of %d bytes is used up (limits.log): its further output is dropped\n", b.limit)})
+			}
+			return
+		}
+		b.kept += uint64(len(e.Data))
+	}
+	b.push(e)
+}
+
+// push passes e to the sink and keeps it for the event log.
+func (b *eventBuffer) push(e Event) {
 	if b.sink != nil {
 		b.sink(e)
 	}

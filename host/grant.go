@@ -33,6 +33,10 @@ type Grant struct {
 	// Budget holds the budget ceilings of the run's token, when it has
 	// any. Not part of a grant file: it comes from the verified token.
 	Budget *capability.Budget `yaml:"-" cbor:"budget,omitempty"`
+	// Limits are the run's limits: in a grant file, those of its limits
+	// section (a sibling of capabilities:), which may only lower the
+	// cell's; in a run header, every limit the run had (Limits).
+	Limits *Limits `yaml:"-" cbor:"limits,omitempty"`
 }
 
 // RunGrant allows the run capability (input, output, log, introspect).
@@ -104,9 +108,11 @@ func ParseGrantFile(path string, b []byte) (*Grant, error) {
 //	  run: {}
 //	  kv: {namespace: crawler}
 //	  http: {hosts: ["127.0.0.1:8080"]}
+//	limits: {memory: 256MiB, calls: 100000}   # optional: see Limits
 func ParseGrant(b []byte) (*Grant, error) {
 	var doc struct {
-		Capabilities *Grant `yaml:"capabilities"`
+		Capabilities *Grant       `yaml:"capabilities"`
+		Limits       *grantLimits `yaml:"limits"`
 	}
 	if err := yamlkeys.Check(b, reflect.TypeOf(doc)); err != nil {
 		var uk *yamlkeys.UnknownKeyError
@@ -126,6 +132,13 @@ func ParseGrant(b []byte) (*Grant, error) {
 	g := doc.Capabilities
 	if err := g.Check(); err != nil {
 		return nil, err
+	}
+	if doc.Limits != nil {
+		l, err := doc.Limits.limits()
+		if err != nil {
+			return nil, err
+		}
+		g.Limits = l
 	}
 	return g, nil
 }

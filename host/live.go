@@ -135,12 +135,39 @@ func (h *Host) Cancel(ctx context.Context, run journal.RunID) error {
 	case meta.Status == journal.StatusCancelled:
 		return nil
 	}
+	meta.Status = journal.StatusCancelled
+	return h.mark(ctx, run, &meta)
+}
+
+// Hold marks run, which is not executing here, held: a cell does not
+// resume it on its own, and Resume continues it (the crash-loop breaker of
+// host/cell holds a run whose recoveries keep ending with the daemon's
+// death). why is recorded in the index (RunMeta.Error). Hold returns
+// ErrActive for a run this host is executing and ErrFinished for one that
+// has ended.
+func (h *Host) Hold(ctx context.Context, run journal.RunID, why string) error {
+	if h.live.get(run) != nil {
+		return fmt.Errorf("%w: %s", ErrActive, run)
+	}
+	meta, err := h.deps.Store.Meta(ctx, run)
+	if err != nil {
+		return err
+	}
+	if meta.Status.Finished() {
+		return fmt.Errorf("%w: run %s ended %s", ErrFinished, run, meta.Status)
+	}
+	meta.Status, meta.Error = journal.StatusHeld, why
+	return h.mark(ctx, run, &meta)
+}
+
+// mark writes meta, the index record of run, which no process executes:
+// under the run's lease, so that no other cell is running it, and fenced
+// on the journal's length.
+func (h *Host) mark(ctx context.Context, run journal.RunID, meta *journal.RunMeta) error {
 	if h.deps.Leases != nil {
-		// Taking the lease proves no other cell is running it; the fencing
-		// on the journal's length below covers the rest.
 		l, err := h.deps.Leases.Acquire(ctx, run, h.deps.Key.Public().(ed25519.PublicKey), h.deps.Now(), h.cfg.LeaseTTL)
 		if err != nil {
-			return fmt.Errorf("host: cancel %s: %w", run, err)
+			return fmt.Errorf("host: mark %s %s: %w", run, meta.Status, err)
 		}
 		defer h.deps.Leases.Release(context.WithoutCancel(ctx), l)
 	}
@@ -148,8 +175,7 @@ func (h *Host) Cancel(ctx context.Context, run journal.RunID) error {
 	if err := h.deps.Store.Records(ctx, run, 0, func(seq uint64, _ []byte) error { n = seq + 1; return nil }); err != nil {
 		return err
 	}
-	meta.Status = journal.StatusCancelled
-	return h.deps.Store.Commit(ctx, &journal.Batch{Run: run, Next: n, Meta: &meta, Durable: true})
+	return h.deps.Store.Commit(ctx, &journal.Batch{Run: run, Next: n, Meta: meta, Durable: true})
 }
 
 // Drain stops every run this host is executing at its next step boundary,

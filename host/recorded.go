@@ -29,7 +29,53 @@ type Recording struct {
 	err         error
 	// startHash is the hash of the run's start entry.
 	startHash []byte
+	// buf holds copies of the calls' requests, responses and hashes, so
+	// that a recording keeps only them and not every record it was read
+	// from; ops interns the op names.
+	buf []byte
+	ops map[string]string
 }
+
+// keepChunk is the size of the chunks a Recording copies the bytes it
+// keeps into.
+const keepChunk = 64 << 10
+
+// keep copies b into the recording's chunks (nil stays nil).
+func (r *Recording) keep(b []byte) []byte {
+	switch {
+	case b == nil:
+		return nil
+	case len(b) == 0:
+		return []byte{}
+	case len(b) > keepChunk/8:
+		return bytes.Clone(b)
+	}
+	if cap(r.buf)-len(r.buf) < len(b) {
+		r.buf = make([]byte, 0, keepChunk)
+	}
+	n := len(r.buf)
+	r.buf = append(r.buf, b...)
+	return r.buf[n:len(r.buf):len(r.buf)]
+}
+
+// op returns the interned op name.
+func (r *Recording) op(name string) string {
+	if o, ok := r.ops[name]; ok {
+		return o
+	}
+	if r.ops == nil {
+		r.ops = map[string]string{}
+	}
+	r.ops[name] = name
+	return name
+}
+
+// Step returns the step and op of recorded call i.
+func (r *Recording) Step(i int) (uint64, string) { return r.calls[i].step, r.calls[i].op }
+
+// Request returns the request of recorded call i as the journal holds it,
+// nil when it holds none (a request refused by the size limit).
+func (r *Recording) Request(i int) []byte { return r.calls[i].request }
 
 // LoadRecording verifies the journal of run in store, with seals by keys
 // trust approves, and collects its calls.
@@ -142,11 +188,11 @@ var ErrRecordingEnd = errors.New("host: the journal of an unfinished run ends he
 func (r *Recording) Add(e *journal.Entry) {
 	switch e.Phase {
 	case journal.PhaseIntent:
-		r.calls = append(r.calls, recordedCall{step: e.Step, op: e.Op, inputHash: e.InputHash, request: e.Request})
+		r.calls = append(r.calls, recordedCall{step: e.Step, op: r.op(e.Op), inputHash: r.keep(e.InputHash), request: r.keep(e.Request)})
 	case journal.PhaseCompleted, journal.PhaseFailed:
 		if n := len(r.calls); n > 0 && r.calls[n-1].step == e.Step && !r.calls[n-1].done {
 			c := &r.calls[n-1]
-			c.status, c.response, c.done = abi.Status(e.Status), e.Response, true
+			c.status, c.response, c.done = abi.Status(e.Status), r.keep(e.Response), true
 			return
 		}
 		if r.lastSegment && e.Op == "run.checkpoint" && e.Phase == journal.PhaseCompleted {
@@ -160,8 +206,8 @@ func (r *Recording) Add(e *journal.Entry) {
 			r.base, r.baseStep, r.calls = *next, e.Step, r.calls[:0]
 			return
 		}
-		r.calls = append(r.calls, recordedCall{step: e.Step, op: e.Op, inputHash: e.InputHash, request: e.Request,
-			status: abi.Status(e.Status), response: e.Response, done: true})
+		r.calls = append(r.calls, recordedCall{step: e.Step, op: r.op(e.Op), inputHash: r.keep(e.InputHash), request: r.keep(e.Request),
+			status: abi.Status(e.Status), response: r.keep(e.Response), done: true})
 	case journal.PhaseEnd:
 		r.finished = true
 	}

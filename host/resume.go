@@ -54,11 +54,12 @@ func (h *Host) Reopen(ctx context.Context, run journal.RunID) (*Started, error) 
 	if err != nil {
 		return nil, err
 	}
-	m, err := h.engine.Compile(ctx, code)
+	grant, err := DecodeGrant(hdr.Grant)
 	if err != nil {
 		return nil, err
 	}
-	grant, err := DecodeGrant(hdr.Grant)
+	limits := grant.recordedLimits()
+	m, err := h.engine.compile(ctx, code, h.engine.runLimits(limits))
 	if err != nil {
 		return nil, err
 	}
@@ -77,9 +78,9 @@ func (h *Host) Reopen(ctx context.Context, run journal.RunID) (*Started, error) 
 		return nil, err
 	}
 	if meta.Status != journal.StatusRunning {
-		// A cancelled run runs again: its index record says so with the
-		// lease entry.
-		meta.Status = journal.StatusRunning
+		// A cancelled or held run runs again: its index record says so
+		// with the lease entry.
+		meta.Status, meta.Error = journal.StatusRunning, ""
 		if err := w.Commit(ctx, &meta, false); err != nil {
 			lease.release(ctx)
 			h.live.leave(run)
@@ -96,14 +97,25 @@ func (h *Host) Reopen(ctx context.Context, run journal.RunID) (*Started, error) 
 	if meta.MaxRequest > 0 {
 		maxRequest = int(meta.MaxRequest)
 	}
-	events := &eventBuffer{run: run, now: h.deps.Now, sink: h.deps.Sink, keep: h.deps.Events != nil, replaying: true}
+	events := &eventBuffer{run: run, now: h.deps.Now, sink: h.deps.Sink, keep: h.deps.Events != nil, replaying: true,
+		limit: limits.LogBytes}
+	if h.deps.Events != nil {
+		// The log quota counts what earlier executions of the run kept.
+		_ = h.deps.Events.Events(ctx, run, func(b []byte) error {
+			events.kept += uint64(len(b))
+			return nil
+		})
+	}
 	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease, meta: &meta}
 	p := &resumePath{rec: rec, live: live, events: events}
 	p.doubtStep, _, p.doubt = rec.InDoubt()
+	p.past = rec.Len() == 0
+	events.replaying = !p.past
 	// A run that checkpointed starts again from its last checkpoint: the
 	// calls before it are not re-executed.
 	s := &session{run: run, header: hdr, grant: grant, path: p, deps: &h.deps,
-		maxRequest: maxRequest, events: events, seg: rec.base, steps: rec.baseStep, startHash: rec.startHash}
+		maxRequest: maxRequest, events: events, seg: rec.base, steps: rec.baseStep, startHash: rec.startHash,
+		limits: limits, journaled: rec.base.journaled}
 	return &Started{Run: run, h: h, m: m, s: s, w: w, meta: &meta, lease: lease, live: lr}, nil
 }
 
@@ -113,8 +125,11 @@ type resumePath struct {
 	rec    *Recording
 	live   *livePath
 	events *eventBuffer
-	// past is set once the guest is past the recorded calls.
+	// past is set once the guest is past the recorded calls (a call in
+	// doubt, asked again, being the first that is not); onPast, when set,
+	// is called then.
 	past      bool
+	onPast    func()
 	doubt     bool
 	doubtStep uint64
 }
@@ -123,9 +138,14 @@ func (p *resumePath) serve(ctx context.Context, s *session, c *Call, h handler) 
 	if !p.past {
 		status, resp, err := p.rec.Serve(ctx, c)
 		if !errors.Is(err, ErrRecordingEnd) {
+			if err == nil && p.rec.Served() == p.rec.Len() {
+				// The last recorded call: what the guest does next is
+				// live, output included.
+				p.goLive()
+			}
 			return status, resp, err // a recorded answer, or a divergence
 		}
-		p.past, p.events.replaying = true, false
+		p.goLive()
 		if p.doubt && c.Step == p.doubtStep {
 			// The guest asks again for the effect in doubt: Serve has
 			// checked that it is the same op with the same request.
@@ -133,6 +153,13 @@ func (p *resumePath) serve(ctx context.Context, s *session, c *Call, h handler) 
 		}
 	}
 	return p.live.serve(ctx, s, c, h)
+}
+
+func (p *resumePath) goLive() {
+	p.past, p.events.replaying = true, false
+	if p.onPast != nil {
+		p.onPast()
+	}
 }
 
 // decide answers the effect left in doubt. Its intent (and executing) entries

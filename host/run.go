@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentrt/agentrt/abi"
@@ -74,6 +76,9 @@ type Config struct {
 	// LeaseTTL is how long a run's lease lasts unless renewed; a run
 	// renews it as it commits. Zero: 30 s.
 	LeaseTTL time.Duration
+	// Limits are the cell's limits of every run; a grant's limits may
+	// lower them. Zero fields take the defaults of DefaultLimits.
+	Limits Limits
 }
 
 // Host runs agent modules, journaling every import call.
@@ -106,6 +111,10 @@ func New(engine *Engine, deps Deps, cfg Config) (*Host, error) {
 	}
 	if cfg.MaxRequest <= 0 {
 		cfg.MaxRequest = abi.MaxRequest
+	}
+	cfg.Limits = cfg.Limits.withDefaults(DefaultLimits())
+	if cfg.Limits.MemoryPages > engine.maxPages {
+		return nil, fmt.Errorf("host: Limits.MemoryPages %d is over the engine's cap of %d pages (EngineConfig.MemoryLimitPages)", cfg.Limits.MemoryPages, engine.maxPages)
 	}
 	return &Host{engine: engine, deps: deps, cfg: cfg}, nil
 }
@@ -172,16 +181,57 @@ type Started struct {
 }
 
 // Execute runs the started run to its end, or until ctx ends or Cancel or
-// Drain stop it (ErrInterrupted, with the cause).
+// Drain stop it (ErrInterrupted, with the cause). A guest is stopped
+// between two calls too, while it computes.
 func (st *Started) Execute(ctx context.Context) (*Result, error) {
 	defer st.h.live.leave(st.Run)
 	defer st.s.closeEgress() // the run's connections are its own
 	st.s.halt = st.live.halt
+	defer st.armBudget()()
 	res, err := st.h.conclude(ctx, st.m, st.s, st.w, st.meta, st.lease, st.live)
 	if p, ok := st.s.path.(*resumePath); ok && res != nil {
 		res.Replayed = uint64(p.rec.Served())
 	}
 	return res, err
+}
+
+// armBudget starts the clock of the run's wall-time budget (its token's
+// wall_seconds), counted from the run's start across resumes: when it
+// runs out the run is stopped, between two calls or at one, and ends
+// failed. A resumed run's clock starts once it is past its recorded calls,
+// so that the end always follows them. It returns the function that stops
+// the clock.
+func (st *Started) armBudget() func() {
+	b := st.s.grant.Budget
+	if b == nil || b.WallSeconds == nil {
+		return func() {}
+	}
+	budget := time.Duration(*b.WallSeconds) * time.Second
+	deadline := time.Unix(0, st.meta.Started).Add(budget)
+	stop := &stopError{reason: fmt.Sprintf("budget: the run's wall-time budget of %v (its token's wall_seconds) ran out", budget)}
+	var mu sync.Mutex
+	var t *time.Timer
+	disarmed := false
+	arm := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !disarmed {
+			t = time.AfterFunc(deadline.Sub(st.h.deps.Now()), func() { st.live.stop(stop) })
+		}
+	}
+	if p, ok := st.s.path.(*resumePath); ok && !p.past {
+		p.onPast = arm
+	} else {
+		arm()
+	}
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		disarmed = true
+		if t != nil {
+			t.Stop()
+		}
+	}
 }
 
 // Abandon gives up a started run without executing it: its lease is
@@ -205,7 +255,14 @@ func (h *Host) Start(ctx context.Context, spec RunSpec) (*Started, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := h.engine.Compile(ctx, spec.Code)
+	// The run's limits are recorded in its grant as they apply, so that a
+	// replay or a resume on a cell configured otherwise applies the same.
+	limits, err := grant.Limits.within(h.cfg.Limits)
+	if err != nil {
+		return nil, fmt.Errorf("host: grant: %w", err)
+	}
+	grant.Limits = &limits
+	m, err := h.engine.compile(ctx, spec.Code, h.engine.runLimits(limits))
 	if err != nil {
 		return nil, err
 	}
@@ -240,7 +297,7 @@ func (h *Host) Start(ctx context.Context, spec RunSpec) (*Started, error) {
 	}
 	if err := checkLink(m.Imports, grant); err != nil {
 		var le *LinkError
-		if errors.As(err, &le) && len(le.Unknown) == 0 && len(le.BadFuncs) == 0 {
+		if errors.As(err, &le) && !le.malformed() {
 			// Refused by its token before it runs: the journal records
 			// the attempt and why, a start and a failed end, so the
 			// refusal is auditable. (A module that imports what no ABI
@@ -274,10 +331,10 @@ func (h *Host) Start(ctx context.Context, spec RunSpec) (*Started, error) {
 		return nil, fmt.Errorf("host: start run: %w", err)
 	}
 
-	events := &eventBuffer{run: run, now: h.deps.Now, sink: h.deps.Sink, keep: h.deps.Events != nil}
+	events := &eventBuffer{run: run, now: h.deps.Now, sink: h.deps.Sink, keep: h.deps.Events != nil, limit: limits.LogBytes}
 	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease, meta: &meta}
 	s := &session{run: run, header: hdr, grant: grant, path: live, deps: &h.deps,
-		maxRequest: h.cfg.MaxRequest, events: events, startHash: startHash}
+		maxRequest: h.cfg.MaxRequest, events: events, startHash: startHash, limits: limits}
 	return &Started{Run: run, h: h, m: m, s: s, w: w, meta: &meta, lease: lease, live: lr}, nil
 }
 
@@ -291,7 +348,13 @@ func (h *Host) conclude(ctx context.Context, m *Module, s *session, w *journal.W
 	defer lease.release(ctx)
 	if s.fatal != nil && !errors.Is(guestErr, errGuest) {
 		res := &Result{Run: s.run, Status: journal.StatusRunning, Steps: s.steps}
-		if errors.Is(s.fatal, ErrInterrupted) {
+		var budget *stopError
+		if errors.Is(s.fatal, ErrInterrupted) && errors.As(lr.why(), &budget) {
+			// The run's wall-time budget ran out, between two calls or
+			// at one: it ends failed, as if the guest had trapped there,
+			// with nothing in doubt (a step under way completed first).
+			guestErr = &GuestError{Stopped: fmt.Sprintf("%s after %d calls", budget.reason, s.steps)}
+		} else if errors.Is(s.fatal, ErrInterrupted) {
 			// Keep every call made so far; the context is over, the
 			// journal's work is not. A cancelled run says so in its
 			// index record, so that no cell resumes it on its own.
@@ -313,12 +376,13 @@ func (h *Host) conclude(ctx context.Context, m *Module, s *session, w *journal.W
 				return res, fmt.Errorf("%w: %w", s.fatal, cause)
 			}
 			return res, s.fatal
+		} else {
+			var div *DivergenceError
+			if errors.As(guestErr, &div) {
+				div.locate(guestErr)
+			}
+			return res, guestErr
 		}
-		var div *DivergenceError
-		if errors.As(guestErr, &div) {
-			div.locate(guestErr)
-		}
-		return res, guestErr
 	}
 
 	res := &Result{Run: s.run, Status: journal.StatusCompleted, Output: s.output, Steps: s.steps}
@@ -350,15 +414,30 @@ var ErrInterrupted = errors.New("host: run interrupted")
 // opposed to one that stopped the host.
 var errGuest = errors.New("guest failed")
 
-// GuestError is a run's failure caused by the guest itself.
+// GuestError is a run's failure caused by the guest itself. Its text is
+// what the run's end entry records: the cause, never the host's internals.
 type GuestError struct {
 	// ExitCode is the guest's exit status; 0 when it trapped.
 	ExitCode uint32
-	Trap     string
+	// Trap is why the guest trapped: a WebAssembly trap (unreachable, an
+	// access out of bounds), a fault of the calling convention (a buffer
+	// outside its memory), or a fault of the host serving its call.
+	Trap string
+	// Stack is the wasm stack trace of the trap, innermost first.
+	Stack []string
+	// Stopped is why the host stopped the guest (a quota, its wall-time
+	// budget); the end's error then starts with "stopped: ".
+	Stopped string
 }
 
 func (e *GuestError) Error() string {
-	if e.Trap != "" {
+	switch {
+	case e.Stopped != "":
+		return "stopped: " + e.Stopped
+	case e.Trap != "":
+		if len(e.Stack) > 0 {
+			return "guest trapped: " + e.Trap + "\nwasm stack trace:\n\t" + strings.Join(e.Stack, "\n\t")
+		}
 		return "guest trapped: " + e.Trap
 	}
 	return fmt.Sprintf("guest exited with status %d", e.ExitCode)
@@ -366,6 +445,39 @@ func (e *GuestError) Error() string {
 
 // Is makes every GuestError match errGuest.
 func (e *GuestError) Is(target error) bool { return target == errGuest }
+
+// StoppedEnd reports whether a run's end records that the host stopped its
+// guest between two calls or at one (GuestError.Stopped): a replay then
+// stops the re-executed guest after its last recorded call too.
+func StoppedEnd(end *journal.End) bool {
+	return end != nil && end.Status == journal.StatusFailed && strings.HasPrefix(end.Error, "stopped: ")
+}
+
+// guestError describes how an instance's _start ended with err, for the
+// journal: the trap's cause and the guest's stack, and nothing of the
+// host's own stack (wazero appends a Go stack trace to a runtime error).
+func guestError(err error) *GuestError {
+	var stop *stopError
+	if errors.As(err, &stop) {
+		return &GuestError{Stopped: stop.reason}
+	}
+	msg, _, _ := strings.Cut(err.Error(), "\n")
+	msg = strings.TrimSuffix(strings.TrimSuffix(msg, " (recovered by wazero)"), " (recovered by agentrt)")
+	var rt runtime.Error
+	if errors.As(err, &rt) {
+		// A host function failed (a bug of the host, not of the guest's):
+		// the guest is failed with the cause, and the host goes on.
+		msg = "fault of the host serving an import call: " + rt.Error()
+	}
+	ge := &GuestError{Trap: msg, Stack: stackOf(err)}
+	if len(ge.Stack) > maxStackFrames {
+		ge.Stack = append(ge.Stack[:maxStackFrames:maxStackFrames], "...")
+	}
+	return ge
+}
+
+// maxStackFrames is the most frames of a trap's stack an end records.
+const maxStackFrames = 32
 
 // execute instantiates m for session s and runs its _start to the end. It
 // returns nil when the guest returned or exited 0, a *GuestError when the
@@ -405,7 +517,7 @@ func (e *Engine) instance(ctx context.Context, m *Module, s *session) error {
 		}
 		return &GuestError{ExitCode: exit.code}
 	default:
-		return &GuestError{Trap: err.Error()}
+		return guestError(err)
 	}
 }
 
@@ -423,6 +535,16 @@ type ExecSpec struct {
 	// Refused says the recording holds no call and an end: possibly a run
 	// its grant refused at link time, whose refusal is then its outcome.
 	Refused bool
+	// Stopped, when set, is the reason the recorded run's end gives for
+	// the host stopping its guest (StoppedEnd; the end's error after
+	// "stopped: "), and Calls the number of calls recorded. Once the
+	// Source has answered them all, the guest is stopped with that
+	// reason, at its next call or within a few thousand instructions:
+	// nothing it would do after was recorded, so a replay checks every
+	// recorded call and ends in bounded time, where the run's stop was
+	// a matter of time.
+	Stopped string
+	Calls   int
 }
 
 // Outcome is how a re-execution ended.
@@ -438,17 +560,18 @@ type Outcome struct {
 // divergence, wrapped with the wasm stack trace of the call site) or what
 // kept the module from running.
 func (e *Engine) Execute(ctx context.Context, spec ExecSpec) (*Outcome, error) {
-	m, err := e.Compile(ctx, spec.Code)
+	grant, err := DecodeGrant(spec.Header.Grant)
 	if err != nil {
 		return nil, err
 	}
-	grant, err := DecodeGrant(spec.Header.Grant)
+	limits := grant.recordedLimits()
+	m, err := e.compile(ctx, spec.Code, e.runLimits(limits))
 	if err != nil {
 		return nil, err
 	}
 	if err := checkLink(m.Imports, grant); err != nil {
 		var le *LinkError
-		if errors.As(err, &le) && len(le.Unknown) == 0 && len(le.BadFuncs) == 0 && spec.Refused {
+		if errors.As(err, &le) && !le.malformed() && spec.Refused {
 			// A run refused by its grant records a failed end and no
 			// calls: the refusal is its outcome, for a replay to
 			// compare. Any other recording cannot be replayed by a
@@ -463,7 +586,16 @@ func (e *Engine) Execute(ctx context.Context, spec ExecSpec) (*Outcome, error) {
 	}
 	events := &eventBuffer{run: spec.Run, now: time.Now, sink: spec.Sink}
 	s := &session{run: spec.Run, header: spec.Header, grant: grant, src: spec.Source,
-		maxRequest: maxReq, events: events}
+		maxRequest: maxReq, events: events, limits: limits}
+	if spec.Stopped != "" {
+		halt := make(chan struct{})
+		s.halt, s.haltStop = halt, &stopError{reason: spec.Stopped}
+		if spec.Calls == 0 {
+			close(halt)
+		} else {
+			s.src = &stoppingSource{Source: spec.Source, left: spec.Calls, halt: halt}
+		}
+	}
 	gerr := e.execute(ctx, m, s)
 	if s.fatal != nil {
 		var div *DivergenceError
@@ -473,6 +605,24 @@ func (e *Engine) Execute(ctx context.Context, spec ExecSpec) (*Outcome, error) {
 		return &Outcome{Output: s.output, Steps: s.steps}, gerr
 	}
 	return &Outcome{Output: s.output, Steps: s.steps, GuestErr: gerr}, nil
+}
+
+// stoppingSource is the Source of a replay of a run the host stopped:
+// once it has answered the last recorded call, it closes halt.
+type stoppingSource struct {
+	Source
+	left int
+	halt chan struct{}
+}
+
+func (s *stoppingSource) Serve(ctx context.Context, c *Call) (abi.Status, []byte, error) {
+	status, resp, err := s.Source.Serve(ctx, c)
+	if err == nil {
+		if s.left--; s.left == 0 {
+			close(s.halt)
+		}
+	}
+	return status, resp, err
 }
 
 // refuse journals a run refused before it ran (a module that imports

@@ -88,11 +88,21 @@ type session struct {
 	output []byte
 	events *eventBuffer
 	// done is the run context's Done channel: checked at every step
-	// boundary, so an interrupted run stops between two calls.
+	// boundary and every yield (wasmModule.rewrite), so an interrupted run
+	// stops between two calls.
 	done <-chan struct{}
-	// halt is closed when the host asks the run to stop (Cancel, Drain):
-	// checked at every step boundary too, but it does not cut a step short.
+	// halt is closed when the host asks the run to stop (Cancel, Drain,
+	// the wall-time budget; in a replay, the bound after the last
+	// recorded call): checked where done is, but it does not cut a step
+	// short.
 	halt <-chan struct{}
+	// haltStop, when set, is how a halt ends the guest: a stop it caused
+	// (a replay re-enacting a budget stop), instead of an interruption.
+	haltStop *stopError
+	// limits are the run's limits; journaled counts the bytes of
+	// requests and responses its journal holds (Limits.JournalBytes).
+	limits    Limits
+	journaled uint64
 	// fatal is the first error that stopped the run from inside a call.
 	fatal error
 	// seg is the segment the instance runs: the checkpoints before it, the
@@ -129,6 +139,9 @@ type segment struct {
 	state  []byte
 	// clock is the virtual monotonic clock at the start, ns.
 	clock int64
+	// journaled is the bytes of requests and responses journaled before
+	// the segment (session.journaled), the checkpoint's own included.
+	journaled uint64
 }
 
 // errSegmentEnd ends the instance of a segment after its checkpoint was
@@ -161,7 +174,8 @@ func checkpointSegment(req, resp []byte) (*segment, error) {
 	if rs.Segment == 0 {
 		return nil, errors.New("host: checkpoint response names segment 0")
 	}
-	return &segment{number: rs.Segment, state: bytes.Clone(rq.State), clock: rs.Clock}, nil
+	return &segment{number: rs.Segment, state: bytes.Clone(rq.State), clock: rs.Clock,
+		journaled: rs.Journal + uint64(len(req)) + uint64(len(resp))}, nil
 }
 
 // nextSegment moves the session to the segment its checkpoint started. The
@@ -211,6 +225,66 @@ func (s *session) stop(err error) {
 // replays identically.
 func (s *session) fault(err error) { panic(err) }
 
+// stopError ends a guest for using up what its run may use: a quota or its
+// wall-time budget. The run ends failed with the reason, and its journal
+// records that end ("stopped: " and the reason, see GuestError).
+type stopError struct{ reason string }
+
+func (e *stopError) Error() string { return "stopped: " + e.reason }
+
+// interruption is the error that stops the guest when the run's context
+// ended or the host asked it to stop: a stop of the host's, kept in
+// s.fatal.
+func (s *session) interruption() error {
+	err := fmt.Errorf("%w after %d calls", ErrInterrupted, s.steps)
+	if s.fatal == nil {
+		s.fatal = err
+	}
+	return err
+}
+
+// haltError is the error that stops the guest when halt is closed: an
+// interruption, or in a replay the stop the recorded run ended with.
+func (s *session) haltError() error {
+	if s.haltStop != nil {
+		return s.haltStop
+	}
+	return s.interruption()
+}
+
+func (s *session) interrupted() { panic(s.interruption()) }
+func (s *session) halted()      { panic(s.haltError()) }
+
+// checkStop is the check of a yield (wasmModule.rewrite, or wasmtime's
+// epoch callback): the error to stop the guest with when the run must
+// stop, as at a call; nil to go on.
+func (s *session) checkStop() error {
+	select {
+	case <-s.done:
+		return s.interruption()
+	default:
+	}
+	select {
+	case <-s.halt:
+		return s.haltError()
+	default:
+	}
+	return nil
+}
+
+// overQuota ends the guest at a call its run's limits do not allow: the
+// call is not journaled.
+func (s *session) overQuota(format string, args ...any) {
+	panic(&stopError{reason: "quota: " + fmt.Sprintf(format, args...)})
+}
+
+// noMemory is a session's memory before its instance exists: every access
+// is outside it, so a call faults.
+type noMemory struct{}
+
+func (noMemory) Read(uint32, uint32) ([]byte, bool) { return nil, false }
+func (noMemory) Write(uint32, []byte) bool          { return false }
+
 // call implements the call import of every capability module.
 func (s *session) call(ctx context.Context, ci int, opcode, reqPtr, reqLen, respPtr, respCap uint32) abi.Result {
 	// Two one-case selects, not one of two cases: each compiles to a
@@ -218,12 +292,12 @@ func (s *session) call(ctx context.Context, ci int, opcode, reqPtr, reqLen, resp
 	// the runtime's select, a cost every call would pay.
 	select {
 	case <-s.done:
-		s.stop(fmt.Errorf("%w after %d calls", ErrInterrupted, s.steps))
+		s.interrupted()
 	default:
 	}
 	select {
 	case <-s.halt:
-		s.stop(fmt.Errorf("%w after %d calls", ErrInterrupted, s.steps))
+		s.halted()
 	default:
 	}
 	// A response left pending is dropped by the next call: take only ever
@@ -232,21 +306,32 @@ func (s *session) call(ctx context.Context, ci int, opcode, reqPtr, reqLen, resp
 		s.pending[ci] = pendingResponse{}
 	}
 	slot := lookup(ci, opcode)
-	s.steps++
 	c := &s.cur
-	*c = Call{Step: s.steps, Op: &slot.op, known: slot.known}
+	*c = Call{Step: s.steps + 1, Op: &slot.op, known: slot.known}
 	mem := s.mem
 	req, ok := mem.Read(reqPtr, reqLen)
 	if !ok {
 		s.fault(fmt.Errorf("request buffer [%d, +%d) is outside guest memory", reqPtr, reqLen))
 	}
 	h := slot.h
+	var journaled uint64
 	if reqLen > uint32(s.maxRequest) {
 		// Refused without a copy; the gate answers StatusTooLarge.
 		c.TooLarge, c.inputHash, h = true, journal.Sum(req), handler{}
 	} else {
-		c.Request = req
+		c.Request, journaled = req, uint64(reqLen)
 	}
+	// The quotas are checked before anything of the call is journaled, in
+	// replay as live, so that a replay stops where the run stopped.
+	if s.steps >= s.limits.Calls {
+		s.overQuota("calls: the run has made its %d calls (limits.calls)", s.limits.Calls)
+	}
+	if s.journaled+journaled > s.limits.JournalBytes {
+		s.overQuota("journal: the call's %d-byte request would take the run's journal past %d bytes of requests and responses (limits.journal)", journaled, s.limits.JournalBytes)
+	}
+	// A call counts as a step once it is served: one that faulted before
+	// (its request outside memory, a quota) is in no journal.
+	s.steps = c.Step
 	if c.Op.Class == abi.Effect {
 		c.Key = s.run.String() + "-" + strconv.FormatUint(c.Step, 10)
 	}
@@ -261,6 +346,7 @@ func (s *session) call(ctx context.Context, ci int, opcode, reqPtr, reqLen, resp
 	if err != nil {
 		s.stop(err)
 	}
+	s.journaled += journaled + uint64(len(resp))
 	if ci == runIndex && status == abi.StatusOK {
 		switch opcode {
 		case abi.OpRunSetOutput:

@@ -147,10 +147,16 @@ const (
 	// on with it), but a cell does not resume it on its own. No journal
 	// entry carries it.
 	StatusCancelled RunStatus = "cancelled"
+	// StatusHeld marks, in a run's index record only, a run a cell
+	// daemon stopped recovering because every recovery ended with the
+	// daemon dying, the run making no progress (host/cell's crash-loop
+	// breaker; RunMeta.Error says why). Like a cancelled run it is not
+	// finished and not resumed on its own; agentrt resume goes on with it.
+	StatusHeld RunStatus = "held"
 )
 
 // Finished says whether a run in state s has its end entry: completed or
-// failed. Running and cancelled runs can go on.
+// failed. Running, cancelled and held runs can go on.
 func (s RunStatus) Finished() bool { return s == StatusCompleted || s == StatusFailed }
 
 // RunID identifies a run: 8 bytes of big-endian Unix nanoseconds followed by

@@ -193,6 +193,14 @@ func (d *diffSource) Served() int                      { return d.rec.Served() }
 func (d *diffSource) Finished() bool                   { return d.rec.Finished() }
 func (d *diffSource) Unserved() (uint64, string, bool) { return d.rec.Unserved() }
 
+func (d *diffSource) LastServed() uint64 {
+	if n := d.rec.Served(); n > 0 {
+		step, _ := d.rec.Step(n - 1)
+		return step
+	}
+	return 0
+}
+
 func (d *diffSource) Serve(ctx context.Context, c *host.Call) (abi.Status, []byte, error) {
 	i := d.rec.Served()
 	status, resp, err := d.rec.Serve(ctx, c)

@@ -24,6 +24,8 @@ type callSource interface {
 	Finished() bool
 	// Unserved returns the first recorded call not served yet.
 	Unserved() (step uint64, op string, ok bool)
+	// LastServed returns the step of the last call served, 0 for none.
+	LastServed() uint64
 }
 
 // recordedCall is one recorded import call, collapsed from its entries as
@@ -95,6 +97,7 @@ type streamSource struct {
 	total    int
 	finished bool
 	served   int
+	last     uint64 // the step of the last call served
 	// cur is the next call to serve, read ahead; err why there is none.
 	cur     *recordedCall
 	err     error
@@ -148,9 +151,10 @@ func (s *streamSource) advance() {
 	}
 }
 
-func (s *streamSource) Len() int       { return s.total }
-func (s *streamSource) Served() int    { return s.served }
-func (s *streamSource) Finished() bool { return s.finished }
+func (s *streamSource) Len() int           { return s.total }
+func (s *streamSource) Served() int        { return s.served }
+func (s *streamSource) Finished() bool     { return s.finished }
+func (s *streamSource) LastServed() uint64 { return s.last }
 
 func (s *streamSource) Unserved() (uint64, string, bool) {
 	if s.cur != nil {
@@ -177,7 +181,7 @@ func (s *streamSource) Serve(_ context.Context, hc *host.Call) (abi.Status, []by
 	}
 	if rc.step == hc.Step && rc.op == hc.Op.Name && rc.done && sameInput(rc, hc) {
 		status, resp := rc.status, rc.response
-		s.served++
+		s.served, s.last = s.served+1, rc.step
 		s.advance()
 		return status, resp, nil
 	}

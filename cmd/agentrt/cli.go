@@ -126,6 +126,10 @@ func hintFor(err error) string {
 		return "the module no longer makes the calls the journal recorded; replay with the recorded module, or fix the change at the named call"
 	case errors.Is(err, host.ErrNotWasm):
 		return "build the agent first: agentrt build DIR -o agent.wasm"
+	case errors.Is(err, host.ErrModuleLimit), errors.Is(err, host.ErrLimitRaised):
+		return cell.Hint(err)
+	case errors.Is(err, host.ErrBadModule):
+		return "the host refuses the module before it runs; build a command module (agentrt build DIR: GOOS=wasip1, or a C main with wasi-libc)"
 	}
 	return ""
 }

@@ -40,6 +40,11 @@ type CheckpointResponse struct {
 	// resume that verifies the journal from the last checkpoint on is
 	// still bound to the run's module, grant, input and seed.
 	Header []byte `cbor:"header"`
+	// Journal is the number of bytes of requests and responses the run's
+	// journal holds before this call (SPEC.md §7, the journal quota), so
+	// that a resume from the checkpoint counts on from there. Absent
+	// (zero) in journals written before the quota.
+	Journal uint64 `cbor:"journal,omitempty"`
 }
 
 // SetOutputRequest is the request of run.set_output.

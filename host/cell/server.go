@@ -147,6 +147,8 @@ type Server struct {
 	// token is the credential of the TCP listeners.
 	token string
 	logf  func(format string, args ...any)
+	// breaker decides the recoveries (breaker.go).
+	breaker *breaker
 
 	mu     sync.Mutex
 	subs   map[journal.RunID]map[chan StreamLine]bool
@@ -167,13 +169,16 @@ type ServerOptions struct {
 	// APIToken is the bearer token requests on a TCP listener must carry
 	// (LoadOrCreateAPIToken); Endpoint refuses a TCP listener without one.
 	APIToken string
+	// Breaker tunes the crash-loop breaker of Recover.
+	Breaker BreakerOptions
 }
 
 // NewServer returns a server for c. The cell must have been opened with
 // the server's Sink (Options.Sink = s.Sink) for events to stream live; see
 // Serve, which does both.
 func NewServer(c *Cell, opts ServerOptions) *Server {
-	s := &Server{cell: c, control: opts.ControlOnly, logf: opts.Logf, approvals: opts.Approvals, token: opts.APIToken, subs: map[journal.RunID]map[chan StreamLine]bool{}}
+	s := &Server{cell: c, control: opts.ControlOnly, logf: opts.Logf, approvals: opts.Approvals, token: opts.APIToken, subs: map[journal.RunID]map[chan StreamLine]bool{},
+		breaker: newBreaker(c.Store, c.Store, opts.Breaker)}
 	if s.logf == nil {
 		s.logf = log.Printf
 	}
@@ -282,8 +287,10 @@ func (s *Server) execute(st *host.Started, what string) error {
 }
 
 // Recover resumes every run this cell owned that had not ended and was not
-// cancelled (its process was killed, or drained at shutdown). It returns
-// the runs it resumed; a run that cannot be reopened is logged and left.
+// cancelled or held (its process was killed, or drained at shutdown),
+// through the crash-loop breaker (breaker.go): a run whose recoveries keep
+// making no progress is resumed after a backoff, then held. It returns the
+// runs it resumed now; a run that cannot be reopened is logged and left.
 func (s *Server) Recover(ctx context.Context) ([]journal.RunID, error) {
 	runs, err := s.cell.Store.Runs(ctx)
 	if err != nil {
@@ -292,18 +299,22 @@ func (s *Server) Recover(ctx context.Context) ([]journal.RunID, error) {
 	me := hex.EncodeToString(s.cell.Public())
 	var out []journal.RunID
 	for _, m := range runs {
-		if m.Status != journal.StatusRunning || hex.EncodeToString(m.Cell) != me || s.cell.Host.Live(m.ID) {
+		if hex.EncodeToString(m.Cell) != me || s.cell.Host.Live(m.ID) {
 			continue
 		}
-		st, err := s.cell.Host.Reopen(ctx, m.ID)
+		if m.Status.Finished() {
+			s.breaker.forget(m.ID)
+		}
+		if m.Status != journal.StatusRunning {
+			continue
+		}
+		started, err := s.recoverRun(ctx, m.ID, "recovered")
 		if err != nil {
-			s.logf("recover run %s: %v", m.ID, err)
-			continue
-		}
-		if err := s.execute(st, "recovered"); err != nil {
 			return out, err
 		}
-		out = append(out, m.ID)
+		if started {
+			out = append(out, m.ID)
+		}
 	}
 	return out, nil
 }
@@ -315,7 +326,15 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+	s.breaker.close()
+	live := s.liveRuns(ctx)
 	err := s.cell.Host.Drain(ctx)
+	if err == nil {
+		// Stopped cleanly: none of them killed its host.
+		for _, run := range live {
+			s.breaker.forget(run)
+		}
+	}
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {
@@ -546,7 +565,7 @@ func startErrorCode(err error) int {
 	var held *journal.HeldError
 	var ce *capability.Error
 	switch {
-	case errors.As(err, &le), errors.Is(err, host.ErrNotWasm):
+	case errors.As(err, &le), errors.Is(err, host.ErrBadModule), errors.Is(err, host.ErrLimitRaised):
 		return http.StatusUnprocessableEntity
 	case errors.Is(err, host.ErrUnenforcedCeiling), errors.Is(err, host.ErrToolDeclaration), errors.Is(err, host.ErrGrantWidensToken):
 		// The token is well formed, and refused: it asks for what this
@@ -754,6 +773,10 @@ func Hint(err error) string {
 		return "another request changed the run at the same moment; see how it stands (GET /v1/runs/RUN) and ask again"
 	case errors.Is(err, ErrModuleTooLarge):
 		return fmt.Sprintf("a cell takes modules of up to %d MiB; strip its debug sections (Go: -ldflags='-s -w'), or split the agent", MaxModule>>20)
+	case errors.Is(err, host.ErrModuleLimit):
+		return "the named limit bounds what a module may cost this cell (README, Limits): build the module within it"
+	case errors.Is(err, host.ErrLimitRaised):
+		return "leave the limit out of the grant's limits section, or lower it"
 	}
 	return ""
 }
