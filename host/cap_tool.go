@@ -388,12 +388,15 @@ func serveTool(ctx context.Context, s *session, c *Call) (abi.Status, []byte) {
 	if err != nil {
 		return errorResponse(abi.StatusFailed, "tool.run: tool %s: %v", t.Name, err)
 	}
-	// The run's token may bound its wall time: no launch may outlast it,
-	// whatever the tool's own limits say.
-	if b := s.grant.Budget; b != nil && b.WallSeconds != nil {
-		ceiling := time.Duration(*b.WallSeconds) * time.Second
-		lim.wall = minPositive(lim.wall, ceiling)
-		lim.cpu = minPositive(lim.cpu, ceiling)
+	// The run's token may bound its wall time: no launch may outlast what
+	// is left of it, whatever the tool's own limits say.
+	if !s.wallDeadline.IsZero() {
+		left := s.wallDeadline.Sub(s.deps.Now())
+		if left <= 0 {
+			return errorResponse(abi.StatusFailed, "tool.run: tool %s: the run's wall-time budget (its token's wall_seconds) has run out; nothing was launched", t.Name)
+		}
+		lim.wall = minPositive(lim.wall, left)
+		lim.cpu = minPositive(lim.cpu, left)
 	}
 	opts := s.deps.Tools.sandboxOptions()
 	if p.workspace != "" {

@@ -561,6 +561,42 @@ func TestToolLaunchesStayWithinTheTokensWallBudget(t *testing.T) {
 	}
 }
 
+// TestToolLaunchedLateGetsWhatIsLeftOfTheWallBudget: a tool launched
+// after the run has used part of its wall-time budget may run only for what
+// is left of it, not for the whole budget again (a 2 s tool, then a 50 s
+// one, under a 4 s budget: the run ends near 4 s, not near 6 s).
+func TestToolLaunchedLateGetsWhatIsLeftOfTheWallBudget(t *testing.T) {
+	b := newToolBox(t)
+	env := testutil.NewEnv(t, host.Deps{Tools: host.ToolDeps{Workspaces: b.work}}, host.Config{})
+	g := slowGrant(b, false)
+	g.Tool.Tools = append(g.Tool.Tools, host.ToolSpec{Name: "nap", Exec: "/usr/bin/dash",
+		Args: host.ToolArgs{Fixed: []string{"-c", "exec sleep 2"}}, Read: sys(), Limits: host.ToolLimits{Wall: "30s"}})
+	caps, err := g.TokenCaps()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const budget = 4 * time.Second
+	tok, err := capability.Issue(env.Key, capability.Claims{
+		Caps:      capability.Caps{Run: &capability.Unit{}, Tool: caps.Tool},
+		Budget:    capability.Budget{WallSeconds: capability.Limit(uint64(budget / time.Second))},
+		NotBefore: time.Now().Add(-time.Minute), Expires: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, _ := json.Marshal([]toolStep{{Tool: "nap"}, {Tool: "slow"}})
+	start := time.Now()
+	res, err := env.Host.Run(context.Background(), host.RunSpec{Code: testutil.BuildGo(t, "host/testdata/agents/tools"), Grant: g, Token: tok, Input: in})
+	took := time.Since(start)
+	if err != nil || res.Status != journal.StatusFailed || !strings.Contains(res.Err.Error(), "wall-time budget") {
+		t.Fatalf("run: %v %+v; want failed, stopped by its wall-time budget", err, res)
+	}
+	// Budget 4 s: the second tool had about 2 s. Had it been given the
+	// whole budget again, the run would have taken 6 s or more.
+	if took >= budget+1500*time.Millisecond {
+		t.Fatalf("the run took %s under a %s budget: the late tool was given more than what was left", took, budget)
+	}
+}
+
 // TestToolRunByRootIsNotRootToTheKernel (issue 10, item 4): an agent
 // granted cat with /etc in its read list, on a host running as root, reads
 // /etc/passwd but not /etc/shadow: the tool runs as nobody, and the

@@ -208,6 +208,7 @@ func (st *Started) armBudget() func() {
 	}
 	budget := time.Duration(*b.WallSeconds) * time.Second
 	deadline := time.Unix(0, st.meta.Started).Add(budget)
+	st.s.wallDeadline = deadline
 	stop := &stopError{reason: fmt.Sprintf("budget: the run's wall-time budget of %v (its token's wall_seconds) ran out", budget)}
 	var mu sync.Mutex
 	var t *time.Timer

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/journal"
@@ -126,6 +127,9 @@ type session struct {
 	runUID     types.EntityUID
 	decisions  map[string]*cachedDecision
 	policyUses struct{ time, spent bool }
+	// wallDeadline is when the run's wall-time budget runs out (zero:
+	// none): a tool launched now may run only until then.
+	wallDeadline time.Time
 	// egress is the run's http client (egress.go), made on the first
 	// request and closed when the run ends.
 	egress *runEgress
