@@ -116,27 +116,33 @@ func (h *Host) Stopping(run journal.RunID) bool {
 // cancelled if no other cell holds its lease. Cancel returns ErrFinished
 // for a run that has ended; cancelling a cancelled run does nothing.
 func (h *Host) Cancel(ctx context.Context, run journal.RunID) error {
-	if r := h.live.get(run); r != nil {
-		r.stop(ErrCancelled)
-		select {
-		case <-r.done:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
+	for {
+		if r := h.live.get(run); r != nil {
+			r.stop(ErrCancelled)
+			select {
+			case <-r.done:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
+		meta, err := h.deps.Store.Meta(ctx, run)
+		if err != nil {
+			return err
+		}
+		switch {
+		case meta.Status.Finished():
+			return fmt.Errorf("%w: run %s ended %s", ErrFinished, run, meta.Status)
+		case meta.Status == journal.StatusCancelled:
+			return nil
+		}
+		meta.Status = journal.StatusCancelled
+		err = h.mark(ctx, run, &meta)
+		if !errors.Is(err, ErrActive) {
+			return err
+		}
+		// A resume of the run began meanwhile: stop it instead.
 	}
-	meta, err := h.deps.Store.Meta(ctx, run)
-	if err != nil {
-		return err
-	}
-	switch {
-	case meta.Status.Finished():
-		return fmt.Errorf("%w: run %s ended %s", ErrFinished, run, meta.Status)
-	case meta.Status == journal.StatusCancelled:
-		return nil
-	}
-	meta.Status = journal.StatusCancelled
-	return h.mark(ctx, run, &meta)
 }
 
 // Hold marks run, which is not executing here, held: a cell does not
@@ -161,9 +167,17 @@ func (h *Host) Hold(ctx context.Context, run journal.RunID, why string) error {
 }
 
 // mark writes meta, the index record of run, which no process executes:
-// under the run's lease, so that no other cell is running it, and fenced
-// on the journal's length.
+// as the run's only executor in this process (ErrActive when one is), under
+// the run's lease, so that no other cell is running it, and fenced on the
+// journal's length.
 func (h *Host) mark(ctx context.Context, run journal.RunID, meta *journal.RunMeta) error {
+	// As a resume does, take the run in this process first: a resume
+	// racing the mark then waits its turn (ErrActive) instead of finding
+	// its journal moved under it.
+	if _, err := h.live.enter(run); err != nil {
+		return err
+	}
+	defer h.live.leave(run)
 	if h.deps.Leases != nil {
 		l, err := h.deps.Leases.Acquire(ctx, run, h.deps.Key.Public().(ed25519.PublicKey), h.deps.Now(), h.cfg.LeaseTTL)
 		if err != nil {

@@ -5,11 +5,13 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/agentrt/agentrt/capability"
+	"github.com/agentrt/agentrt/internal/yamlkeys"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -319,6 +321,15 @@ func ParseCapsFile(b []byte) (capability.Caps, capability.Budget, error) {
 			} `yaml:"tool"`
 		} `yaml:"capabilities"`
 		Budget capability.Budget `yaml:"budget"`
+	}
+	// A typo names the key, the keys allowed there and the nearest one, as
+	// in a grant file.
+	if err := yamlkeys.Check(b, reflect.TypeOf(doc)); err != nil {
+		var uk *yamlkeys.UnknownKeyError
+		if errors.As(err, &uk) && uk.Path != "capabilities" {
+			uk.Path = strings.TrimPrefix(uk.Path, "capabilities.")
+		}
+		return capability.Caps{}, capability.Budget{}, err
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)

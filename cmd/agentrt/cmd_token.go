@@ -13,6 +13,7 @@ import (
 	"github.com/agentrt/agentrt/capability"
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/internal/fileread"
+	"github.com/agentrt/agentrt/internal/yamlkeys"
 	"github.com/agentrt/agentrt/journal/cellkey"
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
@@ -68,6 +69,11 @@ func (f *linkFlags) claims() (claims capability.Claims, have bool, err error) {
 			return claims, false, err
 		}
 		claims.Caps, claims.Budget, err = host.ParseCapsFile(b)
+		var uk *yamlkeys.UnknownKeyError
+		if errors.As(err, &uk) {
+			uk.File = f.capsFile // caps.yaml:3: unknown key ...
+			return claims, false, uk
+		}
 		if err != nil {
 			return claims, false, withHint(fmt.Errorf("caps file %s: %w", f.capsFile, err),
 				"write e.g. capabilities: {run: {}, http: {hosts: [example.com]}, tool: {tools: [{name: grep, exec: /usr/bin/grep, ...}]}} (a grant file works as it is)")
