@@ -120,7 +120,7 @@ func TestGrantTypoNamesTheKey(t *testing.T) {
 		{"capabilities:\n  clock: {real: true}\n",
 			`grant.yaml:2: unknown key "real" in clock, which takes no keys (write clock: {})`},
 		{"capabilites:\n  run: {}\n",
-			`grant.yaml:1: unknown key "capabilites" at the top level; allowed: capabilities (did you mean capabilities?)`},
+			`grant.yaml:1: unknown key "capabilites" at the top level; allowed: capabilities, limits (did you mean capabilities?)`},
 		{`{"capabilities": {"run": {}, "randon": {}}}`,
 			`grant.yaml:1: unknown key "randon" in capabilities; allowed: run, kv, http, clock, random, tool (did you mean random?)`},
 	} {
