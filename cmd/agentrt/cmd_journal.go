@@ -13,6 +13,7 @@ import (
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/host/cell"
+	"github.com/agentrt/agentrt/internal/termtext"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/spf13/cobra"
 )
@@ -93,7 +94,10 @@ on past a bad entry and marks it.`,
 				case journal.PhaseLease:
 					op = fmt.Sprintf("epoch %d, cell %x", e.Epoch, e.Cell[:4])
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Seq, e.Phase, stepText(e.Step), op, statusText(e),
+				// The module name and a placeholder op are the submitter's
+				// or the guest's words: escaped, as all guest text is on a
+				// terminal.
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Seq, e.Phase, stepText(e.Step), termtext.Line(op), statusText(e),
 					short(e.InputHash), short(e.OutputHash), sig)
 			}
 			if err := tw.Flush(); err != nil {
@@ -175,7 +179,7 @@ func (c *cli) printSummary(run journal.RunID, entries []journal.Inspected) error
 	case end == nil:
 		fmt.Fprintln(c.stdout, "the run has not finished (no end entry)")
 	case end.Error != "":
-		fmt.Fprintf(c.stdout, "ended %s after %d calls: %s\n", end.Status, end.Steps, end.Error)
+		fmt.Fprintf(c.stdout, "ended %s after %d calls: %s\n", end.Status, end.Steps, termtext.Line(end.Error))
 	default:
 		fmt.Fprintf(c.stdout, "ended %s after %d calls, output %d bytes\n", end.Status, end.Steps, len(end.Output))
 	}
@@ -473,7 +477,7 @@ func (c *cli) printCalls(calls []journal.Call, asJSON bool) error {
 			res = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", time.Unix(0, call.Time).UTC().Format("2006-01-02T15:04:05.000Z"),
-			call.Run, call.Step, call.Op, res, outcomeText(call), short(call.Cell), short(call.InputHash), short(call.OutputHash))
+			call.Run, call.Step, call.Op, termtext.Line(res), outcomeText(call), short(call.Cell), short(call.InputHash), short(call.OutputHash))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
