@@ -684,7 +684,7 @@ static inline agentrt_status_t agentrt__run_input(agentrt_buf_t *input, agentrt_
   /* Canonical order: "state" (5 bytes) before "segment" (7); both are
    * omitted in the first segment. */
   if (ok && pairs > 0 && r.p < r.end && r.p[0] == 0x65) ok = agentrt__rd_key(&r, &pairs, "state") && agentrt__rd_bytes(&r, &s);
-  if (ok && pairs > 0) ok = agentrt__rd_key(&r, &pairs, "segment") && agentrt__rd_uint(&r, UINT32_MAX, &seg);
+  if (ok && pairs > 0) ok = agentrt__rd_key(&r, &pairs, "segment") && agentrt__rd_uint(&r, UINT32_MAX, &seg) && seg > 0; /* omitted when 0 */
   if (!ok || !agentrt__rd_end(&r, pairs)) return agentrt__malformed(&out, "run.input");
   agentrt__term_bytes(&in);
   agentrt__term_bytes(&s);
