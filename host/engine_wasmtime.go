@@ -125,8 +125,9 @@ func newWasmtime(_ context.Context, cfg EngineConfig) (wasmRuntime, error) {
 	// WebAssembly 2.0 and nothing beyond it (abi/SPEC.md §10.8), as
 	// wazero accepts: a module wasmtime alone ran could not be replayed on
 	// wazero, and threads and relaxed SIMD are nondeterministic by design.
-	// wasmtime has no setting for extended constant expressions:
-	// checkConstExprs refuses them in compile.
+	// wasmtime has no setting for extended constant expressions: the
+	// host's module reader (wasmread.go), which every compile goes
+	// through, refuses them.
 	wc.SetWasmThreads(false)
 	wc.SetWasmMultiMemory(false)
 	wc.SetWasmMemory64(false)
@@ -273,9 +274,6 @@ func (w *wasmtimeRuntime) instruments() bool { return false }
 func (w *wasmtimeRuntime) compile(_ context.Context, code []byte, m *Module) error {
 	mod, err := w.load(code)
 	if err != nil {
-		return err
-	}
-	if err := checkConstExprs(code); err != nil {
 		return err
 	}
 	m.compiled = mod
