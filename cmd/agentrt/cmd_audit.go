@@ -147,18 +147,26 @@ RUN is a run id, a unique prefix of one, or "last".`,
 				return withHint(errors.New("-o FILE is required"), "name the bundle file, e.g. -o run.bundle")
 			}
 			ctx := cmd.Context()
-			st, run, err := c.openRun(ctx, args[0])
+			st, run, err := c.openRunReader(ctx, args[0])
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			key, err := c.cellKey()
-			if err != nil {
-				return err
+			export := func(w io.Writer) (*replay.ExportReport, error) {
+				// The process that holds the data directory holds its
+				// key: it exports and signs, and streams the bundle.
+				return st.remote.Export(ctx, run.String(), w)
 			}
-			rep, err := c.exportTo(ctx, out, func(w io.Writer) (*replay.ExportReport, error) {
-				return replay.ExportTo(ctx, st, run, key, replay.EngineSettings{}, w)
-			})
+			if st.remote == nil {
+				key, err := c.cellKey()
+				if err != nil {
+					return err
+				}
+				export = func(w io.Writer) (*replay.ExportReport, error) {
+					return replay.ExportTo(ctx, st, run, key, replay.EngineSettings{}, w)
+				}
+			}
+			rep, err := c.exportTo(ctx, out, export)
 			if err != nil {
 				return err
 			}
@@ -324,16 +332,22 @@ prove consistent with it (agentrt audit consistency), or history was rewritten.`
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			st, run, err := c.openRun(ctx, args[0])
+			st, run, err := c.openRunReader(ctx, args[0])
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			key, err := c.cellKey()
-			if err != nil {
-				return err
+			var note []byte
+			if st.remote != nil {
+				// Signed by the process that holds the data directory
+				// and its key.
+				note, err = st.remote.Checkpoint(ctx, run.String())
+			} else {
+				var key ed25519.PrivateKey
+				if key, err = c.cellKey(); err == nil {
+					note, err = journal.CheckpointOf(ctx, st, run, key)
+				}
 			}
-			note, err := journal.CheckpointOf(ctx, st, run, key)
 			if err != nil {
 				return err
 			}
@@ -386,7 +400,7 @@ since the checkpoint was signed fails here.`,
 				return withHint(errors.New("--entry N is required"), "name the entry's seq (agentrt journal show RUN lists them)")
 			}
 			ctx := cmd.Context()
-			st, run, err := c.openRun(ctx, args[0])
+			st, run, err := c.openRunReader(ctx, args[0])
 			if err != nil {
 				return err
 			}
@@ -568,7 +582,7 @@ func (c *cli) treeFor(ctx context.Context, run journal.RunID, bundleFile string)
 		}
 		return tree, nil
 	}
-	st, err := c.openStore()
+	st, err := c.openReader(ctx)
 	if err != nil {
 		return nil, err
 	}
