@@ -349,3 +349,46 @@ func TestStatusOfEachReadError(t *testing.T) {
 		}
 	}
 }
+
+// TestControlSocketServesReads: a foreground run's control socket, which
+// starts no runs, answers the reads, so that no read command fails while
+// a foreground run holds the data directory.
+func TestControlSocketServesReads(t *testing.T) {
+	ctx := context.Background()
+	a := serveAPI(t, t.TempDir(), cell.ServerOptions{ControlOnly: true})
+	res, err := a.cell.Host.Run(ctx, host.RunSpec{Code: testutil.BuildGo(t, "host/testdata/agents/smoke"), Input: []byte("x"), Grant: mustGrant(t, smokeGrant)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, werr := records(t, a.cell.Store, res.Run, 0)
+	got, gerr := records(t, a.unix.Store(), res.Run, 0)
+	if werr != nil || gerr != nil || len(want) == 0 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("records through the control socket: %d (%v), want %d (%v)", len(got), gerr, len(want), werr)
+	}
+	if _, err := a.unix.Checkpoint(ctx, res.Run.String()); err != nil {
+		t.Fatalf("checkpoint through the control socket: %v", err)
+	}
+}
+
+// TestForgedModuleIsRefused: a module answered whose bytes do not hash
+// to the sum asked for is an error, as the store's own check is.
+func TestForgedModuleIsRefused(t *testing.T) {
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/wasm")
+		w.Write([]byte("\x00asm\x01\x00\x00\x00"))
+	})}
+	ln, err := cell.ListenLoopback("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	cl, err := cell.DialWith("http://"+ln.Addr().String(), cell.DialOptions{Token: strings.Repeat("ab", 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := make([]byte, journal.HashSize)
+	if code, err := cl.Store().Module(context.Background(), sum); err == nil || !strings.Contains(err.Error(), "hash to") {
+		t.Fatalf("a forged module: %d bytes, %v; want an error naming the hash", len(code), err)
+	}
+}
