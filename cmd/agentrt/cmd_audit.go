@@ -139,6 +139,10 @@ bundle is written as a stream, in memory bounded by the module and the largest
 entry, whatever the run's length. The engine settings are those the run's index
 records: the engines that ran it and the recording host's request limit.
 
+While a cell daemon (or a foreground run) holds the data directory, it exports
+and signs the bundle with the key it holds, and streams it here: the file is
+the same, and is written only when the daemon reports the export whole.
+
 RUN is a run id, a unique prefix of one, or "last".`,
 		Example: "  agentrt audit export last -o run.bundle",
 		Args:    cobra.ExactArgs(1),
@@ -327,7 +331,8 @@ func (c *cli) auditCheckpointCmd() *cobra.Command {
 signed note whose text is the origin agentrt.dev/run/<run id>, the number of
 entries and the base64 RFC 6962 root hash of the tree over the entries
 (journal/SPEC.md section 14). Keep it: a later checkpoint of the same run must
-prove consistent with it (agentrt audit consistency), or history was rewritten.`,
+prove consistent with it (agentrt audit consistency), or history was rewritten.
+While a cell daemon holds the data directory, the daemon signs it.`,
 		Example: "  agentrt audit checkpoint last -o run.checkpoint",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
