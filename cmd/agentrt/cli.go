@@ -109,7 +109,9 @@ func hintFor(err error) string {
 	case errors.Is(err, fileread.ErrTooLarge):
 		return "agentrt reads files of this kind up to the size named; check that this is the file you meant"
 	case errors.Is(err, badgerstore.ErrLocked):
-		return "another agentrt process is using this data directory; wait for it, or pick another with --data"
+		return "another agentrt process (a cell daemon, a run, or a command such as agentrt purge) is using this data directory; wait for it, or pick another with --data"
+	case errors.Is(err, cell.ErrCut):
+		return "the process that holds the data directory stopped answering mid-way (it stopped, or was killed); what arrived is not the whole answer: run the command again"
 	case errors.Is(err, cell.ErrNoRuns):
 		return "start one with: agentrt run MODULE.wasm (agentrt run --help)"
 	case errors.Is(err, journal.ErrNotFound):
@@ -130,6 +132,12 @@ func hintFor(err error) string {
 		return cell.Hint(err)
 	case errors.Is(err, host.ErrBadModule):
 		return "the host refuses the module before it runs; build a command module (agentrt build DIR: GOOS=wasip1, or a C main with wasi-libc)"
+	}
+	// An error the cell answered that the CLI has no hint of its own for:
+	// the cell's.
+	var re *cell.RemoteError
+	if errors.As(err, &re) {
+		return re.Hint()
 	}
 	return ""
 }
@@ -152,7 +160,9 @@ Quick start:
   agentrt audit export RUN -o run.bundle   # then, anywhere: agentrt audit verify run.bundle --trust KEYS
 
 A cell can also run as a daemon (agentrt cell serve); agentrt run, resume,
-cancel, runs and approve then go through it.`,
+cancel and approve then go through it, and so do the commands that read
+(runs, logs, journal, replay, audit export, checkpoint and prove), with the
+same output as from the store itself.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -191,36 +201,45 @@ func (c *cli) data() (string, error) {
 	return cell.DefaultDataDir()
 }
 
-// openRun opens the store alone (commands that read journals need no engine
-// and no key) and resolves a run argument in it.
-func (c *cli) openRun(ctx context.Context, arg string) (*badgerstore.Store, journal.RunID, error) {
-	st, err := c.openStore()
-	if err != nil {
-		return nil, journal.RunID{}, err
-	}
-	run, err := cell.FindRun(ctx, st, arg)
-	if err != nil {
-		st.Close()
-		return nil, journal.RunID{}, err
-	}
-	return st, run, nil
-}
-
 // open opens the cell.
 func (c *cli) open(ctx context.Context, opts cell.Options) (*cell.Cell, error) {
 	dir, err := c.data()
 	if err != nil {
 		return nil, err
 	}
-	opts.CacheDir = c.cacheDir
+	c.engineOptions(&opts)
 	opts.Policies, opts.Modes = c.policies, c.modes
+	cl, err := cell.Open(ctx, dir, opts)
+	return cl, engineError(err)
+}
+
+// newEngine returns the engine the cell would use (--engine, --cache),
+// alone: what replay needs to re-execute a run whose store it reads,
+// perhaps through the daemon that holds it.
+func (c *cli) newEngine(ctx context.Context) (*host.Engine, error) {
+	dir, err := c.data()
+	if err != nil {
+		return nil, err
+	}
+	var opts cell.Options
+	c.engineOptions(&opts)
+	eng, err := cell.NewEngine(ctx, dir, opts)
+	return eng, engineError(err)
+}
+
+// engineOptions sets the engine and the compilation cache of opts from
+// the flags and the environment.
+func (c *cli) engineOptions(opts *cell.Options) {
+	opts.CacheDir = c.cacheDir
 	if opts.CacheDir == "" {
 		opts.CacheDir = os.Getenv(cell.EnvCache)
 	}
 	opts.Engine = c.engine
-	cl, err := cell.Open(ctx, dir, opts)
+}
+
+func engineError(err error) error {
 	if errors.Is(err, host.ErrEngineUnavailable) {
-		return nil, withHint(err, "build agentrt with the engine (cgo): CGO_ENABLED=1 go build -tags wasmtime -o bin/agentrt ./cmd/agentrt; or run with --engine wazero")
+		return withHint(err, "build agentrt with the engine (cgo): CGO_ENABLED=1 go build -tags wasmtime -o bin/agentrt ./cmd/agentrt; or run with --engine wazero")
 	}
-	return cl, err
+	return err
 }

@@ -139,6 +139,10 @@ bundle is written as a stream, in memory bounded by the module and the largest
 entry, whatever the run's length. The engine settings are those the run's index
 records: the engines that ran it and the recording host's request limit.
 
+While a cell daemon (or a foreground run) holds the data directory, it exports
+and signs the bundle with the key it holds, and streams it here: the file is
+the same, and is written only when the daemon reports the export whole.
+
 RUN is a run id, a unique prefix of one, or "last".`,
 		Example: "  agentrt audit export last -o run.bundle",
 		Args:    cobra.ExactArgs(1),
@@ -147,18 +151,26 @@ RUN is a run id, a unique prefix of one, or "last".`,
 				return withHint(errors.New("-o FILE is required"), "name the bundle file, e.g. -o run.bundle")
 			}
 			ctx := cmd.Context()
-			st, run, err := c.openRun(ctx, args[0])
+			st, run, err := c.openRunReader(ctx, args[0])
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			key, err := c.cellKey()
-			if err != nil {
-				return err
+			export := func(w io.Writer) (*replay.ExportReport, error) {
+				// The process that holds the data directory holds its
+				// key: it exports and signs, and streams the bundle.
+				return st.remote.Export(ctx, run.String(), w)
 			}
-			rep, err := c.exportTo(ctx, out, func(w io.Writer) (*replay.ExportReport, error) {
-				return replay.ExportTo(ctx, st, run, key, replay.EngineSettings{}, w)
-			})
+			if st.remote == nil {
+				key, err := c.cellKey()
+				if err != nil {
+					return err
+				}
+				export = func(w io.Writer) (*replay.ExportReport, error) {
+					return replay.ExportTo(ctx, st, run, key, replay.EngineSettings{}, w)
+				}
+			}
+			rep, err := c.exportTo(ctx, out, export)
 			if err != nil {
 				return err
 			}
@@ -319,21 +331,28 @@ func (c *cli) auditCheckpointCmd() *cobra.Command {
 signed note whose text is the origin agentrt.dev/run/<run id>, the number of
 entries and the base64 RFC 6962 root hash of the tree over the entries
 (journal/SPEC.md section 14). Keep it: a later checkpoint of the same run must
-prove consistent with it (agentrt audit consistency), or history was rewritten.`,
+prove consistent with it (agentrt audit consistency), or history was rewritten.
+While a cell daemon holds the data directory, the daemon signs it.`,
 		Example: "  agentrt audit checkpoint last -o run.checkpoint",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			st, run, err := c.openRun(ctx, args[0])
+			st, run, err := c.openRunReader(ctx, args[0])
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			key, err := c.cellKey()
-			if err != nil {
-				return err
+			var note []byte
+			if st.remote != nil {
+				// Signed by the process that holds the data directory
+				// and its key.
+				note, err = st.remote.Checkpoint(ctx, run.String())
+			} else {
+				var key ed25519.PrivateKey
+				if key, err = c.cellKey(); err == nil {
+					note, err = journal.CheckpointOf(ctx, st, run, key)
+				}
 			}
-			note, err := journal.CheckpointOf(ctx, st, run, key)
 			if err != nil {
 				return err
 			}
@@ -386,7 +405,7 @@ since the checkpoint was signed fails here.`,
 				return withHint(errors.New("--entry N is required"), "name the entry's seq (agentrt journal show RUN lists them)")
 			}
 			ctx := cmd.Context()
-			st, run, err := c.openRun(ctx, args[0])
+			st, run, err := c.openRunReader(ctx, args[0])
 			if err != nil {
 				return err
 			}
@@ -568,7 +587,7 @@ func (c *cli) treeFor(ctx context.Context, run journal.RunID, bundleFile string)
 		}
 		return tree, nil
 	}
-	st, err := c.openStore()
+	st, err := c.openReader(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -39,7 +39,7 @@ on past a bad entry and marks it.`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			st, run, err := c.openRun(ctx, args[0])
+			st, run, err := c.openRunReader(ctx, args[0])
 			if err != nil {
 				return err
 			}
@@ -334,7 +334,7 @@ func (c *cli) journalQuery(cmd *cobra.Command, q *queryFlags) error {
 			}
 		}
 	}
-	st, err := c.openStore()
+	st, err := c.openReader(ctx)
 	if err != nil {
 		return err
 	}

@@ -26,7 +26,7 @@ RUN is a run id, a unique prefix of one, or "last" for the newest run.`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			st, run, err := c.openRun(ctx, args[0])
+			st, run, err := c.openRunReader(ctx, args[0])
 			if err != nil {
 				return err
 			}

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 
 	"github.com/agentrt/agentrt/abi"
-	"github.com/agentrt/agentrt/host/cell"
 	"github.com/agentrt/agentrt/internal/fileread"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/journal/cellkey"
@@ -37,24 +36,28 @@ answer to "is my new version compatible with the runs in flight?".`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			cl, err := c.open(ctx, cell.Options{})
+			eng, err := c.newEngine(ctx)
 			if err != nil {
 				return err
 			}
-			defer cl.Close(ctx)
-			run, err := cell.FindRun(ctx, cl.Store, args[0])
+			defer eng.Close(ctx)
+			// The journal is read from the store, or through the process
+			// that holds it; the module is re-executed here, on this
+			// command's engine.
+			st, run, err := c.openRunReader(ctx, args[0])
 			if err != nil {
 				return err
 			}
-			trust, err := c.trustWith(trustFile, cl.Public())
+			defer st.Close()
+			trust, err := c.trust(trustFile)
 			if err != nil {
 				return err
 			}
-			j, err := replay.Load(ctx, cl.Store, run, trust)
+			j, err := replay.Load(ctx, st, run, trust)
 			if err != nil {
 				return err
 			}
-			code, err := cl.Store.Module(ctx, j.Summary.Header.ModuleSHA256)
+			code, err := st.Module(ctx, j.Summary.Header.ModuleSHA256)
 			if err != nil {
 				return err
 			}
@@ -64,7 +67,7 @@ answer to "is my new version compatible with the runs in flight?".`,
 					return err
 				}
 			}
-			rep, err := j.Replay(ctx, cl.Engine, code, opts)
+			rep, err := j.Replay(ctx, eng, code, opts)
 			if errors.Is(err, replay.ErrUnfinished) {
 				return withHint(err, "the run is still going or was interrupted; its recorded part is intact (continue it with: agentrt resume RUN)")
 			}

@@ -65,15 +65,20 @@ list comes from it, and LIVE marks the runs it is executing.`,
 }
 
 // listRuns reads the run index from the store, or, while a process holds
-// the data directory, asks it through its socket.
+// the data directory, asks it through its socket: it knows which runs it
+// is executing (live).
 func (c *cli) listRuns(ctx context.Context) ([]cell.RunInfo, error) {
 	st, err := c.openStore()
 	if errors.Is(err, badgerstore.ErrLocked) {
-		if cl, cerr := c.cellClient(""); cerr == nil && cl != nil {
-			if runs, cerr := cl.Runs(ctx); cerr == nil {
-				return runs, nil
-			}
+		cl, err := c.holder(ctx, err)
+		if err != nil {
+			return nil, err
 		}
+		runs, err := cl.Runs(ctx)
+		if err != nil {
+			return nil, remoteHint(err)
+		}
+		return runs, nil
 	}
 	if err != nil {
 		return nil, err

@@ -33,7 +33,7 @@ func TestScripts(t *testing.T) {
 	}
 	testscript.Run(t, testscript.Params{
 		Dir:  "testdata/script",
-		Cmds: tokenScriptCmds(),
+		Cmds: scriptCmds(),
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("MODULES", modules)
 			env.Setenv("AGENTRT_DATA", filepath.Join(env.WorkDir, "data"))

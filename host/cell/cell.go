@@ -146,14 +146,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Cell, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := host.EngineConfig{Kind: opts.Engine, CacheDir: filepath.Join(dir, "cache")}
-	if opts.CacheDir != "" {
-		cfg.CacheDir = opts.CacheDir
-	}
-	if opts.NoCache {
-		cfg.CacheDir = ""
-	}
-	eng, err := host.NewEngine(ctx, cfg)
+	eng, err := NewEngine(ctx, dir, opts)
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -174,6 +167,21 @@ func Open(ctx context.Context, dir string, opts Options) (*Cell, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// NewEngine returns the engine Open makes for the cell in dir, as opts
+// pick it (Engine, CacheDir, NoCache), without opening the store: what
+// re-executing a run needs while another process (a daemon) holds the
+// store and answers its reads.
+func NewEngine(ctx context.Context, dir string, opts Options) (*host.Engine, error) {
+	cfg := host.EngineConfig{Kind: opts.Engine, CacheDir: filepath.Join(dir, "cache")}
+	if opts.CacheDir != "" {
+		cfg.CacheDir = opts.CacheDir
+	}
+	if opts.NoCache {
+		cfg.CacheDir = ""
+	}
+	return host.NewEngine(ctx, cfg)
 }
 
 // Public returns the cell's public key, its identity.

@@ -102,13 +102,19 @@ func parseTokenFrom(what, s string) (string, error) {
 	return tok, nil
 }
 
-// RemoteError is an error answer of the API.
+// RemoteError is an error answer of the API. Its text is the cell's; it
+// matches, with errors.Is and errors.As, the sentinel errors of the kinds
+// the answer lists and the *journal.GapError it names.
 type RemoteError struct {
 	Code int
 	APIError
+	wrapped []error
 }
 
 func (e *RemoteError) Error() string { return e.APIError.Error }
+
+// Unwrap returns the errors of the kinds the answer lists.
+func (e *RemoteError) Unwrap() []error { return e.wrapped }
 
 // Hint returns the cell's hint for the error, if any.
 func (e *RemoteError) Hint() string { return e.APIError.Hint }
@@ -138,11 +144,11 @@ func (c *Client) do(ctx context.Context, method, path string, body any) (*http.R
 	}
 	if resp.StatusCode >= 400 {
 		defer resp.Body.Close()
-		re := &RemoteError{Code: resp.StatusCode}
-		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&re.APIError); err != nil || re.APIError.Error == "" {
-			re.APIError.Error = fmt.Sprintf("cell answered %s", resp.Status)
+		var e APIError
+		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e); err != nil || e.Error == "" {
+			e = APIError{Error: fmt.Sprintf("cell answered %s", resp.Status)}
 		}
-		return nil, re
+		return nil, newRemoteError(resp.StatusCode, e)
 	}
 	return resp, nil
 }

@@ -356,6 +356,7 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc("GET /v1/runs/{run}/events", s.events)
 	mux.HandleFunc("GET /v1/approvals", s.listApprovals)
 	mux.HandleFunc("POST /v1/runs/{run}/approve", s.approve)
+	s.readRoutes(mux)
 	if !s.control {
 		mux.HandleFunc("POST /v1/runs", s.submit)
 		mux.HandleFunc("POST /v1/runs/{run}/resume", s.resume)
@@ -744,13 +745,16 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
 type APIError struct {
 	Error string `json:"error"`
 	Hint  string `json:"hint,omitempty"`
+	// Kinds names the classes of the error (errors.go, API.md), for
+	// clients to tell errors apart by.
+	Kinds []string `json:"kinds,omitempty"`
+	// Gap names the entries missing from a journal the store cannot give
+	// back whole (kind "incomplete").
+	Gap *Gap `json:"gap,omitempty"`
 }
 
 func writeError(w http.ResponseWriter, code int, err error, hint string) {
-	if hint == "" {
-		hint = Hint(err)
-	}
-	writeJSON(w, code, APIError{Error: err.Error(), Hint: hint})
+	writeJSON(w, code, apiError(err, hint))
 }
 
 // Hint returns the fix for errors of the run lifecycle that have a known

@@ -763,6 +763,8 @@ func secrets(t *testing.T, c *cell.Cell, token string) map[string]string {
 	t.Helper()
 	out := map[string]string{"api token": token}
 	for name, b := range map[string][]byte{"seed": c.Key.Seed(), "private key": c.Key} {
+		// Raw: the answers of frames (records, bundles) are binary.
+		out[name+" (raw)"] = string(b)
 		out[name+" (hex)"] = hex.EncodeToString(b)
 		out[name+" (HEX)"] = strings.ToUpper(hex.EncodeToString(b))
 		for enc, e := range map[string]*base64.Encoding{"std": base64.StdEncoding, "raw": base64.RawStdEncoding, "url": base64.URLEncoding, "rawurl": base64.RawURLEncoding} {
@@ -798,7 +800,9 @@ func leaks(text string, secrets map[string]string) []string {
 
 // TestNoAnswerCarriesKeyMaterial runs the whole API surface, on both
 // listeners: every endpoint, every stream (stored and followed, a run
-// parked, approved, cancelled, resumed, denied), and every kind of error
+// parked, approved, cancelled, resumed, denied), the reads of the store
+// (records, index records, events, modules, lineage rows) and what the
+// cell signs for them (a bundle, a checkpoint), and every kind of error
 // answer (401, 403, 404, 405, 409, 413, 415, 400, 422), and greps every
 // status line, header and body for the cell's private key and the API
 // token. The grep is checked to find each secret when one is planted.
@@ -925,6 +929,19 @@ func TestNoAnswerCarriesKeyMaterial(t *testing.T) {
 		answer(unix, s.RunID, false)
 		wg.Wait()
 		send(unix, "GET", "/v1/runs/"+s.RunID+"/events?follow=1", nil, nil)
+		// The reads of the store, and what the cell signs for them.
+		for _, path := range []string{
+			"/v1/store/runs", "/v1/store/runs/" + run, "/v1/store/runs/" + run + "/records", "/v1/store/runs/" + run + "/records?from=2",
+			"/v1/store/runs/" + run + "/events", "/v1/store/modules/" + runs[0].ModuleSHA256, "/v1/runs/" + run + "/bundle",
+			"/v1/runs/last/checkpoint", "/v1/lineage/calls", "/v1/lineage/calls?op=kv.&limit=2", "/v1/lineage/consumers?hash=" + strings.Repeat("00", 32),
+			"/v1/store/runs/zz", "/v1/store/runs/" + strings.Repeat("0", 32), "/v1/store/modules/00", "/v1/store/modules/" + strings.Repeat("00", 32),
+			"/v1/runs/ffff/bundle", "/v1/runs/ffff/checkpoint", "/v1/lineage/calls?limit=x", "/v1/lineage/consumers?hash=zz",
+		} {
+			send(unix, "GET", path, nil, nil)
+		}
+		send(unix, "POST", "/v1/lineage/index", nil, nil)
+		send(unix, "POST", "/v1/lineage/reindex", nil, nil)
+		send(unix, "POST", "/v1/lineage/index", nil, []byte(`{}`))
 		// Errors of every kind.
 		for _, e := range []struct {
 			method, path string
