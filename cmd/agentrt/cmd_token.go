@@ -84,14 +84,7 @@ func (f *linkFlags) claims() (claims capability.Claims, have bool, err error) {
 	if err != nil {
 		return claims, have, err
 	}
-	for _, p := range []struct{ dst, src **uint64 }{
-		{&claims.Budget.Steps, &over.Steps}, {&claims.Budget.HTTPRequests, &over.HTTPRequests},
-		{&claims.Budget.ToolCalls, &over.ToolCalls}, {&claims.Budget.WallSeconds, &over.WallSeconds},
-	} {
-		if *p.src != nil {
-			*p.dst = *p.src
-		}
-	}
+	claims.Budget.Override(over)
 	if f.subject != "" {
 		if claims.Subject, err = parsePublicKey(f.subject); err != nil {
 			return claims, have, fmt.Errorf("--subject: %w", err)
@@ -142,7 +135,7 @@ func expiry(s string, now time.Time) (time.Time, error) {
 // token carrying it is written.
 func enforced(b capability.Budget) error {
 	if err := host.CheckEnforced(b); err != nil {
-		return withHint(err, "leave steps, http_requests and tool_calls out of --budget and the caps file's budget: a cell refuses a token that carries one")
+		return withHint(err, "set only wall_seconds in --budget and the caps file's budget: a cell refuses a token that carries another ceiling until its budget layer enforces it")
 	}
 	return nil
 }
