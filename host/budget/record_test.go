@@ -3,6 +3,7 @@ package budget
 import (
 	"encoding/hex"
 	"errors"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -137,4 +138,22 @@ func FuzzRecord(f *testing.F) {
 			t.Fatalf("decoded %v from %x, which encodes as %x, %v", ops, b, again, err)
 		}
 	})
+}
+
+// TestSpecExample: the bytes journal/SPEC.md section 6.1 shows are the
+// encoding of exampleReserve.
+func TestSpecExample(t *testing.T) {
+	spec, err := os.ReadFile("../../journal/SPEC.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(spec)
+	i := strings.Index(s, "\n81 a4 62 6964 01")
+	if i < 0 {
+		t.Fatal("journal/SPEC.md has no budget record example")
+	}
+	block := s[i : i+strings.Index(s[i:], "```")]
+	if got := strings.Join(strings.Fields(block), ""); got != exampleReserveHex {
+		t.Fatalf("journal/SPEC.md's example is\n%s\nthe encoding is\n%s", got, exampleReserveHex)
+	}
 }
