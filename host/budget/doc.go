@@ -38,5 +38,42 @@
 // the ledger never takes a float, a clock or a lock other than its own: a
 // rebuilt ledger equals the live one that wrote the records.
 //
+// # Wiring into the gate
+//
+// The calls the host makes (host/gate.go's budget stage, between policy and
+// approval), with s.ledger a *Ledger per run:
+//
+//   - At a run's start: s.ledger = budget.New(budget.CeilingsOf(claims.Budget, grantBudget)).
+//   - On resume: decode every entry's budget field (DecodeRecord), in
+//     journal order, then l, resolved, err := budget.Rebuild(ceilings,
+//     lastStep, ops, resolver). The resolver answers ResolveKeep for an
+//     orphan whose call's last entry is its intent (never dispatched: the
+//     dispatch that follows uses the same reservation), ResolveActual when
+//     the provider's usage is known, and the default (worst case)
+//     otherwise. EncodeRecord(resolved...) goes on the next entry of each
+//     orphan's call.
+//   - Per costly call, after policy allowed it: r, err :=
+//     s.ledger.Reserve(c.Step, cost), cost being budget.WorstCase(estimate,
+//     maxOutputTokens, price) for a model call, Amounts{ToolCalls: 1} for a
+//     tool launch, Amounts{HTTPRequests: 1} for an HTTP request. An error
+//     matching ErrBudget is a denial: status `budget`, the error's text as
+//     the message, GateRecord{Layer: "budget", Reason: err.Error()}, and no
+//     budget record. Otherwise EncodeRecord(r.Op()) is the intent's budget
+//     field (the pure call's one entry, for a pure call).
+//   - When the approval layer then refuses, or the call fails before it
+//     is dispatched: op, _ := s.ledger.Release(r), on the failed entry.
+//   - After dispatch: op, _ := s.ledger.Settle(r, actual), actual being
+//     budget.Charge(usage, price) for a model call and the reserved
+//     amounts for a tool or HTTP call (a call that was sent is charged even
+//     when it failed), on the completed or failed entry.
+//   - Steps: the step ceiling needs no lock on the hot path: refuse a call
+//     whose c.Step exceeds ceilings.Get(Steps). Step is for a child ledger,
+//     whose steps charge its parent's carve.
+//   - Wall clock: s.ledger.Tick(elapsed seconds) from the run's existing
+//     wall-time timer, so that reserves stop once it has run out.
+//   - agentrt budget RUN [--json]: rep, err := budget.ReportFrom(ceilings,
+//     budget.Journal{Steps: lastStep, ElapsedSeconds: secs, Fields: fields}),
+//     then rep.WriteText(stdout) or rep.WriteJSON(stdout).
+//
 // This package must never import the host: the gate calls it.
 package budget
