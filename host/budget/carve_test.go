@@ -2,6 +2,7 @@ package budget
 
 import (
 	"errors"
+	"sync"
 	"testing"
 )
 
@@ -164,5 +165,94 @@ func TestAdopt(t *testing.T) {
 	}
 	if s, r := rebuilt.Spent(); s[MicroUSD] != 600_000 || !r.IsZero() {
 		t.Fatalf("after close: spent %v reserved %v", s, r)
+	}
+}
+
+// TestConcurrentCarves: children carved concurrently out of one parent get
+// only the room it has; each spends concurrently within its own ceilings
+// beside the parent's own calls; the parent never holds more than its
+// ceiling, and once every child has closed it has spent exactly what the
+// children and its own calls settled.
+func TestConcurrentCarves(t *testing.T) {
+	for seed := range 20 {
+		parent := New(Ceilings{}.With(MicroUSD, ten).With(ModelCalls, 1000))
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var settled uint64
+		live, most := 0, 0
+		for k := range 6 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				child, _, err := parent.Carve(uint64(k+1), Ceilings{}.With(MicroUSD, 3_000_000).With(ModelCalls, 100))
+				if err != nil {
+					if !errors.Is(err, ErrBudget) {
+						t.Errorf("carve: %v", err)
+					}
+					return
+				}
+				mu.Lock()
+				live++
+				most = max(most, live)
+				mu.Unlock()
+				var inner sync.WaitGroup
+				for w := range 3 {
+					inner.Add(1)
+					go func() {
+						defer inner.Done()
+						for i := range 50 {
+							r, err := child.Reserve(1, Amounts{ModelCalls: 1, MicroUSD: 40_000})
+							if err != nil {
+								continue
+							}
+							actual := uint64((seed*31+k*7+w*3+i)%40_000 + 1)
+							if _, err := child.Settle(r, Amounts{ModelCalls: 1, MicroUSD: actual}); err != nil {
+								t.Error(err)
+								return
+							}
+							mu.Lock()
+							settled += actual
+							mu.Unlock()
+						}
+					}()
+				}
+				inner.Wait()
+				// Counted closed first: the parent may carve again as soon
+				// as Close returns the room.
+				mu.Lock()
+				live--
+				mu.Unlock()
+				if _, err := child.Close(); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		// The parent's own calls, meanwhile.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 100 {
+				r, err := parent.Reserve(1, usd(10_000))
+				if err != nil {
+					continue
+				}
+				parent.Settle(r, usd(10_000))
+				mu.Lock()
+				settled += 10_000
+				mu.Unlock()
+				spent, reserved := parent.Spent()
+				if spent[MicroUSD]+reserved[MicroUSD] > ten {
+					t.Errorf("the parent holds %d spent + %d reserved of %d", spent[MicroUSD], reserved[MicroUSD], ten)
+				}
+			}
+		}()
+		wg.Wait()
+		spent, reserved := parent.Spent()
+		if spent[MicroUSD] != settled || !reserved.IsZero() || len(parent.Open()) != 0 {
+			t.Fatalf("seed %d: parent spent %d reserved %v, settled %d", seed, spent[MicroUSD], reserved, settled)
+		}
+		if most > 3 {
+			t.Fatalf("seed %d: %d children of $3 open at once out of $10", seed, most)
+		}
 	}
 }
