@@ -29,8 +29,9 @@ const devTokenLife = time.Hour
 
 // ErrUnenforcedCeiling is returned when a token carries a budget ceiling
 // that no layer of this host enforces yet (every one but wall_seconds:
-// steps, http_requests, tool_calls and the model ceilings): the token is refused rather than run under a ceiling that
-// would be ignored. wall_seconds is enforced (it caps tool launches).
+// steps, http_requests, tool_calls and the model ceilings): the token is
+// refused rather than run under a ceiling that would be ignored.
+// wall_seconds is enforced (it caps tool launches).
 var ErrUnenforcedCeiling = errors.New("budget ceiling not enforced by this host")
 
 // CheckEnforced returns an error wrapping ErrUnenforcedCeiling, naming the
