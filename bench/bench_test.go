@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"strings"
@@ -110,7 +111,7 @@ func TestQuickHarness(t *testing.T) {
 	if runtime.GOOS == "linux" {
 		want = append(want, "10")
 	}
-	want = append(want, "11a", "11b")
+	want = append(want, "11a", "11b", "12a", "12b")
 	var got []string
 	for _, f := range rep.Figures {
 		got = append(got, f.ID)
@@ -521,4 +522,27 @@ func BenchmarkParts(b *testing.B) {
 			b.Fatal(err)
 		}
 	})
+}
+
+// TestBudgetFigure runs figure 12 alone, at quick sizes, and checks its
+// shape: the full harness (TestQuickHarness) is too long to run for it.
+func TestBudgetFigure(t *testing.T) {
+	cfg := QuickConfig()
+	h := &harness{cfg: cfg, log: io.Discard}
+	figs, err := h.budget(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(figs) != 2 || figs[0].ID != "12a" || figs[1].ID != "12b" {
+		t.Fatalf("figures %+v", figs)
+	}
+	for _, f := range figs {
+		f.settle()
+		if f.Value <= 0 || f.Floor == nil || f.Floor.Value <= 0 || f.Met == nil || len(f.Samples) != cfg.Reps {
+			t.Errorf("figure %s: %+v", f.ID, f)
+		}
+	}
+	if figs[0].Extra["record_encode_ns"] <= 0 {
+		t.Errorf("no record encoding time: %v", figs[0].Extra)
+	}
 }

@@ -289,6 +289,17 @@ type Budget struct {
 	ToolCalls *uint64 `cbor:"tool,omitempty" json:"tool_calls,omitempty" yaml:"tool_calls,omitempty"`
 	// WallSeconds is the most wall-clock time the run may take, in seconds.
 	WallSeconds *uint64 `cbor:"wall,omitempty" json:"wall_seconds,omitempty" yaml:"wall_seconds,omitempty"`
+	// ModelCalls is the most model (llm) calls.
+	ModelCalls *uint64 `cbor:"llm,omitempty" json:"model_calls,omitempty" yaml:"model_calls,omitempty"`
+	// InputTokens is the most model input tokens, cached ones included.
+	InputTokens *uint64 `cbor:"input_tokens,omitempty" json:"input_tokens,omitempty" yaml:"input_tokens,omitempty"`
+	// OutputTokens is the most model output tokens, reasoning included.
+	OutputTokens *uint64 `cbor:"output_tokens,omitempty" json:"output_tokens,omitempty" yaml:"output_tokens,omitempty"`
+	// MicroUSD is the most money the run may spend, in integer micro-USD
+	// (1 USD = 1 000 000): an integer, so that a ceiling has one encoding
+	// and every sum against it is exact. The flag syntax writes it in
+	// dollars (usd=9.90, see ParseUSD).
+	MicroUSD *uint64 `cbor:"micro_usd,omitempty" json:"micro_usd,omitempty" yaml:"micro_usd,omitempty"`
 }
 
 // Limit returns a pointer to n, for the fields of Budget.
@@ -302,7 +313,31 @@ func (b *Budget) fields() []struct {
 	return []struct {
 		name string
 		p    **uint64
-	}{{"steps", &b.Steps}, {"http_requests", &b.HTTPRequests}, {"tool_calls", &b.ToolCalls}, {"wall_seconds", &b.WallSeconds}}
+	}{{"steps", &b.Steps}, {"http_requests", &b.HTTPRequests}, {"tool_calls", &b.ToolCalls}, {"wall_seconds", &b.WallSeconds},
+		{"model_calls", &b.ModelCalls}, {"input_tokens", &b.InputTokens}, {"output_tokens", &b.OutputTokens}, {"micro_usd", &b.MicroUSD}}
+}
+
+// Set names the ceilings b sets, in the order of the flag syntax: what a
+// host that enforces only some dimensions must check before it runs a
+// token.
+func (b Budget) Set() []string {
+	var out []string
+	for _, f := range b.fields() {
+		if *f.p != nil {
+			out = append(out, f.name)
+		}
+	}
+	return out
+}
+
+// Override sets in b every ceiling that over sets, leaving the others.
+func (b *Budget) Override(over Budget) {
+	of := over.fields()
+	for i, f := range b.fields() {
+		if v := *of[i].p; v != nil {
+			*f.p = Limit(*v)
+		}
+	}
 }
 
 // Within returns nil when every ceiling of b is at most parent's, and
@@ -339,7 +374,11 @@ func (b *Budget) inherit(parent Budget) {
 func (b Budget) String() string {
 	var parts []string
 	for _, f := range b.fields() {
-		if *f.p != nil {
+		switch {
+		case *f.p == nil:
+		case f.p == &b.MicroUSD:
+			parts = append(parts, "usd="+FormatUSD(**f.p))
+		default:
 			parts = append(parts, fmt.Sprintf("%s=%d", f.name, **f.p))
 		}
 	}
@@ -349,8 +388,10 @@ func (b Budget) String() string {
 	return strings.Join(parts, ",")
 }
 
-// ParseBudget parses "steps=N,http_requests=N,tool_calls=N,wall_seconds=N"
-// (any subset, in any order; wall_seconds also takes a duration like 1h).
+// ParseBudget parses "steps=N,http_requests=N,tool_calls=N,wall_seconds=N,
+// model_calls=N,input_tokens=N,output_tokens=N,usd=D" (any subset, in any
+// order; wall_seconds also takes a duration like 1h; usd takes dollars
+// with at most six decimals, micro_usd=N the same ceiling in micro-USD).
 func ParseBudget(s string) (Budget, error) {
 	var b Budget
 	if strings.TrimSpace(s) == "" {
@@ -361,6 +402,14 @@ func ParseBudget(s string) (Budget, error) {
 		if !ok {
 			return b, fmt.Errorf("budget %q: want name=value", part)
 		}
+		if name == "usd" {
+			n, err := ParseUSD(val)
+			if err != nil {
+				return b, fmt.Errorf("budget usd=%q: %w", val, err)
+			}
+			b.MicroUSD = Limit(n)
+			continue
+		}
 		var field **uint64
 		for _, f := range b.fields() {
 			if f.name == name {
@@ -368,7 +417,7 @@ func ParseBudget(s string) (Budget, error) {
 			}
 		}
 		if field == nil {
-			return b, fmt.Errorf("budget %q: unknown ceiling (want steps, http_requests, tool_calls or wall_seconds)", name)
+			return b, fmt.Errorf("budget %q: unknown ceiling (want steps, http_requests, tool_calls, wall_seconds, model_calls, input_tokens, output_tokens or usd)", name)
 		}
 		n, err := strconv.ParseUint(val, 10, 64)
 		if err != nil && name == "wall_seconds" {

@@ -84,7 +84,9 @@ func randomClaims(t *rapid.T) Claims {
 		c.Caps.Tool = randomTools(t)
 	}
 	c.Budget = Budget{Steps: ceiling(t, "steps", 100), HTTPRequests: ceiling(t, "http", 100),
-		ToolCalls: ceiling(t, "tool calls", 100), WallSeconds: ceiling(t, "wall", 100)}
+		ToolCalls: ceiling(t, "tool calls", 100), WallSeconds: ceiling(t, "wall", 100),
+		ModelCalls: ceiling(t, "model calls", 100), InputTokens: ceiling(t, "input tokens", 1<<40),
+		OutputTokens: ceiling(t, "output tokens", 1<<40), MicroUSD: ceiling(t, "micro-usd", 1<<62)}
 	nbf := rapid.IntRange(0, 10).Draw(t, "nbf hours")
 	c.NotBefore = t0.Add(time.Duration(nbf) * time.Hour)
 	c.Expires = c.NotBefore.Add(time.Duration(rapid.IntRange(1, 48).Draw(t, "window hours")) * time.Hour)

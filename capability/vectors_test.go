@@ -276,6 +276,14 @@ func generateVectors(tb testing.TB) []*vector {
 	unlChild.Budget = Budget{HTTPRequests: Limit(0)}
 	add(vector{name: "valid-unlimited-root-budget", expect: "valid", token: mustAttenuate(tb, mustIssue(tb, rootA, unl), holder1, unlChild)},
 		"the root sets no budget ceiling; the child allows zero HTTP requests (none) and nothing else")
+	model := rootClaims()
+	model.Budget.ModelCalls, model.Budget.InputTokens, model.Budget.OutputTokens, model.Budget.MicroUSD = Limit(40), Limit(1_000_000), Limit(50_000), Limit(10_000_000)
+	modelChild := narrowClaims()
+	modelChild.Budget.ModelCalls, modelChild.Budget.InputTokens, modelChild.Budget.OutputTokens, modelChild.Budget.MicroUSD = Limit(10), Limit(200_000), Limit(8000), Limit(9_900_000)
+	modelRoot := mustIssue(tb, rootA, model)
+	add(vector{name: "valid-model-budget", expect: "valid", token: mustAttenuate(tb, modelRoot, holder1, modelChild)},
+		"the root adds the model ceilings: 40 model calls, 1000000 input and 50000 output tokens, 10000000 micro-USD ($10);",
+		"the child lowers them to 10, 200000, 8000 and 9900000 ($9.90)")
 	deep := root
 	for i := range DefaultMaxDepth {
 		c := narrowClaims()
@@ -399,6 +407,10 @@ func generateVectors(tb testing.TB) []*vector {
 	wideBudget.Budget.Steps = Limit(1001)
 	add(vector{name: "widens-budget", expect: "widens", badLink: 1, token: unchecked(tb, root, holder1, wideBudget)},
 		"link 1 allows 1001 steps; the root 1000")
+	wideMoney := modelChild
+	wideMoney.Budget.MicroUSD = Limit(10_000_001)
+	add(vector{name: "widens-money", expect: "widens", badLink: 1, token: unchecked(tb, modelRoot, holder1, wideMoney)},
+		"link 1 allows 10000001 micro-USD; the root 10000000 ($10)")
 	wideTime := narrowClaims()
 	wideTime.NotBefore, wideTime.Expires = t0, t0.Add(48*time.Hour)
 	add(vector{name: "widens-time-window", expect: "widens", badLink: 1, token: unchecked(tb, root, holder1, wideTime)},

@@ -28,9 +28,10 @@ import (
 const devTokenLife = time.Hour
 
 // ErrUnenforcedCeiling is returned when a token carries a budget ceiling
-// that no layer of this host enforces yet (steps, http_requests,
-// tool_calls): the token is refused rather than run under a ceiling that
-// would be ignored. wall_seconds is enforced (it caps tool launches).
+// that no layer of this host enforces yet (every one but wall_seconds:
+// steps, http_requests, tool_calls and the model ceilings): the token is
+// refused rather than run under a ceiling that would be ignored.
+// wall_seconds is enforced (it caps tool launches).
 var ErrUnenforcedCeiling = errors.New("budget ceiling not enforced by this host")
 
 // CheckEnforced returns an error wrapping ErrUnenforcedCeiling, naming the
@@ -38,13 +39,12 @@ var ErrUnenforcedCeiling = errors.New("budget ceiling not enforced by this host"
 // and attenuate refuse to write such a token, and a cell refuses one
 // presented to it.
 func CheckEnforced(b capability.Budget) error {
+	// Every ceiling but wall_seconds, by name, so that a dimension added to
+	// capability.Budget is refused here until a layer enforces it.
 	var names []string
-	for _, c := range []struct {
-		name string
-		set  bool
-	}{{"steps", b.Steps != nil}, {"http_requests", b.HTTPRequests != nil}, {"tool_calls", b.ToolCalls != nil}} {
-		if c.set {
-			names = append(names, c.name)
+	for _, n := range b.Set() {
+		if n != "wall_seconds" {
+			names = append(names, n)
 		}
 	}
 	if len(names) == 0 {

@@ -160,6 +160,10 @@ func TestUnenforcedCeilingIsRefusedAtPresentation(t *testing.T) {
 		{"steps", capability.Budget{Steps: capability.Limit(100)}},
 		{"http_requests", capability.Budget{HTTPRequests: capability.Limit(0)}},
 		{"tool_calls", capability.Budget{ToolCalls: capability.Limit(5), WallSeconds: capability.Limit(60)}},
+		{"model_calls", capability.Budget{ModelCalls: capability.Limit(5)}},
+		{"input_tokens", capability.Budget{InputTokens: capability.Limit(1000)}},
+		{"output_tokens", capability.Budget{OutputTokens: capability.Limit(1000)}},
+		{"micro_usd", capability.Budget{MicroUSD: capability.Limit(9_900_000)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tok, err := capability.Issue(root, capability.Claims{Audience: cell, Caps: probeCaps("a.example"), Budget: tc.budget,

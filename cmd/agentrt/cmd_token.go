@@ -49,7 +49,7 @@ type linkFlags struct {
 	keyFile, capsFile, subject, audience, expires, budget, out string
 }
 
-const budgetHelp = "budget ceilings, e.g. wall_seconds=1h (overrides the caps file's); steps, http_requests and tool_calls are refused until a budget layer enforces them"
+const budgetHelp = "budget ceilings, e.g. wall_seconds=1h (overrides the caps file's); steps, http_requests, tool_calls, model_calls, input_tokens, output_tokens and usd (dollars, e.g. usd=9.90) are refused until the gate's budget layer enforces them"
 
 func (f *linkFlags) register(cmd *cobra.Command, keyHelp string) {
 	cmd.Flags().StringVar(&f.keyFile, "key", "", keyHelp)
@@ -84,14 +84,7 @@ func (f *linkFlags) claims() (claims capability.Claims, have bool, err error) {
 	if err != nil {
 		return claims, have, err
 	}
-	for _, p := range []struct{ dst, src **uint64 }{
-		{&claims.Budget.Steps, &over.Steps}, {&claims.Budget.HTTPRequests, &over.HTTPRequests},
-		{&claims.Budget.ToolCalls, &over.ToolCalls}, {&claims.Budget.WallSeconds, &over.WallSeconds},
-	} {
-		if *p.src != nil {
-			*p.dst = *p.src
-		}
-	}
+	claims.Budget.Override(over)
 	if f.subject != "" {
 		if claims.Subject, err = parsePublicKey(f.subject); err != nil {
 			return claims, have, fmt.Errorf("--subject: %w", err)
@@ -142,7 +135,7 @@ func expiry(s string, now time.Time) (time.Time, error) {
 // token carrying it is written.
 func enforced(b capability.Budget) error {
 	if err := host.CheckEnforced(b); err != nil {
-		return withHint(err, "leave steps, http_requests and tool_calls out of --budget and the caps file's budget: a cell refuses a token that carries one")
+		return withHint(err, "set only wall_seconds in --budget and the caps file's budget: a cell refuses a token that carries another ceiling until its budget layer enforces it")
 	}
 	return nil
 }
@@ -190,7 +183,8 @@ issues it to a key held elsewhere instead; that key's holder seals it or
 presents it with agentrt run --token FILE --key KEY.
 
 Only wall_seconds is enforced of the budget ceilings today; a token with
-steps, http_requests or tool_calls is refused, here and by every cell.`,
+any other (steps, http_requests, tool_calls, model_calls, input_tokens,
+output_tokens, usd) is refused, here and by every cell.`,
 		Example: `  agentrt token issue --caps grant.yaml --expires 24h -o root.cbor
   agentrt token issue --caps grant.yaml --subject agent.pub --budget wall_seconds=10m -o agent.cbor`,
 		Args: cobra.NoArgs,
@@ -579,7 +573,7 @@ func tokenHint(err error, file string) string {
 	case errors.Is(err, host.ErrGrantWidensToken):
 		return "the grant file may only narrow the token: see what the token allows with agentrt token inspect " + file + ", or leave --grant out"
 	case errors.Is(err, host.ErrUnenforcedCeiling):
-		return "no cell enforces steps, http_requests or tool_calls yet: have the token issued without them (wall_seconds is enforced)"
+		return "no cell enforces steps, http_requests, tool_calls or the model ceilings yet: have the token issued without them (wall_seconds is enforced)"
 	case errors.Is(err, capability.ErrWidens):
 		return "a delegated token can only narrow its parent; see what it allows with: agentrt token inspect " + file
 	case errors.Is(err, capability.ErrBrokenChain) && strings.Contains(err.Error(), "not the subject"):
