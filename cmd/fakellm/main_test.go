@@ -141,3 +141,31 @@ func TestServesUntilStopped(t *testing.T) {
 		t.Errorf("exit %d", c)
 	}
 }
+
+// The script --help shows is one the fake takes.
+func TestHelpScriptParses(t *testing.T) {
+	_, rest, _ := strings.Cut(usage, "A script (YAML or JSON):\n\n")
+	doc, _, _ := strings.Cut(rest, "\nFlags:")
+	sc, err := fakellm.ParseScript([]byte(doc))
+	if err != nil || len(sc.Turns) != 2 || len(sc.Turns[0].Faults) != 1 || sc.Turns[1].Reply.ToolCalls[0].Name != "fetch" {
+		t.Fatalf("%v\n%s", err, doc)
+	}
+}
+
+// The script the README shows is one the fake takes.
+func TestREADMEScriptParses(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "## A fake model provider\n")
+	_, rest, ok2 := strings.Cut(rest, "```yaml\n")
+	doc, _, ok3 := strings.Cut(rest, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("the README has no fake provider section with a yaml block")
+	}
+	sc, err := fakellm.ParseScript([]byte(doc))
+	if err != nil || len(sc.Turns[0].Faults) != 2 || sc.Turns[0].Expect.API != "chat" {
+		t.Fatalf("%v\n%s", err, doc)
+	}
+}
