@@ -103,7 +103,7 @@ turns:
 				t.Errorf("%s: the cut event's data is whole: %s", c.path, d)
 			}
 		}
-		if r := srv.Stats().Requests[0]; r.Outcome != "cut" || r.Usage != nil || r.Fault != "cut_after 4" {
+		if r := settled(t, srv).Requests[0]; r.Outcome != "cut" || r.Usage != nil || r.Fault != "cut_after 4" {
 			t.Errorf("%s: %+v", c.path, r)
 		}
 	}

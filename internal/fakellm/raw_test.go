@@ -94,7 +94,7 @@ turns:
 	if a.status != 400 || !strings.Contains(a.body, "no turn left: the script's 3 turns were all given") {
 		t.Fatalf("four: %d %s", a.status, a.body)
 	}
-	st := srv.Stats()
+	st := settled(t, srv)
 	var turns []int
 	for _, r := range st.Requests {
 		turns = append(turns, r.Turn)
@@ -155,7 +155,7 @@ turns:
 	if a.status != 400 || !strings.Contains(a.body, `no turn has the key \"unknown\"`) {
 		t.Errorf("no key: %d %s", a.status, a.body)
 	}
-	if n := len(srv.Stats().Requests); n != len(cases)+3 {
+	if n := len(settled(t, srv).Requests); n != len(cases)+3 {
 		t.Errorf("%d requests recorded", n)
 	}
 }
@@ -185,7 +185,7 @@ func TestBadRequestsAreRefusedInTheAPIsShape(t *testing.T) {
 	if a := post(t, url, "/v1/chat/completions", big); a.status != 413 {
 		t.Errorf("a body over the limit: %d %s", a.status, a.body)
 	}
-	for _, r := range srv.Stats().Requests {
+	for _, r := range settled(t, srv).Requests {
 		if r.Outcome != fakellm.OutcomeRefused || r.Turn != -1 || r.Usage != nil {
 			t.Errorf("refused request recorded as %+v", r)
 		}
@@ -229,7 +229,7 @@ func TestRepliesOfATurnDifferOnlyInTheirIDs(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
 		t.Fatal(err)
 	}
-	want := srv.Stats()
+	want := settled(t, srv)
 	for i := range want.Requests {
 		// JSON keeps the instant, not the location or monotonic reading.
 		if !got.Requests[i].Time.Equal(want.Requests[i].Time) {
@@ -271,7 +271,7 @@ turns:
 		}
 	}
 	total := time.Since(begin)
-	wantNames := []string{"message_start", "ping", "content_block_start", "content_block_delta", "content_block_delta", "content_block_delta", "content_block_stop", "message_delta", "message_stop"}
+	wantNames := []string{"message_start", "content_block_start", "ping", "content_block_delta", "content_block_delta", "content_block_delta", "content_block_stop", "message_delta", "message_stop"}
 	if !reflect.DeepEqual(names, wantNames) {
 		t.Fatalf("events %v", names)
 	}
@@ -296,7 +296,7 @@ func TestConcurrentCallsAreCountedOnce(t *testing.T) {
 		}(i%2 == 0)
 	}
 	wg.Wait()
-	st := srv.Stats()
+	st := settled(t, srv)
 	seen := map[int]bool{}
 	for _, r := range st.Requests {
 		seen[r.Seq] = true

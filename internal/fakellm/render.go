@@ -375,10 +375,16 @@ func (g *generation) messageEvents() []event {
 		"id": g.replyID(APIMessages), "type": "message", "role": "assistant", "model": g.model,
 		"content": []any{}, "stop_reason": nil, "stop_sequence": nil, "usage": start,
 	}})
-	add("ping", map[string]any{})
+	// The documented stream has a ping after the first block starts.
 	idx := 0
+	ping := func() {
+		if idx == 0 {
+			add("ping", map[string]any{})
+		}
+	}
 	if r.Text != "" {
 		add("content_block_start", map[string]any{"index": idx, "content_block": map[string]any{"type": "text", "text": ""}})
+		ping()
 		for _, p := range split(r.Text, r.Chunks) {
 			add("content_block_delta", map[string]any{"index": idx, "delta": map[string]any{"type": "text_delta", "text": p}})
 		}
@@ -389,6 +395,7 @@ func (g *generation) messageEvents() []event {
 		add("content_block_start", map[string]any{"index": idx, "content_block": map[string]any{
 			"type": "tool_use", "id": g.callID(APIMessages, j), "name": c.Name, "input": map[string]any{},
 		}})
+		ping()
 		for _, p := range splitBytes(c.args, c.Chunks) {
 			add("content_block_delta", map[string]any{"index": idx, "delta": map[string]any{"type": "input_json_delta", "partial_json": p}})
 		}

@@ -129,7 +129,7 @@ func TestChatCompletionsThroughTheSDK(t *testing.T) {
 	if chunks != 1+4+(1+3)+(1+1)+1+1 {
 		t.Errorf("%d chunks", chunks)
 	}
-	st := srv.Stats()
+	st := settled(t, srv)
 	if len(st.Requests) != 2 || st.Requests[0].Stream || !st.Requests[1].Stream {
 		t.Fatalf("requests %+v", st.Requests)
 	}
@@ -163,7 +163,7 @@ func TestChatStreamWithoutIncludeUsageReportsNone(t *testing.T) {
 	if acc.Choices[0].Message.Content != "Hello, wörld!" || acc.Usage.TotalTokens != 0 {
 		t.Errorf("content %q usage %+v", acc.Choices[0].Message.Content, acc.Usage)
 	}
-	st := srv.Stats()
+	st := settled(t, srv)
 	if st.Requests[0].Usage != nil || st.Usage != (fakellm.Usage{}) || st.Requests[0].Outcome != fakellm.OutcomeCompleted {
 		t.Errorf("stats %+v", st)
 	}
@@ -230,7 +230,7 @@ func TestResponsesThroughTheSDK(t *testing.T) {
 			t.Errorf("%s: usage %+v", name, u)
 		}
 	}
-	if st := srv.Stats(); st.Usage.InputTokens != 240 || st.Usage.CacheWriteTokens != 32 || len(st.Requests) != 2 {
+	if st := settled(t, srv); st.Usage.InputTokens != 240 || st.Usage.CacheWriteTokens != 32 || len(st.Requests) != 2 {
 		t.Errorf("stats %+v", st)
 	}
 }
@@ -280,7 +280,7 @@ func TestMessagesThroughTheSDK(t *testing.T) {
 			t.Errorf("%s: usage %+v", name, u)
 		}
 	}
-	st := srv.Stats()
+	st := settled(t, srv)
 	if st.Usage.InputTokens != 240 || st.Usage.OutputTokens != 80 || st.Usage.CacheReadTokens != 128 {
 		t.Errorf("stats %+v", st.Usage)
 	}
@@ -349,7 +349,7 @@ turns:
 	if err != nil || again.OutputText() != text.String() {
 		t.Fatalf("get: %v, %q", err, again.OutputText())
 	}
-	st := srv.Stats()
+	st := settled(t, srv)
 	if len(st.Requests) != 3 || st.Requests[0].Outcome != fakellm.OutcomeCut || st.Requests[0].Usage != nil ||
 		st.Requests[1].API != fakellm.APIResponsesGet || st.Requests[1].StartingAfter != 4 || st.Requests[1].Usage == nil ||
 		!st.Requests[2].Redelivery {
@@ -446,12 +446,12 @@ func TestKeyIsRequiredWhereEachAPIReadsIt(t *testing.T) {
 			t.Errorf("%v: %d %s, want %d with %s", c.h, status, body, c.status, c.body)
 		}
 	}
-	b, _ := json.Marshal(srv.Stats())
+	b, _ := json.Marshal(settled(t, srv))
 	if strings.Contains(string(b), key) || strings.Contains(string(b), "sk-wrong-key") {
 		t.Errorf("the stats hold a key: %s", b)
 	}
 	refused := 0
-	for _, r := range srv.Stats().Requests {
+	for _, r := range settled(t, srv).Requests {
 		if r.Status == 401 {
 			refused++
 			if r.Outcome != fakellm.OutcomeRefused || r.Turn != -1 {
@@ -463,7 +463,7 @@ func TestKeyIsRequiredWhereEachAPIReadsIt(t *testing.T) {
 		t.Errorf("%d refused, want 4", refused)
 	}
 	headers := ""
-	for _, r := range srv.Stats().Requests {
+	for _, r := range settled(t, srv).Requests {
 		if r.Status == 200 {
 			headers += r.API + ":" + r.KeyHeader + " "
 		}
@@ -540,8 +540,7 @@ turns:
 	if _, err = c.Chat.Completions.New(ctx, ask("cut")); err == nil {
 		t.Error("cut body: no error")
 	}
-	waitIdle(t, srv, 8)
-	st := srv.Stats()
+	st := waitIdle(t, srv, 8)
 	wantOutcomes := []string{
 		fakellm.OutcomeFault, fakellm.OutcomeCompleted, fakellm.OutcomeFault, fakellm.OutcomeCanceled,
 		fakellm.OutcomeMalformed, fakellm.OutcomeMalformed, fakellm.OutcomeCut, fakellm.OutcomeCut,
@@ -561,19 +560,23 @@ turns:
 
 // waitIdle waits until the server has recorded n requests and each has
 // an outcome (a handler still writing has none yet).
-func waitIdle(t *testing.T, srv *fakellm.Server, n int) {
+func waitIdle(t *testing.T, srv *fakellm.Server, n int) fakellm.Stats {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		st := srv.Stats()
-		done := len(st.Requests) >= n
-		for _, r := range st.Requests {
-			done = done && r.Outcome != ""
-		}
-		if done {
-			return
+		if len(st.Requests) >= n && st.Settled() {
+			return st
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Fatalf("the server did not settle on %d requests: %+v", n, srv.Stats().Requests)
+	return fakellm.Stats{}
+}
+
+// settled returns the stats once every request recorded has its outcome:
+// a client can read an answer's last byte before its handler records it.
+func settled(t *testing.T, srv *fakellm.Server) fakellm.Stats {
+	t.Helper()
+	return waitIdle(t, srv, 0)
 }

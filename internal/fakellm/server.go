@@ -78,12 +78,15 @@ type Request struct {
 	// Fault is the scripted fault the request met, as the script says it.
 	Fault string `json:"fault,omitempty"`
 	// Outcome is OutcomeCompleted, OutcomeRefused, OutcomeFault,
-	// OutcomeCut, OutcomeMalformed or OutcomeCanceled.
+	// OutcomeCut, OutcomeMalformed or OutcomeCanceled; "" while the
+	// answer is being written (a client may read its last byte before
+	// the handler records it: see Stats.Settled).
 	Outcome string `json:"outcome"`
 	// Error is the message of an error the fake answered.
 	Error string `json:"error,omitempty"`
 	// Usage is the usage the answer carried, when the bytes that carry
-	// it were written whole: nil for an error, for a stream cut or
+	// it were written whole (handed to the connection: a client killed
+	// just after may not have read them): nil for an error, for a stream cut or
 	// cancelled before its usage event, and for a chat stream without
 	// stream_options.include_usage.
 	Usage *Usage `json:"usage,omitempty"`
@@ -111,6 +114,18 @@ type Stats struct {
 	// redeliveries: what a client that read every answer could have
 	// settled.
 	Usage Usage `json:"usage"`
+}
+
+// Settled reports whether every request recorded has its outcome, so
+// that a test polling Stats after its client finished reads final
+// figures.
+func (s Stats) Settled() bool {
+	for _, r := range s.Requests {
+		if r.Outcome == "" {
+			return false
+		}
+	}
+	return true
 }
 
 // ResentAfterCompletion returns the requests whose call (by MatchKey) had
@@ -540,6 +555,7 @@ func (s *Server) writeEvents(w http.ResponseWriter, ctx context.Context, i int, 
 		bad = len(events) / 2
 	}
 	outcome := OutcomeCompleted
+	sentBad := false
 	for k, ev := range events {
 		if k > 0 && !sleep(ctx, delay) {
 			outcome = OutcomeCanceled
@@ -560,6 +576,7 @@ func (s *Server) writeEvents(w http.ResponseWriter, ctx context.Context, i int, 
 			break
 		}
 		flush(w)
+		sentBad = sentBad || k == bad
 		if ev.usage {
 			u := usage
 			s.update(i, func(r *Request) { r.Usage = &u })
@@ -574,7 +591,9 @@ func (s *Server) writeEvents(w http.ResponseWriter, ctx context.Context, i int, 
 		}
 		flush(w)
 	}
-	if outcome == OutcomeCompleted && bad >= 0 {
+	if sentBad {
+		// A client that stops reading at the malformed event may close
+		// before the rest is written: the fault was still delivered.
 		outcome = OutcomeMalformed
 	}
 	s.update(i, func(r *Request) { r.Status, r.Outcome = http.StatusOK, outcome })
