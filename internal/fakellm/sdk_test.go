@@ -24,7 +24,7 @@ import (
 const key = "sk-fake-0123456789"
 
 // start serves script on a loopback port for the test's lifetime.
-func start(t *testing.T, script string) (*fakellm.Server, string) {
+func start(t testing.TB, script string) (*fakellm.Server, string) {
 	t.Helper()
 	sc, err := fakellm.ParseScript([]byte(script))
 	if err != nil {
