@@ -325,6 +325,8 @@ func TestScriptErrors(t *testing.T) {
 		{head + "  - reply: {text: a, stop: done}\n", `reply.stop "done": write end_turn`},
 		{head + "  - reply: {text: a, stop: tool_use}\n", "reply.stop is tool_use but the reply has no tool calls"},
 		{head + "  - reply: {tool_calls: [{arguments: {}}]}\n", "tool_calls[0]: name is required"},
+		{head + "  - reply: {text: a, stop: end_turn, stop_sequence: X}\n", "reply.stop_sequence goes with stop: stop_sequence, not end_turn"},
+		{head + "  - reply: {text: a, stop: stop_sequence}\n", "give the sequence as reply.stop_sequence"},
 		{head + "  - reply: {tool_calls: [{name: f, arguments: '[1]'}]}\n", "[1] is not a JSON object"},
 		{head + "  - reply: {tool_calls: [{name: f, arguments: '{x'}]}\n", "the string is not JSON"},
 		{head + "  - reply: {text: a, delay: 5}\n", `duration "5": write it with a unit`},

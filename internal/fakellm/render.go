@@ -325,6 +325,14 @@ func (g *generation) responseEvents() []event {
 
 func (g *generation) stopReason() string { return g.turn.Reply.Stop }
 
+// stopSequence is the sequence that stopped the reply, or null.
+func (g *generation) stopSequence() any {
+	if g.turn.Reply.StopSequence == "" {
+		return nil
+	}
+	return g.turn.Reply.StopSequence
+}
+
 // messagesUsage spells u as Anthropic does: input_tokens exclude the
 // tokens read from and written to the cache.
 func messagesUsage(u Usage) map[string]any {
@@ -352,7 +360,7 @@ func (g *generation) message() map[string]any {
 	u["service_tier"] = "standard"
 	return map[string]any{
 		"id": g.replyID(APIMessages), "type": "message", "role": "assistant", "model": g.model,
-		"content": content, "stop_reason": g.stopReason(), "stop_sequence": nil, "usage": u,
+		"content": content, "stop_reason": g.stopReason(), "stop_sequence": g.stopSequence(), "usage": u,
 	}
 }
 
@@ -403,7 +411,7 @@ func (g *generation) messageEvents() []event {
 		idx++
 	}
 	add("message_delta", map[string]any{
-		"delta": map[string]any{"stop_reason": g.stopReason(), "stop_sequence": nil},
+		"delta": map[string]any{"stop_reason": g.stopReason(), "stop_sequence": g.stopSequence()},
 		"usage": messagesUsage(g.usage),
 	})
 	evs[len(evs)-1].usage = true

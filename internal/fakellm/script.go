@@ -90,6 +90,10 @@ type Reply struct {
 	// without tool calls), tool_use (the default with them), max_tokens
 	// or stop_sequence.
 	Stop string `yaml:"stop"`
+	// StopSequence is the stop sequence that ended the reply, with
+	// stop: stop_sequence (which it implies when stop is not given).
+	// Only Anthropic's API names it; the OpenAI APIs say "stop".
+	StopSequence string `yaml:"stop_sequence"`
 	// Delay is waited before the first byte of every answer of the turn;
 	// ChunkDelay between two streamed events.
 	Delay      Duration `yaml:"delay"`
@@ -275,6 +279,15 @@ func (s *Script) check() error {
 		}
 		if n := utf8.RuneCountInString(r.Text); r.Chunks > max(n, 1) {
 			return bad("%s: reply.chunks is %d but the text has %d characters", where, r.Chunks, n)
+		}
+		if r.StopSequence != "" && r.Stop == "" {
+			r.Stop = StopSequence
+		}
+		if r.StopSequence != "" && r.Stop != StopSequence {
+			return bad("%s: reply.stop_sequence goes with stop: stop_sequence, not %s", where, r.Stop)
+		}
+		if r.Stop == StopSequence && r.StopSequence == "" {
+			return bad("%s: reply.stop is stop_sequence: give the sequence as reply.stop_sequence", where)
 		}
 		switch r.Stop {
 		case "":

@@ -580,3 +580,60 @@ func settled(t *testing.T, srv *fakellm.Server) fakellm.Stats {
 	t.Helper()
 	return waitIdle(t, srv, 0)
 }
+
+// Stop reasons are spelt per API, the same streamed and not: max_tokens
+// is Chat's "length", an incomplete Response and Anthropic's max_tokens;
+// a stop sequence is named by Anthropic only.
+func TestStopReasonsInEachAPI(t *testing.T) {
+	_, url := start(t, `
+api_key: `+key+`
+match: key
+turns:
+  - key: long
+    reply: {text: "cut short", stop: max_tokens}
+  - key: seq
+    reply: {text: "up to", stop_sequence: "END"}
+`)
+	ctx := context.Background()
+	oc := openaiClient(url)
+	ac := anthropicClient(url)
+	for _, c := range []struct{ key, finish, status, reason, stop string }{
+		{"long", "length", "incomplete", "max_output_tokens", "max_tokens"},
+		{"seq", "stop", "completed", "", "stop_sequence"},
+	} {
+		chat := openai.ChatCompletionNewParams{Model: "m", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(c.key)}}
+		cc, err := oc.Chat.Completions.New(ctx, chat)
+		if err != nil || cc.Choices[0].FinishReason != c.finish {
+			t.Errorf("%s: chat %v %+v", c.key, err, cc)
+		}
+		rp := responses.ResponseNewParams{Model: "m", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(c.key)}}
+		r, err := oc.Responses.New(ctx, rp)
+		if err != nil || string(r.Status) != c.status || r.IncompleteDetails.Reason != c.reason {
+			t.Errorf("%s: response %v %q %+v", c.key, err, r.Status, r.IncompleteDetails)
+		}
+		stream := oc.Responses.NewStreaming(ctx, rp)
+		var last responses.ResponseStreamEventUnion
+		for stream.Next() {
+			last = stream.Current()
+		}
+		if stream.Err() != nil || last.Type != "response."+c.status || string(last.Response.Status) != c.status {
+			t.Errorf("%s: response stream ends with %q %q %v", c.key, last.Type, last.Response.Status, stream.Err())
+		}
+		mp := anthropic.MessageNewParams{Model: "c", MaxTokens: 5, Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(c.key))}}
+		m, err := ac.Messages.New(ctx, mp)
+		ms := ac.Messages.NewStreaming(ctx, mp)
+		var acc anthropic.Message
+		for ms.Next() {
+			acc.Accumulate(ms.Current())
+		}
+		for name, x := range map[string]*anthropic.Message{"plain": m, "streamed": &acc} {
+			wantSeq := ""
+			if c.key == "seq" {
+				wantSeq = "END"
+			}
+			if err != nil || ms.Err() != nil || string(x.StopReason) != c.stop || x.StopSequence != wantSeq {
+				t.Errorf("%s %s: %v %v %q %q", c.key, name, err, ms.Err(), x.StopReason, x.StopSequence)
+			}
+		}
+	}
+}
