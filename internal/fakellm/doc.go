@@ -13,7 +13,7 @@
 // JSON arguments, a stop reason), the usage it reports, what the request
 // must contain (Expect) and the faults met by its first attempts (an
 // error status with Retry-After, a delay, malformed JSON, a connection
-// cut in the middle of an event).
+// cut in the middle of an event, an error event mid-stream).
 //
 // # Matching
 //
@@ -62,8 +62,8 @@
 // bytes that carry it were written whole. Stats.Usage is their sum,
 // counting a background response's usage once however often it is
 // retrieved. Stats.ResentAfterCompletion names calls sent again after a
-// complete answer. No header value is recorded, so the API key is
-// never in the stats.
+// complete answer. Of the headers only Idempotency-Key is recorded, so
+// the API key is never in the stats.
 //
 // # Auth
 //
@@ -75,7 +75,8 @@
 //
 // A Responses request with background: true is kept by id. Streamed, its
 // events carry sequence numbers from 0, and GET
-// /v1/responses/{id}?stream=true&starting_after=N resumes the stream
-// after event N; not streamed, it is answered "queued" and GET
-// /v1/responses/{id} returns it completed.
+// /v1/responses/{id}?stream=true&starting_after=N (or {"stream": true}
+// in the body, as openai-go sends it) resumes the stream after event N,
+// at once and without the turn's delays or faults; not streamed, it is
+// answered "queued" and GET /v1/responses/{id} returns it completed.
 package fakellm

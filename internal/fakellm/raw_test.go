@@ -26,9 +26,18 @@ type answer struct {
 // post sends body to path with the key where api reads it.
 func post(t *testing.T, url, path, body string) answer {
 	t.Helper()
+	return postKey(t, url, path, body, "")
+}
+
+// postKey is post with an Idempotency-Key header, when idem is not "".
+func postKey(t *testing.T, url, path, body, idem string) answer {
+	t.Helper()
 	req, err := http.NewRequest("POST", url+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if idem != "" {
+		req.Header.Set("Idempotency-Key", idem)
 	}
 	if path == "/v1/messages" {
 		req.Header.Set("x-api-key", key)
@@ -70,10 +79,10 @@ turns:
     expect: {model: gpt-test, last_text: "three"}
     reply: {text: "third answer"}
 `)
-	if a := post(t, url, "/v1/chat/completions", chatBody("one", true)); a.err == nil {
+	if a := postKey(t, url, "/v1/chat/completions", chatBody("one", true), "run-1/step-3"); a.err == nil {
 		t.Fatalf("the cut stream read whole: %q", a.body)
 	}
-	a := post(t, url, "/v1/chat/completions", chatBody("one", false))
+	a := postKey(t, url, "/v1/chat/completions", chatBody("one", false), "run-1/step-3")
 	if a.status != 200 || !strings.Contains(a.body, `"content":"first answer"`) {
 		t.Fatalf("one, sent again: %d %s", a.status, a.body)
 	}
@@ -101,6 +110,9 @@ turns:
 	}
 	if !reflect.DeepEqual(turns, []int{0, 0, 1, 1, -1, 2, -1}) {
 		t.Errorf("turns %v", turns)
+	}
+	if st.Requests[0].IdempotencyKey != "run-1/step-3" || st.Requests[1].IdempotencyKey != "run-1/step-3" || st.Requests[2].IdempotencyKey != "" {
+		t.Errorf("idempotency keys %q %q %q", st.Requests[0].IdempotencyKey, st.Requests[1].IdempotencyKey, st.Requests[2].IdempotencyKey)
 	}
 	if st.Requests[0].MatchKey != st.Requests[1].MatchKey || st.Requests[0].BodySHA256 == st.Requests[1].BodySHA256 {
 		t.Error("a call streamed and then not must share its match key and not its body hash")
@@ -334,6 +346,8 @@ func TestScriptErrors(t *testing.T) {
 		{head + "  - reply: {text: a}\n    faults: [{status: 200}]\n", "status 200 is not an error status"},
 		{head + "  - reply: {text: a}\n    faults: [{status: 500, cut_after: 2}]\n", "status answers with an error body"},
 		{head + "  - reply: {text: a}\n    faults: [{retry_after: 1s}]\n", "retry_after goes with a status"},
+		{head + "  - reply: {text: a}\n    faults: [{cut_after: 2, error_after: 3}]\n", "cut_after and error_after both end the stream"},
+		{head + "  - reply: {text: a}\n    faults: [{status: 503, error_after: 3}]\n", "malformed, cut_after, error_after and chunk_delay apply to a reply"},
 		{head + "  - reply: {text: a}\n    faults: [{status: 429, retry_after: 1500ms}]\n", "Retry-After is sent in whole seconds"},
 		{head + "  - reply: {text: a}\n    faults: [{}]\n", "the fault does nothing"},
 		{head + "  - key: a\n    reply: {text: a}\n", "key is only read under match: key"},

@@ -157,6 +157,12 @@ type Fault struct {
 	// events (or, for a non-streamed answer, after that many bytes of the
 	// body) in the middle of the next one, with no terminating chunk.
 	CutAfter int `yaml:"cut_after"`
+	// ErrorAfter, when > 0, ends a stream after that many whole events
+	// with the API's error event, as a provider overloaded mid-stream
+	// does: Chat Completions' data: {"error": ...}, Responses' error
+	// event, Anthropic's event: error (overloaded_error). The stream then
+	// ends cleanly; the error is in it. Message is its message.
+	ErrorAfter int `yaml:"error_after"`
 }
 
 func (f Fault) String() string {
@@ -175,6 +181,9 @@ func (f Fault) String() string {
 	}
 	if f.CutAfter > 0 {
 		parts = append(parts, fmt.Sprintf("cut_after %d", f.CutAfter))
+	}
+	if f.ErrorAfter > 0 {
+		parts = append(parts, fmt.Sprintf("error_after %d", f.ErrorAfter))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -331,8 +340,14 @@ func (s *Script) check() error {
 			if f.Status != 0 && (f.Status < 400 || f.Status > 599) {
 				return bad("%s: status %d is not an error status (400-599)", fw, f.Status)
 			}
-			if f.Status != 0 && (f.Malformed || f.CutAfter != 0 || f.ChunkDelay != 0) {
-				return bad("%s: status answers with an error body; malformed, cut_after and chunk_delay apply to a reply", fw)
+			if f.Status != 0 && (f.Malformed || f.CutAfter != 0 || f.ChunkDelay != 0 || f.ErrorAfter != 0) {
+				return bad("%s: status answers with an error body; malformed, cut_after, error_after and chunk_delay apply to a reply", fw)
+			}
+			if f.CutAfter != 0 && f.ErrorAfter != 0 {
+				return bad("%s: cut_after and error_after both end the stream: give one", fw)
+			}
+			if f.ErrorAfter < 0 {
+				return bad("%s: error_after is negative", fw)
 			}
 			if f.RetryAfter != 0 && f.Status == 0 {
 				return bad("%s: retry_after goes with a status (such as 429)", fw)
@@ -344,7 +359,7 @@ func (s *Script) check() error {
 				return bad("%s: cut_after is negative", fw)
 			}
 			if f.String() == "" {
-				return bad("%s: the fault does nothing (give status, delay, chunk_delay, malformed or cut_after)", fw)
+				return bad("%s: the fault does nothing (give status, delay, chunk_delay, malformed, cut_after or error_after)", fw)
 			}
 		}
 	}

@@ -637,3 +637,56 @@ turns:
 		}
 	}
 }
+
+// An error event mid-stream reaches each SDK as a stream error with the
+// fake's message, after the events before it.
+func TestErrorEventMidStreamInEachSDK(t *testing.T) {
+	srv, url := start(t, `
+api_key: `+key+`
+match: key
+turns:
+  - key: q
+    reply: {text: "one two three four", chunks: 4}
+    faults:
+      - {error_after: 3, message: "overloaded, try later"}
+      - {error_after: 3, message: "overloaded, try later"}
+      - {error_after: 3, message: "overloaded, try later"}
+`)
+	ctx := context.Background()
+	oc := openaiClient(url)
+	ac := anthropicClient(url)
+	cs := oc.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "m", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("q")}})
+	n := 0
+	for cs.Next() {
+		n++
+	}
+	if cs.Err() == nil || !strings.Contains(cs.Err().Error(), "overloaded, try later") || n != 3 {
+		t.Errorf("chat: %d events, %v", n, cs.Err())
+	}
+	rs := oc.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: "m", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("q")}})
+	var types []string
+	var last responses.ResponseStreamEventUnion
+	for rs.Next() {
+		last = rs.Current()
+		types = append(types, last.Type)
+	}
+	// The Responses SDK hands the error event over as an event.
+	if err := rs.Err(); err != nil || len(types) != 4 || last.Type != "error" || last.Message != "overloaded, try later" ||
+		last.Code != "server_error" || last.SequenceNumber != 3 {
+		t.Errorf("responses: %v, %+v, %v", types, last, err)
+	}
+	ms := ac.Messages.NewStreaming(ctx, anthropic.MessageNewParams{Model: "c", MaxTokens: 5, Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("q"))}})
+	n = 0
+	for ms.Next() {
+		n++
+	}
+	// The SDK does not hand over the ping, the third event.
+	if ms.Err() == nil || !strings.Contains(ms.Err().Error(), "overloaded, try later") || n != 2 {
+		t.Errorf("messages: %d events, %v", n, ms.Err())
+	}
+	for _, r := range settled(t, srv).Requests {
+		if r.Outcome != fakellm.OutcomeFault || r.Usage != nil || r.Fault != "error_after 3" {
+			t.Errorf("%+v", r)
+		}
+	}
+}

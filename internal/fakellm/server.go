@@ -44,8 +44,9 @@ type stored struct {
 	usage  Usage
 }
 
-// Request is one request the fake received, as Stats reports it. It never
-// holds a header value, so an API key cannot leak through it.
+// Request is one request the fake received, as Stats reports it. Of the
+// headers it holds Idempotency-Key alone, so an API key cannot leak
+// through it.
 type Request struct {
 	Seq    int       `json:"seq"`
 	Time   time.Time `json:"time"`
@@ -57,8 +58,11 @@ type Request struct {
 	// KeyHeader is the header that carried the right key:
 	// "authorization" or "x-api-key" ("" when refused).
 	KeyHeader string `json:"key_header,omitempty"`
-	Model     string `json:"model,omitempty"`
-	Stream    bool   `json:"stream"`
+	// IdempotencyKey is the request's Idempotency-Key header: a call
+	// sent again by a durable client should carry the key it had.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	Model          string `json:"model,omitempty"`
+	Stream         bool   `json:"stream"`
 	// BodySHA256 is the hex SHA-256 of the body as sent; MatchKey that of
 	// its canonical JSON without stream, stream_options and background
 	// (what order matching recognises a call sent again by).
@@ -274,7 +278,7 @@ func (s *Server) authorized(r *http.Request, api string) (header, refusal string
 }
 
 func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, api string) {
-	i := s.record(Request{Method: r.Method, Path: r.URL.Path, API: api, Turn: -1})
+	i := s.record(Request{Method: r.Method, Path: r.URL.Path, API: api, Turn: -1, IdempotencyKey: r.Header.Get("Idempotency-Key")})
 	header, msg := s.authorized(r, api)
 	if msg != "" {
 		s.refuse(w, i, api, http.StatusUnauthorized, msg)
@@ -550,6 +554,10 @@ func (s *Server) writeEvents(w http.ResponseWriter, ctx context.Context, i int, 
 		// A cut past the end falls in the last event: a cut always cuts.
 		cut = min(fault.CutAfter, len(events)-1)
 	}
+	errAt := -1
+	if fault.ErrorAfter > 0 {
+		errAt = min(fault.ErrorAfter, len(events)-1)
+	}
 	bad := -1
 	if fault.Malformed {
 		bad = len(events) / 2
@@ -564,6 +572,16 @@ func (s *Server) writeEvents(w http.ResponseWriter, ctx context.Context, i int, 
 		b := ev.bytes()
 		if k == bad {
 			b = event{name: ev.name, data: malformed(ev.data)}.bytes()
+		}
+		if k == errAt {
+			b := streamError(api, k, fault.Message)
+			if _, err := w.Write(b); err != nil {
+				outcome = OutcomeCanceled
+			} else {
+				flush(w)
+				outcome = OutcomeFault
+			}
+			break
 		}
 		if k == cut {
 			w.Write(b[:len(b)/2])
@@ -585,6 +603,12 @@ func (s *Server) writeEvents(w http.ResponseWriter, ctx context.Context, i int, 
 			}
 		}
 	}
+	if outcome == OutcomeFault {
+		s.update(i, func(r *Request) {
+			r.Status, r.Outcome, r.Error = http.StatusOK, OutcomeFault, "an error event after "+strconv.Itoa(errAt)+" events"
+		})
+		return
+	}
 	if outcome == OutcomeCompleted && api == APIChat {
 		if _, err := io.WriteString(w, "data: [DONE]\n\n"); err != nil {
 			outcome = OutcomeCanceled
@@ -597,6 +621,33 @@ func (s *Server) writeEvents(w http.ResponseWriter, ctx context.Context, i int, 
 		outcome = OutcomeMalformed
 	}
 	s.update(i, func(r *Request) { r.Status, r.Outcome = http.StatusOK, outcome })
+}
+
+// streamError is api's error event, sent as the k-th event of a stream.
+func streamError(api string, k int, msg string) []byte {
+	switch api {
+	case APIMessages:
+		if msg == "" {
+			msg = "Overloaded"
+		}
+		return event{name: "error", data: mustJSON(map[string]any{
+			"type": "error", "error": map[string]any{"type": "overloaded_error", "message": msg},
+		})}.bytes()
+	case APIResponses:
+		if msg == "" {
+			msg = "The server had an error while processing your request."
+		}
+		return event{name: "error", data: mustJSON(map[string]any{
+			"type": "error", "code": "server_error", "message": msg, "param": nil, "sequence_number": k,
+		})}.bytes()
+	default:
+		if msg == "" {
+			msg = "The server had an error while processing your request."
+		}
+		return event{data: mustJSON(map[string]any{
+			"error": map[string]any{"message": msg, "type": "server_error", "param": nil, "code": nil},
+		})}.bytes()
+	}
 }
 
 // malformed returns b cut at its middle, with what no JSON parser takes.
