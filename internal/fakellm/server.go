@@ -158,8 +158,13 @@ func New(script *Script) (*Server, error) {
 	if script == nil {
 		return nil, fmt.Errorf("%w: no script", ErrBadScript)
 	}
+	// check fills in defaults (stop reasons, tool arguments as JSON): on a
+	// copy, so that the caller's script is never written to.
 	sc := *script
 	sc.Turns = append([]Turn(nil), script.Turns...)
+	for i := range sc.Turns {
+		sc.Turns[i].Reply.ToolCalls = append([]ToolCall(nil), sc.Turns[i].Reply.ToolCalls...)
+	}
 	if err := sc.check(); err != nil {
 		return nil, err
 	}
