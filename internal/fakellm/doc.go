@@ -71,12 +71,14 @@
 // x-api-key with an anthropic-version header; a request without the key
 // where its API reads it gets 401 in the API's error shape.
 //
-// # Background responses
+// # Stored and background responses
 //
-// A Responses request with background: true is kept by id. Streamed, its
-// events carry sequence numbers from 0, and GET
+// A Responses reply is kept by id unless the request says store: false,
+// and GET /v1/responses/{id} returns it completed. One created with
+// background: true (which must be stored) may also be streamed again:
+// its events carry sequence numbers from 0, and GET
 // /v1/responses/{id}?stream=true&starting_after=N (or {"stream": true}
 // in the body, as openai-go sends it) resumes the stream after event N,
-// at once and without the turn's delays or faults; not streamed, it is
-// answered "queued" and GET /v1/responses/{id} returns it completed.
+// at once and without the turn's delays or faults. A background request
+// not streamed is answered "queued".
 package fakellm

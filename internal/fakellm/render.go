@@ -15,6 +15,7 @@ type generation struct {
 	usage        Usage
 	includeUsage bool
 	background   bool
+	store        bool
 }
 
 // event is one server-sent event; usage marks the one that carries the
@@ -272,7 +273,7 @@ func (g *generation) response(status string) map[string]any {
 		"id": g.replyID(APIResponses), "object": "response", "created_at": created, "status": status,
 		"background": g.background, "error": nil, "incomplete_details": incomplete,
 		"instructions": nil, "max_output_tokens": nil, "model": g.model, "output": output,
-		"parallel_tool_calls": true, "previous_response_id": nil, "store": true,
+		"parallel_tool_calls": true, "previous_response_id": nil, "store": g.store,
 		"temperature": 1.0, "top_p": 1.0, "tool_choice": "auto", "tools": []any{}, "truncation": "disabled",
 		"usage": usage, "metadata": map[string]any{}, "text": map[string]any{"format": map[string]any{"type": "text"}},
 	}

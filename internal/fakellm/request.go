@@ -16,6 +16,7 @@ type request struct {
 	stream       bool
 	includeUsage bool // chat: stream_options.include_usage
 	background   bool // responses
+	store        bool // responses: store, true unless the request says false
 	tools        []string
 	toolsGiven   bool
 	lastRole     string
@@ -79,6 +80,7 @@ func parseRequest(api string, body []byte) (*request, error) {
 			IncludeUsage bool `json:"include_usage"`
 		} `json:"stream_options"`
 		Background bool            `json:"background"`
+		Store      *bool           `json:"store"`
 		Messages   json.RawMessage `json:"messages"`
 		Input      json.RawMessage `json:"input"`
 		Tools      []struct {
@@ -93,6 +95,10 @@ func parseRequest(api string, body []byte) (*request, error) {
 		return nil, invalid("the body is not a JSON object: %v", err)
 	}
 	r := &request{api: api, model: common.Model, stream: common.Stream, background: common.Background, bodyLen: len(body)}
+	r.store = common.Store == nil || *common.Store
+	if api == APIResponses && r.background && !r.store {
+		return nil, invalid("background: a background response must be stored (store: true)")
+	}
 	if common.Model == "" {
 		return nil, invalid("model: a model is required")
 	}

@@ -385,6 +385,34 @@ func TestResponsesBackgroundPoll(t *testing.T) {
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 {
 		t.Fatalf("unknown id: %v", err)
 	}
+	// A response stored but not in the background is retrieved, not
+	// streamed again; one not stored is not kept.
+	plain := responses.ResponseNewParams{Model: "gpt-test", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Say hello")}}
+	kept, err := c.Responses.New(ctx, plain)
+	if err != nil || !strings.Contains(kept.RawJSON(), `"store":true`) {
+		t.Fatal(err)
+	}
+	if again, err := c.Responses.Get(ctx, kept.ID, responses.ResponseGetParams{}); err != nil || again.OutputText() != "Hello, wörld!" {
+		t.Fatalf("get a stored response: %v", err)
+	}
+	s := c.Responses.GetStreaming(ctx, kept.ID, responses.ResponseGetParams{})
+	for s.Next() {
+	}
+	if !errors.As(s.Err(), &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(apiErr.Message, "was not created with background: true") {
+		t.Fatalf("stream a response not in the background: %v", s.Err())
+	}
+	plain.Store = openai.Bool(false)
+	gone, err := c.Responses.New(ctx, plain)
+	if err != nil || !strings.Contains(gone.RawJSON(), `"store":false`) {
+		t.Fatal(err)
+	}
+	if _, err := c.Responses.Get(ctx, gone.ID, responses.ResponseGetParams{}); !errors.As(err, &apiErr) || apiErr.StatusCode != 404 {
+		t.Fatalf("get a response not stored: %v", err)
+	}
+	plain.Background = openai.Bool(true)
+	if _, err := c.Responses.New(ctx, plain); !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(apiErr.Message, "must be stored") {
+		t.Fatalf("background without store: %v", err)
+	}
 }
 
 // The fake wants the key where each API reads it, and answers 401 in

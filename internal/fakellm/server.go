@@ -33,15 +33,17 @@ type Server struct {
 	assigned map[string]int // match key → turn it was given
 	attempts []int          // per turn, the attempts made at it
 	requests []Request
-	stored   map[string]*stored // background responses by id
+	stored   map[string]*stored // stored Responses replies by id
 	counted  map[string]bool    // response ids whose usage is in Stats.Usage
 }
 
-// stored is a background response: what GET /v1/responses/{id} serves.
+// stored is a stored response: what GET /v1/responses/{id} serves.
 type stored struct {
 	events []event
 	final  []byte // the completed response object
 	usage  Usage
+	// background responses alone may be streamed again.
+	background bool
 }
 
 // Request is one request the fake received, as Stats reports it. Of the
@@ -335,7 +337,7 @@ func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, api string) {
 	seq := i + 1 // record numbers requests from 1
 	g := &generation{
 		turn: turn, index: t, model: req.model, usage: s.usageOf(turn, req),
-		includeUsage: req.includeUsage, background: req.background,
+		includeUsage: req.includeUsage, background: req.background, store: req.store,
 		id: fmt.Sprintf("%d", seq),
 	}
 	s.update(i, func(r *Request) {
@@ -355,12 +357,24 @@ func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, api string) {
 		writeError(w, api, fault.Status, m, time.Duration(fault.RetryAfter), seq)
 		return
 	}
-	if api == APIResponses && req.background {
+	if api == APIResponses && req.store {
+		// A stored response can be retrieved by id; a background one
+		// streamed again, from any sequence number.
 		id := g.replyID(api)
-		st := &stored{events: g.events(api), final: g.body(api, "completed"), usage: g.usage}
+		st := &stored{events: g.events(api), final: g.body(api, "completed"), usage: g.usage, background: req.background}
 		s.mu.Lock()
 		s.stored[id] = st
 		s.mu.Unlock()
+		switch {
+		case !req.background && req.stream:
+			s.writeEvents(w, r.Context(), i, api, st.events, g.usage, id, fault, time.Duration(turn.Reply.ChunkDelay))
+			return
+		case !req.background:
+			u := g.usage
+			s.writeJSON(w, i, st.final, &u, fault)
+			s.markRedelivery(i, id)
+			return
+		}
 		if !req.stream {
 			// A background request is answered at once, queued; the
 			// client polls GET /v1/responses/{id} for the result.
@@ -480,6 +494,10 @@ func (s *Server) serveRetrieve(w http.ResponseWriter, r *http.Request, id string
 			return
 		}
 		after = n
+	}
+	if stream && !st.background {
+		s.refuse(w, i, APIResponses, http.StatusBadRequest, fmt.Sprintf("response '%s' was not created with background: true, so it cannot be streamed again", id))
+		return
 	}
 	s.update(i, func(r *Request) { r.Stream, r.StartingAfter = stream, after })
 	if !stream {
