@@ -67,9 +67,11 @@
 //
 // # Auth
 //
-// The OpenAI APIs take the key as Authorization: Bearer, Anthropic's as
-// x-api-key with an anthropic-version header; a request without the key
-// where its API reads it gets 401 in the API's error shape.
+// The OpenAI APIs take the key as Authorization: Bearer only. Anthropic's
+// takes it as x-api-key or, when that is absent, as Authorization: Bearer
+// (anthropic-sdk-go v2 sends it so), and wants an anthropic-version
+// header. A request without the key where its API reads it gets 401 in
+// the API's error shape; Request.KeyHeader says which header carried it.
 //
 // # Stored and background responses
 //

@@ -135,8 +135,8 @@ func (u *Usage) add(v Usage) {
 }
 
 // Fault is what goes wrong with one attempt at a turn. Status excludes
-// the others but Delay; Malformed and CutAfter may be combined with
-// delays.
+// the others but Delay; CutAfter and ErrorAfter exclude each other; the
+// rest combine.
 type Fault struct {
 	// Status answers the attempt with this HTTP error (429, 500, 503,
 	// 529, ...) in the API's error shape.
@@ -407,8 +407,8 @@ const (
 	APIChat      = "chat"
 	APIResponses = "responses"
 	APIMessages  = "messages"
-	// APIResponsesGet is GET /v1/responses/{id}, a background response
-	// retrieved or its stream resumed.
+	// APIResponsesGet is GET /v1/responses/{id}: a stored response
+	// retrieved, or a background one's stream resumed.
 	APIResponsesGet = "responses.get"
 )
 

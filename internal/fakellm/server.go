@@ -96,7 +96,7 @@ type Request struct {
 	// cancelled before its usage event, and for a chat stream without
 	// stream_options.include_usage.
 	Usage *Usage `json:"usage,omitempty"`
-	// Redelivery marks an answer that carried the usage of a background
+	// Redelivery marks an answer that carried the usage of a stored
 	// response already counted (retrieved or resumed again); its usage is
 	// not added to Stats.Usage twice.
 	Redelivery bool `json:"redelivery,omitempty"`
@@ -106,7 +106,7 @@ type Request struct {
 const (
 	OutcomeCompleted = "completed" // the whole answer was written
 	OutcomeRefused   = "refused"   // 4xx from the fake itself: auth, a bad body, no turn, a mismatch
-	OutcomeFault     = "fault"     // a scripted error status
+	OutcomeFault     = "fault"     // a scripted error status, or error event in a stream
 	OutcomeCut       = "cut"       // a scripted cut: the connection was dropped mid-answer
 	OutcomeMalformed = "malformed" // the answer was written with a scripted malformed part
 	OutcomeCanceled  = "canceled"  // the client went away before the answer was written
