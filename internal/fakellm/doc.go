@@ -60,7 +60,7 @@
 // API, model, whether streamed, the body's hash, the turn and attempt,
 // the outcome and the usage the answer carried, recorded only when the
 // bytes that carry it were written whole. Stats.Usage is their sum,
-// counting a background response's usage once however often it is
+// counting a stored response's usage once however often it is
 // retrieved. Stats.ResentAfterCompletion names calls sent again after a
 // complete answer. Of the headers only Idempotency-Key is recorded, so
 // the API key is never in the stats.
