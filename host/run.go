@@ -28,7 +28,7 @@ type Deps struct {
 	// Key is the cell's signing key.
 	Key ed25519.PrivateKey
 	// Listeners are the addresses the cell itself listens on, which the
-	// http capability never connects to, whatever a grant says (egress.go);
+	// http capability never connects to, whatever a grant says (host/caps/http);
 	// nil: none. A *ListenerSet lets the cell add a listener after the
 	// host exists.
 	Listeners Listeners
