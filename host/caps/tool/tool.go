@@ -1,12 +1,14 @@
-// Package tool is the tool capability (agentrt:tool): native programs the grant registers, each run under
-// the host's OS sandbox (native-sandbox) with argv only, never a shell.
+// Package tool is the tool capability (agentrt:tool): native programs the
+// grant registers, each run under the host's OS sandbox (native-sandbox)
+// with argv only, never a shell.
 //
-//	tool.run (ToolRunRequest) -> ToolRunResponse   effect; idempotent when
-//	                                               the grant's tool says so
+//	tool.run (abi.ToolRunRequest) -> abi.ToolRunResponse   effect; idempotent
+//	                                                       when the grant's
+//	                                                       tool says so
 //
 // The gate's check stage, before anything is journaled as intent, finds the
 // tool in the grant and checks every argument against its schema (flags,
-// positional patterns, paths inside the tool's areas). Then the path
+// positional patterns, paths inside the tool's areas). Then the host
 // journals intent and executing durably and launches exec + fixed + the
 // guest's arguments. The response carries the exit status, the signal, the
 // captured output with its truncation flags, the limits run into and the
