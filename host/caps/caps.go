@@ -202,25 +202,38 @@ const (
 	FactSet    FactKind = 'S'
 )
 
-// Cost is what a call costs, or may cost at most, in the dimensions a
-// capability measures itself; the gate counts calls per op on its own.
+// Cost is what a call costs, or may cost at most, in the dimensions of
+// the run's budget that a call is reserved and settled in (host/budget's
+// Amounts, field for field: model_calls, input_tokens, output_tokens,
+// micro_usd, tool_calls, http_requests). Steps and wall-clock time are the
+// host's counters, never a capability's.
 type Cost struct {
+	ModelCalls   uint64
 	InputTokens  uint64
 	OutputTokens uint64
-	// Micros is money, in millionths of the price table's unit.
-	Micros uint64
+	// MicroUSD is money, in integer micro-USD, priced by the capability
+	// from the cell's price table.
+	MicroUSD     uint64
+	ToolCalls    uint64
+	HTTPRequests uint64
 }
 
-// Meter is implemented by an Instance whose calls cost more than a call:
+// Meter is implemented by an Instance whose calls count against a budget:
 // the hook of the gate's budget layer (between policy and approval), which
-// reserves a call's worst case before dispatch and settles its actual cost
-// after. No capability of today implements it, and no gate stage calls it
-// yet: it is the seam the llm capability and the budget ledger build on.
+// reserves a call's worst case before its intent is journaled and settles
+// its actual cost after dispatch. The llm capability's is a model call
+// with its input tokens estimated and its max output tokens at the model's
+// prices, then the provider's usage at those prices; the tool and http
+// capabilities' would be one tool call and one HTTP request. No capability
+// implements it yet and no gate stage calls it: it is the seam the budget
+// layer is wired through.
 type Meter interface {
-	// Estimate returns the most c can cost, before it is dispatched; an
-	// error refuses the call (a request that cannot be priced).
+	// Estimate returns the most c can cost, before anything of it is
+	// journaled; an error refuses the call (a request that cannot be
+	// priced).
 	Estimate(c *Call) (Cost, error)
-	// Usage returns what c cost, from its response.
+	// Usage returns what c cost, from its status and response; a call that
+	// was sent is charged even when it failed.
 	Usage(c *Call, status abi.Status, resp []byte) Cost
 }
 
