@@ -64,10 +64,10 @@ demo: examples
 ## and the host and replay suites again with every run on wasmtime.
 test: deps
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./... $(SDK)
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./journal/... ./host/ ./host/cell/
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./journal/... ./host/ ./host/caps/... ./host/cell/
 	$(GO) test -tags wasmtime -count=1 -timeout $(TEST_TIMEOUT) ./host/... ./replay/... ./examples/repo-report/ ./examples/wordfreq-rust/
 	$(GO) test -tags wasmtime -count=1 -timeout $(TEST_TIMEOUT) -run 'TestScripts/engine' ./cmd/agentrt/
-	AGENTRT_TEST_ENGINE=wasmtime $(GO) test -tags wasmtime -count=1 -timeout $(TEST_TIMEOUT) ./host/ ./replay/
+	AGENTRT_TEST_ENGINE=wasmtime $(GO) test -tags wasmtime -count=1 -timeout $(TEST_TIMEOUT) ./host/ ./host/caps/... ./replay/
 
 ## check: gofmt, go vet (host and wasip1) and cross-compilation for every platform we claim
 ## (pure Go, CGO_ENABLED=0); on linux/amd64 also vet and build with the tag wasmtime (cgo,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/host/caps"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/policy"
 	"github.com/cedar-policy/cedar-go/types"
@@ -33,10 +34,12 @@ import (
 // a policy or modes, the gate's record of the decision (GateRecord) is
 // journaled with the call: on an effect's intent, or on a pure or refused
 // call's one entry.
-type denial struct {
-	status abi.Status
-	body   []byte
-}
+//
+// The capability layer's resource check and the policy layer's facts come
+// from the call's capability (caps.Handler.Check, caps.Instance.Facts); the
+// budget layer will ask the capability for a call's cost the same way
+// (caps.Meter).
+type denial = caps.Denial
 
 // Gate layers, as GateRecord names the one that refused a call.
 const (
@@ -88,10 +91,10 @@ var ErrNoApprover = errors.New("the permission modes ask for approval, and no on
 // the denial, if any, and the record to journal (nil when the cell runs no
 // policy or modes). An error is a stop: the run's context ended while the
 // call waited for an approval; nothing of the call is journaled.
-func (s *session) gate(ctx context.Context, c *Call, h handler) (*denial, []byte, error) {
+func (s *session) gate(ctx context.Context, c *Call, h caps.Handler) (*denial, []byte, error) {
 	if d := s.capabilityLayer(c, h); d != nil || (s.deps.Policy == nil && s.deps.Modes == nil) {
-		if d != nil && (s.deps.Policy != nil || s.deps.Modes != nil) && c.known {
-			return d, s.record(&GateRecord{Layer: LayerCapability, Reason: errorMessage(d.body)}), nil
+		if d != nil && (s.deps.Policy != nil || s.deps.Modes != nil) && s.known {
+			return d, s.record(&GateRecord{Layer: LayerCapability, Reason: errorMessage(d.Body)}), nil
 		}
 		return d, nil, nil
 	}
@@ -101,8 +104,7 @@ func (s *session) gate(ctx context.Context, c *Call, h handler) (*denial, []byte
 	f, err := s.facts(c)
 	if err != nil {
 		// The capability layer checked the request; this is ours.
-		st, b := errorResponse(abi.StatusInternal, "gate: %v", err)
-		return &denial{st, b}, nil, nil
+		return caps.Deny(abi.StatusInternal, "gate: %v", err), nil, nil
 	}
 	call := policy.Call{Op: c.Op.Name, Resource: string(f.resource.ID), Method: f.method}
 	if f.resource == (types.EntityUID{}) {
@@ -115,8 +117,7 @@ func (s *session) gate(ctx context.Context, c *Call, h handler) (*denial, []byte
 		rec.Policy = &cd.dec
 		if !cd.dec.Allowed {
 			rec.Allow, rec.Layer, rec.Reason = false, LayerPolicy, policyReason(&cd.dec)
-			st, b := errorResponse(abi.StatusDenied, "%s", rec.Reason)
-			return &denial{st, b}, s.record(rec), nil
+			return caps.Deny(abi.StatusDenied, "%s", rec.Reason), s.record(rec), nil
 		}
 	}
 	v := policy.Verdict{}
@@ -149,27 +150,23 @@ func (s *session) gate(ctx context.Context, c *Call, h handler) (*denial, []byte
 		rec.Reason = fmt.Sprintf("%s is denied by permission mode rule %q", c.Op.Name, v.Rule)
 	}
 	rec.Allow, rec.Layer = false, LayerMode
-	st, b := errorResponse(abi.StatusDenied, "%s", rec.Reason)
-	return &denial{st, b}, s.record(rec), nil
+	return caps.Deny(abi.StatusDenied, "%s", rec.Reason), s.record(rec), nil
 }
 
 // capabilityLayer is the gate's first layer: the request's size and op,
 // the capability, and the op's own resource check.
-func (s *session) capabilityLayer(c *Call, h handler) *denial {
+func (s *session) capabilityLayer(c *Call, h caps.Handler) *denial {
 	if c.TooLarge {
-		st, b := errorResponse(abi.StatusTooLarge, "request exceeds the limit of %d bytes", s.maxRequest)
-		return &denial{st, b}
+		return caps.Deny(abi.StatusTooLarge, "request exceeds the limit of %d bytes", s.maxRequest)
 	}
-	if !c.known {
-		st, b := errorResponse(abi.StatusBadRequest, "unknown op %d in capability %s", c.Op.Code, c.Op.Cap)
-		return &denial{st, b}
+	if !s.known {
+		return caps.Deny(abi.StatusBadRequest, "unknown op %d in capability %s", c.Op.Code, c.Op.Cap)
 	}
-	if !s.grant.Has(c.Op.Cap) {
-		st, b := errorResponse(abi.StatusDenied, "capability %s is not granted", c.Op.Cap)
-		return &denial{st, b}
+	if s.inst[s.ci] == nil {
+		return caps.Deny(abi.StatusDenied, "capability %s is not granted", c.Op.Cap)
 	}
-	if h.check != nil {
-		return h.check(s, c)
+	if h.Check != nil {
+		return h.Check(c)
 	}
 	return nil
 }

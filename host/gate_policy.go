@@ -7,24 +7,21 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/host/caps"
 	"github.com/agentrt/agentrt/policy"
 	"github.com/cedar-policy/cedar-go/types"
-	"github.com/fxamacker/cbor/v2"
 )
 
 // The policy layer's view of a call, per policy/schema.cedarschema: the
 // principal is the Run (in its Agent and its Cell), the resource is what
 // the call touches, the context the facts of the call.
 
-// Entity types of the policy schema.
+// Entity types of the policy schema that the host makes; the resources'
+// (Host, Namespace, Tool) are named by their capabilities (caps.Facts).
 const (
-	entRun       types.EntityType = "Run"
-	entAgent     types.EntityType = "Agent"
-	entCell      types.EntityType = "Cell"
-	entHost      types.EntityType = "Host"
-	entNamespace types.EntityType = "Namespace"
-	entTool      types.EntityType = "Tool"
+	entRun   types.EntityType = "Run"
+	entAgent types.EntityType = "Agent"
+	entCell  types.EntityType = "Cell"
 )
 
 // callFacts are what the policy sees of one call besides the session's
@@ -37,90 +34,25 @@ type callFacts struct {
 	method   string          // the HTTP method, for the permission modes
 }
 
-type fact struct {
-	name string
-	str  string
-	num  int64
-	set  []string
-	kind byte // 's' string, 'n' number, 'S' set of strings
-}
+// fact is one context attribute of a call (caps.Fact).
+type fact = caps.Fact
 
-// facts decodes what the policy needs of c, which the capability layer has
-// checked (so its request decodes).
+// facts asks the call's capability what the policy needs of c, which the
+// capability layer has checked (so its request decodes).
 func (s *session) facts(c *Call) (callFacts, error) {
 	var f callFacts
-	switch c.Op.Cap {
-	case abi.CapKV:
-		f.resource = types.NewEntityUID(entNamespace, types.String(s.grant.KV.Namespace))
-		if c.Op.Code == abi.OpKVList {
-			var r abi.KVListRequest
-			if err := abi.Unmarshal(c.Request, &r); err != nil {
-				return f, err
-			}
-			f.attrs = []fact{{name: "prefix", str: r.Prefix, kind: 's'}}
-			break
-		}
-		// Read loosely, for the key alone: the capability layer has
-		// checked the request strictly.
-		var r struct {
-			Key string `cbor:"key"`
-		}
-		if err := cbor.Unmarshal(c.Request, &r); err != nil {
-			return f, err
-		}
-		f.attrs = []fact{{name: "key", str: r.Key, kind: 's'}}
-	case abi.CapHTTP:
-		var r abi.HTTPRequest
-		if err := abi.Unmarshal(c.Request, &r); err != nil {
-			return f, err
-		}
-		// The canonical target, as the grant saw it and the dialer
-		// will: one spelling of the host for the policy and the modes.
-		t, err := parseTarget(r.URL)
-		if err != nil {
-			return f, err
-		}
-		p, _ := strconv.Atoi(t.port)
-		path := t.url.EscapedPath() // canonical: never empty
-		if t.ip.IsValid() {
-			f.ip = t.ip.String()
-			f.explicit = s.grant.HTTP.namesAddr(t.ip, uint16(p))
-		}
-		f.resource = types.NewEntityUID(entHost, types.String(t.host))
-		f.method = strings.ToUpper(r.Method)
-		f.attrs = []fact{{name: "method", str: f.method, kind: 's'}, {name: "scheme", str: t.url.Scheme, kind: 's'},
-			{name: "port", num: int64(p), kind: 'n'}, {name: "path", str: path, kind: 's'}}
-	case abi.CapRandom:
-		var r abi.RandomBytesRequest
-		if err := abi.Unmarshal(c.Request, &r); err != nil {
-			return f, err
-		}
-		f.attrs = []fact{{name: "n", num: int64(r.N), kind: 'n'}}
-	case abi.CapRun, abi.CapClock:
-	case abi.CapTool:
-		var r struct {
-			Name string   `cbor:"name"`
-			Args []string `cbor:"args"`
-		}
-		if err := cbor.Unmarshal(c.Request, &r); err != nil {
-			return f, err
-		}
-		f.resource = types.NewEntityUID(entTool, types.String(r.Name))
-		// The path arguments in canonical form (absolute, clean, as the
-		// capability layer checked them against the tool's areas), so
-		// that a policy on /srv/repo/secret sees ./secret and
-		// /srv/repo//secret as that path.
-		paths := []string{}
-		if t := s.grant.Tool.lookup(r.Name); t != nil {
-			plan := s.toolPlan(t)
-			if msg := plan.checkArgs(r.Args); msg == "" {
-				paths = plan.paths
-			}
-		}
-		f.attrs = []fact{{name: "args", set: r.Args, kind: 'S'}, {name: "paths", set: paths, kind: 'S'}}
-	default:
+	inst := s.inst[s.ci]
+	if inst == nil {
 		return f, fmt.Errorf("no policy resource for op %s", c.Op.Name)
 	}
+	cf, err := inst.Facts(c)
+	if err != nil {
+		return f, err
+	}
+	if cf.ResourceType != "" {
+		f.resource = types.NewEntityUID(types.EntityType(cf.ResourceType), types.String(cf.ResourceID))
+	}
+	f.ip, f.explicit, f.attrs, f.method = cf.IP, cf.Explicit, cf.Attrs, cf.Method
 	return f, nil
 }
 
@@ -149,13 +81,13 @@ func (s *session) cacheKey(c *Call, f *callFacts) string {
 	}
 	for _, a := range f.attrs {
 		b.WriteByte(0)
-		switch a.kind {
-		case 's':
-			b.WriteString(a.str)
-		case 'n':
-			b.WriteString(strconv.FormatInt(a.num, 10))
-		case 'S':
-			for _, v := range a.set {
+		switch a.Kind {
+		case caps.FactString:
+			b.WriteString(a.Str)
+		case caps.FactNumber:
+			b.WriteString(strconv.FormatInt(a.Num, 10))
+		case caps.FactSet:
+			for _, v := range a.Set {
 				b.WriteString(strconv.Quote(v))
 			}
 		}
@@ -182,17 +114,17 @@ func (s *session) policyRequest(c *Call, f *callFacts) policy.Request {
 		"time":      types.Long(s.deps.Now().Unix()),
 	}
 	for _, a := range f.attrs {
-		switch a.kind {
-		case 's':
-			ctx[types.String(a.name)] = types.String(a.str)
-		case 'n':
-			ctx[types.String(a.name)] = types.Long(a.num)
-		case 'S':
-			vs := make([]types.Value, len(a.set))
-			for i, v := range a.set {
+		switch a.Kind {
+		case caps.FactString:
+			ctx[types.String(a.Name)] = types.String(a.Str)
+		case caps.FactNumber:
+			ctx[types.String(a.Name)] = types.Long(a.Num)
+		case caps.FactSet:
+			vs := make([]types.Value, len(a.Set))
+			for i, v := range a.Set {
 				vs[i] = types.String(v)
 			}
-			ctx[types.String(a.name)] = types.NewSet(vs...)
+			ctx[types.String(a.Name)] = types.NewSet(vs...)
 		}
 	}
 	resource, ents := s.runUID, s.entities

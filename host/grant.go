@@ -4,16 +4,17 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net"
-	"net/netip"
 	"reflect"
-	"slices"
-	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/capability"
+	"github.com/agentrt/agentrt/host/caps/clock"
+	"github.com/agentrt/agentrt/host/caps/http"
+	"github.com/agentrt/agentrt/host/caps/kv"
+	"github.com/agentrt/agentrt/host/caps/random"
+	"github.com/agentrt/agentrt/host/caps/run"
+	"github.com/agentrt/agentrt/host/caps/tool"
 	"github.com/agentrt/agentrt/internal/fileread"
 	"github.com/agentrt/agentrt/internal/yamlkeys"
 	"go.yaml.in/yaml/v3"
@@ -39,35 +40,22 @@ type Grant struct {
 	Limits *Limits `yaml:"-" cbor:"limits,omitempty"`
 }
 
-// RunGrant allows the run capability (input, output, log, introspect).
-type RunGrant struct{}
-
-// KVGrant allows durable key/value state in one namespace.
-type KVGrant struct {
-	// Namespace scopes the keys; agents sharing a namespace share state.
-	Namespace string `yaml:"namespace" cbor:"namespace"`
-}
-
-// HTTPGrant allows HTTP requests to the listed hosts.
-type HTTPGrant struct {
-	// Hosts are "host" (any port) or "host:port" entries, in canonical
-	// form (capability.CanonicalHostEntry; Check puts them in it);
-	// requests to any other host are denied. An IP address or localhost
-	// among them is what lets the run reach that address (localhost: any
-	// loopback address) past the platform's private-range rules.
-	Hosts []string `yaml:"hosts" cbor:"hosts"`
-	// Idempotent says the servers honour the Idempotency-Key header (they
-	// serve a repeated key once), so a request a crash left in doubt may
-	// be sent again with the same key. Otherwise it is not re-sent and the
-	// guest is told it is in doubt.
-	Idempotent bool `yaml:"idempotent,omitempty" cbor:"idempotent,omitempty"`
-}
-
-// ClockGrant allows reading the host's real wall time.
-type ClockGrant struct{}
-
-// RandomGrant allows reading real random bytes.
-type RandomGrant struct{}
+// The sections of a grant are the capabilities' own types, named here so
+// that callers keep writing host.KVGrant.
+type (
+	// RunGrant allows the run capability (input, output, log, introspect).
+	RunGrant = run.Grant
+	// KVGrant allows durable key/value state in one namespace.
+	KVGrant = kv.Grant
+	// HTTPGrant allows HTTP requests to the listed hosts.
+	HTTPGrant = http.Grant
+	// ClockGrant allows reading the host's real wall time.
+	ClockGrant = clock.Grant
+	// RandomGrant allows reading real random bytes.
+	RandomGrant = random.Grant
+	// ToolGrant allows running the native tools it registers.
+	ToolGrant = tool.Grant
+)
 
 // DefaultGrant is the grant of a run started without one: the run
 // capability alone.
@@ -143,28 +131,16 @@ func ParseGrant(b []byte) (*Grant, error) {
 	return g, nil
 }
 
-// Check validates the resources named in g, and puts its HTTP hosts in
-// canonical form in place (LOCALHOST. becomes localhost), so that the
-// grant, the token, the policy and the modes compare one spelling.
+// Check validates each section of g (Section.Check), in ABI order, and
+// puts its HTTP hosts in canonical form in place (LOCALHOST. becomes
+// localhost), so that the grant, the token, the policy and the modes
+// compare one spelling.
 func (g *Grant) Check() error {
-	if g.KV != nil && (g.KV.Namespace == "" || strings.ContainsRune(g.KV.Namespace, 0) || !utf8.ValidString(g.KV.Namespace)) {
-		return fmt.Errorf("kv: a non-empty UTF-8 namespace without NUL is required (kv: {namespace: NAME})")
-	}
-	if g.HTTP != nil {
-		if len(g.HTTP.Hosts) == 0 {
-			return fmt.Errorf("http: list the allowed hosts (http: {hosts: [\"example.com\"]})")
-		}
-		for i, h := range g.HTTP.Hosts {
-			canon, err := capability.CanonicalHostEntry(h)
-			if err != nil {
-				return fmt.Errorf("http: %w (want host or host:port)", err)
+	for i := range registry {
+		if sec := registry[i].section(g); sec != nil {
+			if err := sec.Check(); err != nil {
+				return err
 			}
-			g.HTTP.Hosts[i] = canon
-		}
-	}
-	if g.Tool != nil {
-		if err := g.Tool.check(); err != nil {
-			return err
 		}
 	}
 	return nil
@@ -173,9 +149,9 @@ func (g *Grant) Check() error {
 // Capabilities lists the capabilities g includes, in ABI order.
 func (g *Grant) Capabilities() []abi.Capability {
 	var out []abi.Capability
-	for _, c := range abi.Capabilities {
-		if g.Has(c) {
-			out = append(out, c)
+	for i := range registry {
+		if registry[i].section(g) != nil {
+			out = append(out, registry[i].cap)
 		}
 	}
 	return out
@@ -183,19 +159,10 @@ func (g *Grant) Capabilities() []abi.Capability {
 
 // Has reports whether g includes capability c.
 func (g *Grant) Has(c abi.Capability) bool {
-	switch c {
-	case abi.CapRun:
-		return g.Run != nil
-	case abi.CapKV:
-		return g.KV != nil
-	case abi.CapHTTP:
-		return g.HTTP != nil
-	case abi.CapClock:
-		return g.Clock != nil
-	case abi.CapRandom:
-		return g.Random != nil
-	case abi.CapTool:
-		return g.Tool != nil
+	for i := range registry {
+		if registry[i].cap == c {
+			return registry[i].section(g) != nil
+		}
 	}
 	return false
 }
@@ -210,44 +177,4 @@ func DecodeGrant(b []byte) (*Grant, error) {
 		return nil, fmt.Errorf("grant: %w", err)
 	}
 	return &g, g.Check()
-}
-
-// allows reports whether an HTTP request to the canonical host and port is
-// allowed: an entry names the host, at any port or at this one.
-func (g *HTTPGrant) allows(host, port string) bool {
-	return slices.ContainsFunc(g.Hosts, func(entry string) bool {
-		eh, ep := splitEntry(entry)
-		return eh == host && (ep == "" || ep == port)
-	})
-}
-
-// namesAddr reports whether g names the address a at port itself, which
-// lets the run reach it past the platform's private-range rules: an entry
-// that is a, or localhost when a is a loopback address, at any port or at
-// this one. A name that resolves to a never names it.
-func (g *HTTPGrant) namesAddr(a netip.Addr, port uint16) bool {
-	if g == nil {
-		return false
-	}
-	p := strconv.Itoa(int(port))
-	return slices.ContainsFunc(g.Hosts, func(entry string) bool {
-		eh, ep := splitEntry(entry)
-		if ep != "" && ep != p {
-			return false
-		}
-		if eh == "localhost" {
-			return a.IsLoopback()
-		}
-		ip, err := netip.ParseAddr(eh)
-		return err == nil && ip == a
-	})
-}
-
-// splitEntry splits a canonical hosts entry into host and port ("" for
-// any): "[v6]:port" and "name:port" have one, a bare IPv6 address none.
-func splitEntry(entry string) (host, port string) {
-	if h, p, err := net.SplitHostPort(entry); err == nil {
-		return h, p
-	}
-	return entry, ""
 }

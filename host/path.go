@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/host/caps"
 	"github.com/agentrt/agentrt/journal"
 )
 
@@ -45,17 +46,17 @@ func (p *livePath) entry(phase journal.Phase, c *Call) *journal.Entry {
 	return &journal.Entry{Phase: phase, Step: c.Step, Op: c.Op.Name, InputHash: c.InputHash(), Time: p.now().UnixNano(), Epoch: p.lease.epoch()}
 }
 
-func (p *livePath) serve(ctx context.Context, s *session, c *Call, h handler) (abi.Status, []byte, error) {
+func (p *livePath) serve(ctx context.Context, s *session, c *Call, h caps.Handler) (abi.Status, []byte, error) {
 	d, gate, err := s.gate(ctx, c, h)
 	if err != nil {
 		return 0, nil, err
 	}
 	p.gate = gate
 	if d != nil {
-		return p.record(ctx, c, true, d.status, d.body)
+		return p.record(ctx, c, true, d.Status, d.Body)
 	}
 	if c.Op.Class != abi.Effect {
-		status, resp := h.serve(ctx, s, c)
+		status, resp := h.Serve(ctx, c)
 		status, resp, err := p.record(ctx, c, true, status, resp)
 		if err == nil && status == abi.StatusOK && c.Op.Cap == abi.CapRun && c.Op.Code == abi.OpRunCheckpoint {
 			// The index names the checkpoint, where a resume starts.
@@ -74,8 +75,8 @@ func (p *livePath) serve(ctx context.Context, s *session, c *Call, h handler) (a
 	if err := p.w.Add(executing); err != nil {
 		return 0, nil, err
 	}
-	if h.stage != nil {
-		status, resp, write := h.stage(s, c)
+	if h.Stage != nil {
+		status, resp, write := h.Stage(c)
 		if status == abi.StatusOK {
 			p.w.AddKV(write)
 		}
@@ -87,7 +88,7 @@ func (p *livePath) serve(ctx context.Context, s *session, c *Call, h handler) (a
 	if err := p.commit(ctx, true); err != nil {
 		return 0, nil, err
 	}
-	status, resp := h.serve(ctx, s, c)
+	status, resp := h.Serve(ctx, c)
 	if ctx.Err() != nil {
 		// The effect was cut off: whether it took place is unknown, so no
 		// outcome is recorded. The journal ends with the step in doubt.

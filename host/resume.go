@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/host/caps"
 	"github.com/agentrt/agentrt/journal"
 )
 
@@ -113,7 +114,7 @@ func (h *Host) Reopen(ctx context.Context, run journal.RunID) (*Started, error) 
 	events.replaying = !p.past
 	// A run that checkpointed starts again from its last checkpoint: the
 	// calls before it are not re-executed.
-	s := &session{run: run, header: hdr, grant: grant, path: p, deps: &h.deps,
+	s := &session{run: run, header: hdr, grant: grant, path: p, deps: &h.deps, slots: &opSlots,
 		maxRequest: maxRequest, events: events, seg: rec.base, steps: rec.baseStep, startHash: rec.startHash,
 		limits: limits, journaled: rec.base.journaled}
 	return &Started{Run: run, h: h, m: m, s: s, w: w, meta: &meta, lease: lease, live: lr}, nil
@@ -134,7 +135,7 @@ type resumePath struct {
 	doubtStep uint64
 }
 
-func (p *resumePath) serve(ctx context.Context, s *session, c *Call, h handler) (abi.Status, []byte, error) {
+func (p *resumePath) serve(ctx context.Context, s *session, c *Call, h caps.Handler) (abi.Status, []byte, error) {
 	if !p.past {
 		status, resp, err := p.rec.Serve(ctx, c)
 		if !errors.Is(err, ErrRecordingEnd) {
@@ -164,13 +165,13 @@ func (p *resumePath) goLive() {
 
 // decide answers the effect left in doubt. Its intent (and executing) entries
 // are in the journal already; only its outcome is added.
-func (p *resumePath) decide(ctx context.Context, s *session, c *Call, h handler) (abi.Status, []byte, error) {
-	if !s.idempotent(c) || h.serve == nil {
+func (p *resumePath) decide(ctx context.Context, s *session, c *Call, h caps.Handler) (abi.Status, []byte, error) {
+	if !s.idempotent(c) || h.Serve == nil {
 		status, body := errorResponse(abi.StatusInDoubt,
 			"%s of step %d was in flight when the run stopped; it may have taken effect, and is not re-run", c.Op.Name, c.Step)
 		return p.live.record(ctx, c, false, status, body)
 	}
-	status, resp := h.serve(ctx, s, c)
+	status, resp := h.Serve(ctx, c)
 	if ctx.Err() != nil {
 		return 0, nil, fmt.Errorf("%w during step %d (%s), whose effect is in doubt", ErrInterrupted, c.Step, c.Op.Name)
 	}
@@ -178,15 +179,13 @@ func (p *resumePath) decide(ctx context.Context, s *session, c *Call, h handler)
 }
 
 // idempotent reports whether the effect of c may be dispatched again with
-// the same idempotency key: the op is idempotent, or it is an HTTP request
-// and the grant says its servers honour Idempotency-Key, or it runs a tool
-// the grant declares idempotent.
+// the same idempotency key: the op is idempotent, or its capability says
+// this call may be (an HTTP request to servers the grant says honour
+// Idempotency-Key, a tool the grant declares idempotent).
 func (s *session) idempotent(c *Call) bool {
 	if c.Op.Idempotent {
 		return true
 	}
-	if c.Op.Cap == abi.CapTool {
-		return s.toolIdempotent(c)
-	}
-	return c.Op.Cap == abi.CapHTTP && s.grant.HTTP != nil && s.grant.HTTP.Idempotent
+	inst := s.inst[s.ci]
+	return inst != nil && inst.Idempotent(c)
 }

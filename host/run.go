@@ -28,7 +28,7 @@ type Deps struct {
 	// Key is the cell's signing key.
 	Key ed25519.PrivateKey
 	// Listeners are the addresses the cell itself listens on, which the
-	// http capability never connects to, whatever a grant says (egress.go);
+	// http capability never connects to, whatever a grant says (host/caps/http);
 	// nil: none. A *ListenerSet lets the cell add a listener after the
 	// host exists.
 	Listeners Listeners
@@ -185,8 +185,14 @@ type Started struct {
 // between two calls too, while it computes.
 func (st *Started) Execute(ctx context.Context) (*Result, error) {
 	defer st.h.live.leave(st.Run)
-	defer st.s.closeEgress() // the run's connections are its own
 	st.s.halt = st.live.halt
+	// The run's capability instances live as long as this execution: the
+	// connections they open are the run's own.
+	if err := st.s.open(); err != nil {
+		st.lease.release(context.Background())
+		return nil, err
+	}
+	defer st.s.close()
 	defer st.armBudget()()
 	res, err := st.h.conclude(ctx, st.m, st.s, st.w, st.meta, st.lease, st.live)
 	if p, ok := st.s.path.(*resumePath); ok && res != nil {
@@ -334,7 +340,7 @@ func (h *Host) Start(ctx context.Context, spec RunSpec) (*Started, error) {
 
 	events := &eventBuffer{run: run, now: h.deps.Now, sink: h.deps.Sink, keep: h.deps.Events != nil, limit: limits.LogBytes}
 	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease, meta: &meta}
-	s := &session{run: run, header: hdr, grant: grant, path: live, deps: &h.deps,
+	s := &session{run: run, header: hdr, grant: grant, path: live, deps: &h.deps, slots: &opSlots,
 		maxRequest: h.cfg.MaxRequest, events: events, startHash: startHash, limits: limits}
 	return &Started{Run: run, h: h, m: m, s: s, w: w, meta: &meta, lease: lease, live: lr}, nil
 }
@@ -586,7 +592,7 @@ func (e *Engine) Execute(ctx context.Context, spec ExecSpec) (*Outcome, error) {
 		maxReq = abi.MaxRequest
 	}
 	events := &eventBuffer{run: spec.Run, now: time.Now, sink: spec.Sink}
-	s := &session{run: spec.Run, header: spec.Header, grant: grant, src: spec.Source,
+	s := &session{run: spec.Run, header: spec.Header, grant: grant, src: spec.Source, slots: &opSlots,
 		maxRequest: maxReq, events: events, limits: limits}
 	if spec.Stopped != "" {
 		halt := make(chan struct{})

@@ -9,42 +9,10 @@ import (
 	"time"
 
 	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/host/caps"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/cedar-policy/cedar-go/types"
 )
-
-// Call is one import call on its way through the host: what the gate checks,
-// what the journal records and what a Source replays. A Call and its
-// Request are valid only while the call is being served.
-type Call struct {
-	// Step is the call's ordinal in the run, from 1.
-	Step uint64
-	// Op is the op called; for an unknown op code, a placeholder named
-	// "<capability>.#<code>".
-	Op *abi.Op
-	// Request is the CBOR request as the guest sent it, read in place from
-	// guest memory; nil when it was refused as too large.
-	Request []byte
-	// Key is the idempotency key of an effect, derived from (run, step).
-	Key string
-	// TooLarge marks a request refused for its size; Request is nil and
-	// the input hash covers the whole request.
-	TooLarge bool
-
-	inputHash []byte
-	// known says whether Op is an op of the ABI (not a placeholder for an
-	// unknown code).
-	known bool
-}
-
-// InputHash returns the SHA-256 of the request, computed on first use: a
-// call that nothing journals or compares by hash never pays for it.
-func (c *Call) InputHash() []byte {
-	if c.inputHash == nil {
-		c.inputHash = journal.Sum(c.Request)
-	}
-	return c.inputHash
-}
 
 // A Source serves import calls from a recorded journal instead of
 // dispatching them; it is how replay feeds recorded results back. Serve
@@ -56,18 +24,7 @@ type Source interface {
 
 // callPath journals or replays calls: the live path or a resumed one.
 type callPath interface {
-	serve(ctx context.Context, s *session, c *Call, h handler) (abi.Status, []byte, error)
-}
-
-// handler serves one op. check, when set, is the op's stage of the
-// capability gate: it inspects the request before anything is journaled
-// as intent, and a denial it returns is the call's outcome. An effect on the
-// agent's own state has stage instead of serve: it computes the response
-// and the state change, which the journal commits together.
-type handler struct {
-	check func(s *session, c *Call) *denial
-	serve func(ctx context.Context, s *session, c *Call) (abi.Status, []byte)
-	stage func(s *session, c *Call) (abi.Status, []byte, journal.KVWrite)
+	serve(ctx context.Context, s *session, c *Call, h caps.Handler) (abi.Status, []byte, error)
 }
 
 // session is the host-side state of one running instance.
@@ -79,9 +36,20 @@ type session struct {
 	deps       *Deps
 	maxRequest int
 	steps      uint64
-	// granted and pending are indexed by capability (capIndex).
-	granted [numCaps]bool
+	// slots are the ops of the ABI with the handlers of the run's
+	// capabilities (session.open), found by capability index and op code;
+	// &opSlots (no handlers) until the run opens, and in a replay.
+	slots *[numCaps][maxOpCode]slot
+	// inst and pending are indexed by capability (capIndex): the run's
+	// capability instances (nil: not granted) and the response left for
+	// take.
+	inst    [numCaps]caps.Instance
 	pending [numCaps]pendingResponse
+	// ci and known are the capability index of the call being served and
+	// whether its op is one of the ABI (not a placeholder for an unknown
+	// code).
+	ci    int
+	known bool
 	// src, when set, serves every call (replay); path is not used then.
 	src Source
 	// cur is reused by every call of the session.
@@ -128,11 +96,8 @@ type session struct {
 	decisions  map[string]*cachedDecision
 	policyUses struct{ time, spent bool }
 	// wallDeadline is when the run's wall-time budget runs out (zero:
-	// none): a tool launched now may run only until then.
+	// none): a tool launched now may run only until then (caps.Run.Deadline).
 	wallDeadline time.Time
-	// egress is the run's http client (egress.go), made on the first
-	// request and closed when the run ends.
-	egress *runEgress
 }
 
 // segment is where a segment of a run starts: a run that checkpoints is
@@ -309,9 +274,10 @@ func (s *session) call(ctx context.Context, ci int, opcode, reqPtr, reqLen, resp
 	if s.pending[ci].ok {
 		s.pending[ci] = pendingResponse{}
 	}
-	slot := lookup(ci, opcode)
+	slot := s.lookup(ci, opcode)
 	c := &s.cur
-	*c = Call{Step: s.steps + 1, Op: &slot.op, known: slot.known}
+	*c = Call{Step: s.steps + 1, Op: &slot.op}
+	s.ci, s.known = ci, slot.known
 	mem := s.mem
 	req, ok := mem.Read(reqPtr, reqLen)
 	if !ok {
@@ -321,7 +287,8 @@ func (s *session) call(ctx context.Context, ci int, opcode, reqPtr, reqLen, resp
 	var journaled uint64
 	if reqLen > uint32(s.maxRequest) {
 		// Refused without a copy; the gate answers StatusTooLarge.
-		c.TooLarge, c.inputHash, h = true, journal.Sum(req), handler{}
+		c.TooLarge, h = true, caps.Handler{}
+		c.SetInputHash(journal.Sum(req))
 	} else {
 		c.Request, journaled = req, uint64(reqLen)
 	}
@@ -394,30 +361,28 @@ func (s *session) take(ci int, ptr, capacity uint32) abi.Result {
 
 // errorResponse builds the status and CBOR Error body of a failed call.
 func errorResponse(code abi.Status, format string, args ...any) (abi.Status, []byte) {
-	b, err := abi.Marshal(&abi.Error{Code: code, Message: fmt.Sprintf(format, args...)})
-	if err != nil {
-		panic(err) // an Error always encodes
-	}
-	return code, b
+	return caps.Error(code, format, args...)
 }
 
-// okResponse encodes v as the body of a successful call.
-func okResponse(v any) (abi.Status, []byte) {
-	if v == nil {
-		return abi.StatusOK, nil
-	}
-	b, err := abi.Marshal(v)
-	if err != nil {
-		return errorResponse(abi.StatusInternal, "encode response: %v", err)
-	}
-	return abi.StatusOK, b
+// The session as the run capability sees it (run.Session).
+
+// Input returns the run's input and the segment the instance runs.
+func (s *session) Input() (input, state []byte, segment uint32) {
+	return s.header.Input, s.seg.state, s.seg.number
 }
 
-// decodeRequest decodes req into v, or returns the BadRequest response.
-func decodeRequest(c *Call, v any) (abi.Status, []byte, bool) {
-	if err := abi.Unmarshal(c.Request, v); err != nil {
-		st, b := errorResponse(abi.StatusBadRequest, "%s: %v", c.Op.Name, err)
-		return st, b, false
-	}
-	return abi.StatusOK, nil, true
+// Checkpoint returns the response of a checkpoint made now.
+func (s *session) Checkpoint() abi.CheckpointResponse {
+	return abi.CheckpointResponse{Segment: s.seg.number + 1, Clock: s.clock.now, Header: s.startHash, Journal: s.journaled}
 }
+
+// Log adds a guest's log line to the run's event log.
+func (s *session) Log(level uint8, msg string) {
+	s.events.add(Event{Kind: EventRunLog, Level: level, Data: []byte(msg)})
+}
+
+// Capabilities lists the capabilities of the run's grant.
+func (s *session) Capabilities() []abi.Capability { return s.grant.Capabilities() }
+
+// ModuleSHA256 is the hash of the run's module.
+func (s *session) ModuleSHA256() []byte { return s.header.ModuleSHA256 }

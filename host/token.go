@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/agentrt/agentrt/capability"
+	"github.com/agentrt/agentrt/host/caps/tool"
 	"github.com/agentrt/agentrt/internal/yamlkeys"
 	"go.yaml.in/yaml/v3"
 )
@@ -57,91 +57,19 @@ func CheckEnforced(b capability.Budget) error {
 // asks for a capability or a resource the token does not allow.
 var ErrGrantWidensToken = errors.New("the grant file asks for more than the token allows")
 
-// ErrToolDeclaration is returned, as a *ToolDeclarationError, when a grant
-// file given with a token declares one of the token's tools otherwise than
-// the token binds it.
-var ErrToolDeclaration = errors.New("tool declared otherwise than the token binds it")
-
-// ToolDeclarationError names the tool a grant file declares otherwise than
-// its token, and both declarations' digests. A digest does not say which
-// field differs: the token binds the declaration, it does not carry it.
-type ToolDeclarationError struct {
-	Tool         string
-	Token, Grant capability.Digest
-}
-
-func (e *ToolDeclarationError) Error() string {
-	return fmt.Sprintf("the grant file declares tool %q otherwise than the token binds it: the token binds declaration %s, the grant file's is %s (exec, args, read, write, workspace, workdir, network, env, limits and idempotent all count)",
-		e.Tool, e.Token, e.Grant)
-}
-
-// Unwrap returns ErrToolDeclaration.
-func (e *ToolDeclarationError) Unwrap() error { return ErrToolDeclaration }
-
-// ToolDecl returns t's declaration as a token binds it (capability/SPEC.md,
-// "Tool declarations"). Every field of ToolSpec is in it: a test sets each
-// in turn and requires the digest to change.
-func ToolDecl(t *ToolSpec) capability.ToolDecl {
-	d := capability.ToolDecl{
-		Name: t.Name, Exec: t.Exec, Read: t.Read, Write: t.Write, Workspace: t.Workspace,
-		Workdir: t.Workdir, Network: t.Network, Env: t.Env, Idempotent: t.Idempotent,
-		Args: &capability.ToolArgsDecl{Fixed: t.Args.Fixed, Max: uint64(max(t.Args.Max, 0))},
-		Limits: &capability.ToolLimitsDecl{CPU: t.Limits.CPU, Wall: t.Limits.Wall, Memory: t.Limits.Memory,
-			Procs: uint64(max(t.Limits.Procs, 0)), Output: t.Limits.Output,
-			FileSize: t.Limits.FileSize, Disk: t.Limits.Disk, Hash: t.Limits.Hash},
-	}
-	for _, f := range t.Args.Flags {
-		d.Args.Flags = append(d.Args.Flags, capability.ToolFlagDecl{Name: f.Name, Value: f.Value, Path: f.Path})
-	}
-	for _, p := range t.Args.Positional {
-		d.Args.Positional = append(d.Args.Positional, capability.ToolPositionalDecl{Pattern: p.Pattern, Path: p.Path})
-	}
-	return d
-}
-
-// ToolDigest returns the digest a token binds t by.
-func ToolDigest(t *ToolSpec) (capability.Digest, error) { return ToolDecl(t).Digest() }
-
 // TokenCaps returns the capability claims that g stands for: its families,
 // resources and each tool's declaration digest.
 func (g *Grant) TokenCaps() (capability.Caps, error) {
 	var c capability.Caps
-	if g.Run != nil {
-		c.Run = &capability.Unit{}
-	}
-	if g.KV != nil {
-		c.KV = &capability.KV{Namespaces: []string{g.KV.Namespace}}
-	}
-	if g.HTTP != nil {
-		c.HTTP = &capability.HTTP{Hosts: slices.Clone(g.HTTP.Hosts), Idempotent: g.HTTP.Idempotent}
-	}
-	if g.Clock != nil {
-		c.Clock = &capability.Unit{}
-	}
-	if g.Random != nil {
-		c.Random = &capability.Unit{}
-	}
-	if g.Tool != nil {
-		tools, err := g.Tool.digests()
-		if err != nil {
-			return c, err
+	for i := range registry {
+		if sec := registry[i].section(g); sec != nil {
+			if err := sec.Token(&c); err != nil {
+				return c, err
+			}
 		}
-		c.Tool = &capability.Tool{Tools: tools}
 	}
 	c.Normalize()
 	return c, nil
-}
-
-func (g *ToolGrant) digests() (map[string]capability.Digest, error) {
-	out := make(map[string]capability.Digest, len(g.Tools))
-	for i := range g.Tools {
-		d, err := ToolDigest(&g.Tools[i])
-		if err != nil {
-			return nil, fmt.Errorf("tool %q: %w", g.Tools[i].Name, err)
-		}
-		out[g.Tools[i].Name] = d
-	}
-	return out, nil
 }
 
 // grantWithin returns the grant a run gets from its verified claims. defs,
@@ -158,19 +86,10 @@ func grantWithin(claims capability.Claims, defs *Grant) (*Grant, error) {
 		budget = &b
 	}
 	if defs != nil {
-		if defs.Tool != nil && c.Tool != nil {
-			for i := range defs.Tool.Tools {
-				t := &defs.Tool.Tools[i]
-				bound, ok := c.ToolDigest(t.Name)
-				if !ok {
-					continue // Within names it below
-				}
-				d, err := ToolDigest(t)
-				if err != nil {
+		for i := range registry {
+			if sec := registry[i].section(defs); sec != nil {
+				if err := sec.CheckToken(c); err != nil {
 					return nil, err
-				}
-				if !bytes.Equal(d, bound) {
-					return nil, &ToolDeclarationError{Tool: t.Name, Token: bound, Grant: d}
 				}
 			}
 		}
@@ -186,27 +105,10 @@ func grantWithin(claims capability.Claims, defs *Grant) (*Grant, error) {
 		return &g, nil
 	}
 	g := &Grant{Budget: budget}
-	if c.Run != nil {
-		g.Run = &RunGrant{}
-	}
-	if c.KV != nil {
-		if len(c.KV.Namespaces) != 1 {
-			return nil, fmt.Errorf("the token allows kv namespaces %q: a run uses one (attenuate the token to one, or pass a grant file naming it)", c.KV.Namespaces)
+	for i := range registry {
+		if err := registry[i].fromToken(c, g); err != nil {
+			return nil, err
 		}
-		g.KV = &KVGrant{Namespace: c.KV.Namespaces[0]}
-	}
-	if c.HTTP != nil {
-		g.HTTP = &HTTPGrant{Hosts: slices.Clone(c.HTTP.Hosts), Idempotent: c.HTTP.Idempotent}
-	}
-	if c.Clock != nil {
-		g.Clock = &ClockGrant{}
-	}
-	if c.Random != nil {
-		g.Random = &RandomGrant{}
-	}
-	if c.Tool != nil {
-		// The token binds tools; what they run comes from a grant file.
-		g.Tool = &ToolGrant{}
 	}
 	return g, g.Check()
 }
@@ -343,15 +245,15 @@ func ParseCapsFile(b []byte) (capability.Caps, capability.Budget, error) {
 	c := capability.Caps{Run: d.Run, HTTP: d.HTTP, Clock: d.Clock, Random: d.Random}
 	if d.Tool != nil {
 		tg := &ToolGrant{Tools: d.Tool.Tools}
-		if err := tg.check(); err != nil {
+		if err := tg.Check(); err != nil {
 			return capability.Caps{}, capability.Budget{}, err
 		}
-		tools, err := tg.digests()
+		tools, err := tg.Digests()
 		if err != nil {
 			return capability.Caps{}, capability.Budget{}, err
 		}
 		for _, name := range d.Tool.Names {
-			if !toolNameRE.MatchString(name) {
+			if !tool.ValidName(name) {
 				return capability.Caps{}, capability.Budget{}, fmt.Errorf("tool: names: %q must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", name)
 			}
 			if _, declared := tools[name]; declared {

@@ -1,4 +1,4 @@
-package host_test
+package http_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package host_test
+package tool_test
 
 // Tests of the tool capability that launch real programs (grep, cp, tee,
 // echo, git, dash) under the real sandbox: bubblewrap, seccomp, Landlock.

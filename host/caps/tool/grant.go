@@ -1,6 +1,8 @@
-package host
+package tool
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	slashpath "path"
 	"regexp"
@@ -8,9 +10,11 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/agentrt/agentrt/capability"
 )
 
-// ToolGrant allows the tool capability: running the native programs it
+// Grant allows the tool capability: running the native programs it
 // registers, each under the host's OS sandbox, with the arguments its
 // schema admits. In a grant file:
 //
@@ -28,19 +32,19 @@ import (
 //	      env: {LC_ALL: C}
 //	      limits: {wall: 30s, cpu: 10s, memory: 256MiB, procs: 16, output: 1MiB, file_size: 64MiB, disk: 256MiB}
 //	      idempotent: true
-type ToolGrant struct {
-	Tools []ToolSpec `yaml:"tools" cbor:"tools"`
+type Grant struct {
+	Tools []Spec `yaml:"tools" cbor:"tools"`
 }
 
-// ToolSpec registers one tool: what runs, with which arguments, seeing
+// Spec registers one tool: what runs, with which arguments, seeing
 // which paths, within which limits.
-type ToolSpec struct {
+type Spec struct {
 	// Name is what the guest calls the tool by.
 	Name string `yaml:"name" cbor:"name"`
 	// Exec is the program's absolute path. It is readable in the sandbox.
 	Exec string `yaml:"exec" cbor:"exec"`
 	// Args is the argument schema.
-	Args ToolArgs `yaml:"args" cbor:"args"`
+	Args Args `yaml:"args" cbor:"args"`
 	// Read lists the files and directories the tool may read (and
 	// execute). Entries that do not exist on the host are left out of
 	// the sandbox, so one grant serves hosts with and without /lib64.
@@ -60,33 +64,33 @@ type ToolSpec struct {
 	// Env is the tool's whole environment; nothing of the host's passes.
 	Env map[string]string `yaml:"env" cbor:"env"`
 	// Limits bound each run of the tool.
-	Limits ToolLimits `yaml:"limits" cbor:"limits"`
+	Limits Limits `yaml:"limits" cbor:"limits"`
 	// Idempotent says running the tool again with the same arguments does
 	// no harm, so a run a crash left in doubt is launched again on
 	// resume. Otherwise the guest is told it is in doubt.
 	Idempotent bool `yaml:"idempotent,omitempty" cbor:"idempotent,omitempty"`
 }
 
-// ToolArgs is a tool's argument schema. The program gets Fixed, then the
+// Args is a tool's argument schema. The program gets Fixed, then the
 // guest's arguments, each of which must pass: an argument starting with
 // '-' (other than "-" alone) is a flag and must be one of Flags; any other
 // is a positional value and must match its slot of Positional.
-type ToolArgs struct {
+type Args struct {
 	// Fixed arguments always come first, before the guest's.
 	Fixed []string `yaml:"fixed" cbor:"fixed"`
 	// Flags lists the flags the guest may pass, each any number of times.
-	Flags []ToolFlag `yaml:"flags" cbor:"flags"`
+	Flags []Flag `yaml:"flags" cbor:"flags"`
 	// Positional lists the positional slots in order; positional values
 	// past the last slot match the last slot.
-	Positional []ToolPositional `yaml:"positional" cbor:"positional"`
+	Positional []Positional `yaml:"positional" cbor:"positional"`
 	// Max is the most positional values; 0: one per slot.
 	Max int `yaml:"max,omitempty" cbor:"max,omitempty"`
 }
 
-// ToolFlag is one allowed flag. A flag with neither Value nor Path takes no
+// Flag is one allowed flag. A flag with neither Value nor Path takes no
 // value. One with a value takes it as "--name=value" or as the next
 // argument ("-n 5").
-type ToolFlag struct {
+type Flag struct {
 	// Name is the flag as written, with its dashes: "-n", "--max-count".
 	Name string `yaml:"name" cbor:"name"`
 	// Value is the pattern (an RE2 regexp matched against the whole value)
@@ -97,8 +101,8 @@ type ToolFlag struct {
 	Path string `yaml:"path,omitempty" cbor:"path,omitempty"`
 }
 
-// ToolPositional is one positional slot.
-type ToolPositional struct {
+// Positional is one positional slot.
+type Positional struct {
 	// Pattern is an RE2 regexp matched against the whole value.
 	Pattern string `yaml:"pattern" cbor:"pattern"`
 	// Path, "ro" or "rw", makes the value a path that must lie inside the
@@ -107,10 +111,10 @@ type ToolPositional struct {
 	Path string `yaml:"path,omitempty" cbor:"path,omitempty"`
 }
 
-// ToolLimits bound one run of a tool and every process it starts. Durations
+// Limits bound one run of a tool and every process it starts. Durations
 // are Go durations ("30s"); sizes are bytes or a number with K, M, G (KiB,
 // MiB, GiB: powers of 1024).
-type ToolLimits struct {
+type Limits struct {
 	// CPU is the CPU time of each process; empty: no limit.
 	CPU string `yaml:"cpu,omitempty" cbor:"cpu,omitempty"`
 	// Wall is the wall-clock time of the whole run; empty: 60s.
@@ -146,11 +150,11 @@ const (
 
 var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
-// check validates every tool of g, saying what to change. A section without
+// Check validates every tool of g, saying what to change. A section without
 // tools is valid: the capability links and every call is denied (what a
 // capability token naming tools gives without a grant file that defines
 // them).
-func (g *ToolGrant) check() error {
+func (g *Grant) Check() error {
 	seen := map[string]bool{}
 	for i := range g.Tools {
 		t := &g.Tools[i]
@@ -168,7 +172,7 @@ func (g *ToolGrant) check() error {
 	return nil
 }
 
-func (t *ToolSpec) check() error {
+func (t *Spec) check() error {
 	if err := checkGrantPath("exec", t.Exec); err != nil {
 		return err
 	}
@@ -296,14 +300,14 @@ func checkGrantPath(field, p string) error {
 	return nil
 }
 
-// toolLimits are ToolLimits parsed.
+// toolLimits are Limits parsed.
 type toolLimits struct {
 	cpu, wall                            time.Duration
 	memory, output, fileSize, disk, hash int64
 	procs                                int
 }
 
-func (l *ToolLimits) parse() (*toolLimits, error) {
+func (l *Limits) parse() (*toolLimits, error) {
 	out := &toolLimits{wall: defaultToolWall, procs: l.Procs, hash: defaultToolHash}
 	var err error
 	if out.cpu, err = parseToolDuration("limits.cpu", l.CPU); err != nil {
@@ -392,7 +396,7 @@ func withinAny(p string, roots []string) bool {
 }
 
 // lookup returns the tool named name, or nil.
-func (g *ToolGrant) lookup(name string) *ToolSpec {
+func (g *Grant) lookup(name string) *Spec {
 	for i := range g.Tools {
 		if g.Tools[i].Name == name {
 			return &g.Tools[i]
@@ -402,7 +406,7 @@ func (g *ToolGrant) lookup(name string) *ToolSpec {
 }
 
 // names lists the registered tools, for messages.
-func (g *ToolGrant) names() string {
+func (g *Grant) names() string {
 	if len(g.Tools) == 0 {
 		return "none; a grant file defines them"
 	}
@@ -412,3 +416,100 @@ func (g *ToolGrant) names() string {
 	}
 	return strings.Join(n, ", ")
 }
+
+// ErrDeclaration is returned, as a *DeclarationError, when a grant
+// file given with a token declares one of the token's tools otherwise than
+// the token binds it.
+var ErrDeclaration = errors.New("tool declared otherwise than the token binds it")
+
+// DeclarationError names the tool a grant file declares otherwise than
+// its token, and both declarations' digests. A digest does not say which
+// field differs: the token binds the declaration, it does not carry it.
+type DeclarationError struct {
+	Tool         string
+	Token, Grant capability.Digest
+}
+
+func (e *DeclarationError) Error() string {
+	return fmt.Sprintf("the grant file declares tool %q otherwise than the token binds it: the token binds declaration %s, the grant file's is %s (exec, args, read, write, workspace, workdir, network, env, limits and idempotent all count)",
+		e.Tool, e.Token, e.Grant)
+}
+
+// Unwrap returns ErrDeclaration.
+func (e *DeclarationError) Unwrap() error { return ErrDeclaration }
+
+// Decl returns t's declaration as a token binds it (capability/SPEC.md,
+// "Tool declarations"). Every field of Spec is in it: a test sets each
+// in turn and requires the digest to change.
+func Decl(t *Spec) capability.ToolDecl {
+	d := capability.ToolDecl{
+		Name: t.Name, Exec: t.Exec, Read: t.Read, Write: t.Write, Workspace: t.Workspace,
+		Workdir: t.Workdir, Network: t.Network, Env: t.Env, Idempotent: t.Idempotent,
+		Args: &capability.ToolArgsDecl{Fixed: t.Args.Fixed, Max: uint64(max(t.Args.Max, 0))},
+		Limits: &capability.ToolLimitsDecl{CPU: t.Limits.CPU, Wall: t.Limits.Wall, Memory: t.Limits.Memory,
+			Procs: uint64(max(t.Limits.Procs, 0)), Output: t.Limits.Output,
+			FileSize: t.Limits.FileSize, Disk: t.Limits.Disk, Hash: t.Limits.Hash},
+	}
+	for _, f := range t.Args.Flags {
+		d.Args.Flags = append(d.Args.Flags, capability.ToolFlagDecl{Name: f.Name, Value: f.Value, Path: f.Path})
+	}
+	for _, p := range t.Args.Positional {
+		d.Args.Positional = append(d.Args.Positional, capability.ToolPositionalDecl{Pattern: p.Pattern, Path: p.Path})
+	}
+	return d
+}
+
+// Digest returns the digest a token binds t by.
+func Digest(t *Spec) (capability.Digest, error) { return Decl(t).Digest() }
+
+// Digests maps each tool of g to the digest of its declaration.
+func (g *Grant) Digests() (map[string]capability.Digest, error) {
+	out := make(map[string]capability.Digest, len(g.Tools))
+	for i := range g.Tools {
+		d, err := Digest(&g.Tools[i])
+		if err != nil {
+			return nil, fmt.Errorf("tool %q: %w", g.Tools[i].Name, err)
+		}
+		out[g.Tools[i].Name] = d
+	}
+	return out, nil
+}
+
+// Token sets the tool capability of a token: each tool's name, bound to
+// the digest of its declaration.
+func (g *Grant) Token(c *capability.Caps) error {
+	tools, err := g.Digests()
+	if err != nil {
+		return err
+	}
+	c.Tool = &capability.Tool{Tools: tools}
+	return nil
+}
+
+// CheckToken requires every tool of g that the token names to be declared
+// exactly as the token binds it: a *DeclarationError names the first that
+// is not.
+func (g *Grant) CheckToken(c capability.Caps) error {
+	if c.Tool == nil {
+		return nil
+	}
+	for i := range g.Tools {
+		t := &g.Tools[i]
+		bound, ok := c.ToolDigest(t.Name)
+		if !ok {
+			continue // Within names it
+		}
+		d, err := Digest(t)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(d, bound) {
+			return &DeclarationError{Tool: t.Name, Token: bound, Grant: d}
+		}
+	}
+	return nil
+}
+
+// ValidName reports whether name is a tool name a grant may register: 1-64
+// letters, digits, '.', '_' or '-', starting with a letter or digit.
+func ValidName(name string) bool { return toolNameRE.MatchString(name) }

@@ -1,4 +1,39 @@
-package host
+// Package tool is the tool capability (agentrt:tool): native programs the
+// grant registers, each run under the host's OS sandbox (native-sandbox)
+// with argv only, never a shell.
+//
+//	tool.run (abi.ToolRunRequest) -> abi.ToolRunResponse   effect; idempotent
+//	                                                       when the grant's
+//	                                                       tool says so
+//
+// The gate's check stage, before anything is journaled as intent, finds the
+// tool in the grant and checks every argument against its schema (flags,
+// positional patterns, paths inside the tool's areas). Then the host
+// journals intent and executing durably and launches exec + fixed + the
+// guest's arguments. The response carries the exit status, the signal, the
+// captured output with its truncation flags, the limits run into and the
+// files the tool created or changed in its read-write area, by hash. A tool
+// that ran is a successful call whatever its exit status.
+//
+// The host's work after the launch is bounded too: it hashes at most the
+// tool's limits.hash of the files, never reads a file with holes, and stops
+// at a cancel, a drain or the run's end; such files are listed with their
+// size and why they have no hash (abi.ToolFile.Unhashed).
+//
+// Errors: StatusBadRequest for a malformed request, an empty name or an
+// argument holding NUL; StatusDenied for a tool the grant does not register,
+// a tool whose paths reach the cell's data directory (Deps.DataDir), or
+// an argument its schema refuses, naming the argument and the rule;
+// StatusFailed when the sandbox cannot be set up as the grant demands (no
+// bubblewrap, no user namespaces, a missing executable, an unsupported
+// platform): nothing ran, and nothing ever runs unsandboxed.
+//
+// The grant section is tool: {tools: [...]} (Grant, grant.go), which a
+// token binds by the digest of each tool's declaration (Digest); the
+// policy sees the resource Tool::NAME and the context attributes args and
+// paths (the path arguments in canonical form). It needs the cell's
+// workspaces, data directory, sandbox options and tool user (Deps).
+package tool
 
 import (
 	"bytes"
@@ -15,42 +50,14 @@ import (
 	"time"
 
 	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/capability"
+	"github.com/agentrt/agentrt/host/caps"
 	sandbox "github.com/agentrt/agentrt/native-sandbox"
+	"github.com/fxamacker/cbor/v2"
 )
 
-// The tool capability: native programs the grant registers, each run under
-// the host's OS sandbox (native-sandbox) with argv only, never a shell.
-//
-//	tool.run (ToolRunRequest) -> ToolRunResponse   effect; idempotent when
-//	                                               the grant's tool says so
-//
-// The gate's check stage, before anything is journaled as intent, finds the
-// tool in the grant and checks every argument against its schema (flags,
-// positional patterns, paths inside the tool's areas). Then the path
-// journals intent and executing durably and launches exec + fixed + the
-// guest's arguments. The response carries the exit status, the signal, the
-// captured output with its truncation flags, the limits run into and the
-// files the tool created or changed in its read-write area, by hash. A tool
-// that ran is a successful call whatever its exit status.
-//
-// The host's work after the launch is bounded too: it hashes at most the
-// tool's limits.hash of the files, never reads a file with holes, and stops
-// at a cancel, a drain or the run's end; such files are listed with their
-// size and why they have no hash (abi.ToolFile.Unhashed).
-//
-// Errors: StatusBadRequest for a malformed request, an empty name or an
-// argument holding NUL; StatusDenied for a tool the grant does not register,
-// a tool whose paths reach the cell's data directory (ToolDeps.DataDir), or
-// an argument its schema refuses, naming the argument and the rule;
-// StatusFailed when the sandbox cannot be set up as the grant demands (no
-// bubblewrap, no user namespaces, a missing executable, an unsupported
-// platform): nothing ran, and nothing ever runs unsandboxed.
-func init() {
-	register("tool.run", handler{check: checkTool, serve: serveTool})
-}
-
-// ToolDeps are what the tool capability needs from its host.
-type ToolDeps struct {
+// Deps are what the tool capability needs from its host.
+type Deps struct {
 	// Workspaces is the directory under which each run that uses a tool
 	// with workspace: true gets its own, <Workspaces>/<run id>. Empty:
 	// agentrt-work under the system's temporary directory. The cell sets
@@ -73,13 +80,73 @@ type ToolDeps struct {
 }
 
 // sandboxOptions returns the options of every launch.
-func (d *ToolDeps) sandboxOptions() []sandbox.Option {
+func (d *Deps) sandboxOptions() []sandbox.Option {
 	opts := slices.Clone(d.Sandbox)
 	if d.User != (sandbox.User{}) {
 		opts = append(opts, sandbox.WithUser(d.User))
 	}
 	return opts
 }
+
+// Capability is the tool capability, as the host registers it.
+type Capability struct{}
+
+// Cap names the capability.
+func (Capability) Cap() abi.Capability { return abi.CapTool }
+
+// FromToken grants the tool capability without tools when the token's
+// claims name tools: the capability links, and every call is denied until
+// a grant file given with the token declares them.
+func (Capability) FromToken(c capability.Caps) (*Grant, error) {
+	if c.Tool == nil {
+		return nil, nil
+	}
+	return &Grant{}, nil
+}
+
+// Open returns the run's view of its tools.
+func (Capability) Open(g *Grant, d Deps, r *caps.Run) (caps.Instance, error) {
+	return &instance{grant: g, deps: d, run: r}, nil
+}
+
+type instance struct {
+	grant *Grant
+	deps  Deps
+	run   *caps.Run
+}
+
+func (in *instance) Handler(op abi.Op) caps.Handler {
+	if op.Code != abi.OpToolRun {
+		return caps.Handler{}
+	}
+	return caps.Handler{Check: in.check, Serve: in.serve}
+}
+
+// Facts gives the policy the tool and its arguments: all of them, and the
+// path arguments in canonical form (absolute, clean, as the capability
+// layer checked them against the tool's areas), so that a policy on
+// /srv/repo/secret sees ./secret and /srv/repo//secret as that path.
+func (in *instance) Facts(c *caps.Call) (caps.Facts, error) {
+	var r struct {
+		Name string   `cbor:"name"`
+		Args []string `cbor:"args"`
+	}
+	if err := cbor.Unmarshal(c.Request, &r); err != nil {
+		return caps.Facts{}, err
+	}
+	paths := []string{}
+	if t := in.grant.lookup(r.Name); t != nil {
+		plan := in.plan(t)
+		if msg := plan.checkArgs(r.Args); msg == "" {
+			paths = plan.paths
+		}
+	}
+	return caps.Facts{ResourceType: "Tool", ResourceID: r.Name,
+		Attrs: []caps.Fact{{Name: "args", Set: r.Args, Kind: caps.FactSet}, {Name: "paths", Set: paths, Kind: caps.FactSet}}}, nil
+}
+
+// Close holds nothing: a tool's processes end with its call.
+func (*instance) Close() {}
 
 // Limits of the files a tool run reports.
 const (
@@ -102,7 +169,7 @@ const limitHash = "hash"
 // toolPlan is where one run of a tool sees the world: its areas and working
 // directory, as host paths.
 type toolPlan struct {
-	tool *ToolSpec
+	tool *Spec
 	// workspace is the run's workspace, when the tool has one.
 	workspace string
 	workdir   string
@@ -111,21 +178,21 @@ type toolPlan struct {
 	ro, rw []string
 	// paths collects, as checkArgs accepts them, the canonical form of
 	// the path arguments (absolute, clean): what the policy sees
-	// (gate_policy.go).
+	// (Facts).
 	paths []string
 }
 
-func (s *session) toolPlan(t *ToolSpec) *toolPlan {
+func (in *instance) plan(t *Spec) *toolPlan {
 	p := &toolPlan{tool: t, ro: t.Read, rw: slices.Clone(t.Write)}
 	if t.Workspace {
-		root := s.deps.Tools.Workspaces
+		root := in.deps.Workspaces
 		if root == "" {
 			root = filepath.Join(os.TempDir(), "agentrt-work")
 		}
 		if abs, err := filepath.Abs(root); err == nil {
 			root = abs
 		}
-		p.workspace = filepath.Join(root, s.run.String())
+		p.workspace = filepath.Join(root, in.run.ID.String())
 		p.rw = append(p.rw, p.workspace)
 	}
 	switch {
@@ -141,34 +208,31 @@ func (s *session) toolPlan(t *ToolSpec) *toolPlan {
 	return p
 }
 
-func checkTool(s *session, c *Call) *denial {
+// check is the gate's capability stage: a registered tool, and arguments
+// its schema admits.
+func (in *instance) check(c *caps.Call) *caps.Denial {
 	var r abi.ToolRunRequest
-	if st, b, ok := decodeRequest(c, &r); !ok {
-		return &denial{st, b}
+	if d := caps.DecodeCheck(c, &r); d != nil {
+		return d
 	}
 	if r.Name == "" {
-		st, b := errorResponse(abi.StatusBadRequest, "tool.run: no tool name")
-		return &denial{st, b}
+		return caps.Deny(abi.StatusBadRequest, "tool.run: no tool name")
 	}
 	for i, a := range r.Args {
 		if strings.ContainsRune(a, 0) {
-			st, b := errorResponse(abi.StatusBadRequest, "tool.run: argument %d holds a NUL byte, which no argv can carry", i+1)
-			return &denial{st, b}
+			return caps.Deny(abi.StatusBadRequest, "tool.run: argument %d holds a NUL byte, which no argv can carry", i+1)
 		}
 	}
-	t := s.grant.Tool.lookup(r.Name)
+	t := in.grant.lookup(r.Name)
 	if t == nil {
-		st, b := errorResponse(abi.StatusDenied, "tool.run: no tool %q in the grant (granted: %s)", r.Name, s.grant.Tool.names())
-		return &denial{st, b}
+		return caps.Deny(abi.StatusDenied, "tool.run: no tool %q in the grant (granted: %s)", r.Name, in.grant.names())
 	}
-	p := s.toolPlan(t)
-	if msg := p.reachesData(s.deps.Tools.DataDir); msg != "" {
-		st, b := errorResponse(abi.StatusDenied, "tool.run: tool %s: %s", t.Name, msg)
-		return &denial{st, b}
+	p := in.plan(t)
+	if msg := p.reachesData(in.deps.DataDir); msg != "" {
+		return caps.Deny(abi.StatusDenied, "tool.run: tool %s: %s", t.Name, msg)
 	}
 	if msg := p.checkArgs(r.Args); msg != "" {
-		st, b := errorResponse(abi.StatusDenied, "tool.run: tool %s: %s", t.Name, msg)
-		return &denial{st, b}
+		return caps.Deny(abi.StatusDenied, "tool.run: tool %s: %s", t.Name, msg)
 	}
 	return nil
 }
@@ -296,7 +360,7 @@ func (p *toolPlan) checkArgs(args []string) string {
 	return ""
 }
 
-func (p *toolPlan) flag(name string) *ToolFlag {
+func (p *toolPlan) flag(name string) *Flag {
 	for i := range p.tool.Args.Flags {
 		if p.tool.Args.Flags[i].Name == name {
 			return &p.tool.Args.Flags[i]
@@ -370,38 +434,38 @@ func hostWithin(p, root string) bool {
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
 }
 
-func serveTool(ctx context.Context, s *session, c *Call) (abi.Status, []byte) {
+func (in *instance) serve(ctx context.Context, c *caps.Call) (abi.Status, []byte) {
 	var r abi.ToolRunRequest
 	_ = abi.Unmarshal(c.Request, &r) // checked by the gate
-	t := s.grant.Tool.lookup(r.Name)
+	t := in.grant.lookup(r.Name)
 	if t == nil {
 		// Only a journal whose grant changed under it gets here.
-		return errorResponse(abi.StatusFailed, "tool.run: no tool %q in the grant", r.Name)
+		return caps.Error(abi.StatusFailed, "tool.run: no tool %q in the grant", r.Name)
 	}
-	p := s.toolPlan(t)
+	p := in.plan(t)
 	// Checked again at launch: a path the gate saw may have become a
 	// symbolic link into the data directory since.
-	if msg := p.reachesData(s.deps.Tools.DataDir); msg != "" {
-		return errorResponse(abi.StatusFailed, "tool.run: tool %s: %s", t.Name, msg)
+	if msg := p.reachesData(in.deps.DataDir); msg != "" {
+		return caps.Error(abi.StatusFailed, "tool.run: tool %s: %s", t.Name, msg)
 	}
 	lim, err := t.Limits.parse()
 	if err != nil {
-		return errorResponse(abi.StatusFailed, "tool.run: tool %s: %v", t.Name, err)
+		return caps.Error(abi.StatusFailed, "tool.run: tool %s: %v", t.Name, err)
 	}
 	// The run's token may bound its wall time: no launch may outlast what
 	// is left of it, whatever the tool's own limits say.
-	if !s.wallDeadline.IsZero() {
-		left := s.wallDeadline.Sub(s.deps.Now())
+	if deadline := in.run.Deadline(); !deadline.IsZero() {
+		left := deadline.Sub(in.run.Now())
 		if left <= 0 {
-			return errorResponse(abi.StatusFailed, "tool.run: tool %s: the run's wall-time budget (its token's wall_seconds) has run out; nothing was launched", t.Name)
+			return caps.Error(abi.StatusFailed, "tool.run: tool %s: the run's wall-time budget (its token's wall_seconds) has run out; nothing was launched", t.Name)
 		}
 		lim.wall = minPositive(lim.wall, left)
 		lim.cpu = minPositive(lim.cpu, left)
 	}
-	opts := s.deps.Tools.sandboxOptions()
+	opts := in.deps.sandboxOptions()
 	if p.workspace != "" {
 		if err := makeWorkspace(p.workspace, opts); err != nil {
-			return errorResponse(abi.StatusFailed, "tool.run: tool %s: workspace: %v", t.Name, err)
+			return caps.Error(abi.StatusFailed, "tool.run: tool %s: workspace: %v", t.Name, err)
 		}
 	}
 	spec := &sandbox.Spec{
@@ -434,7 +498,7 @@ func serveTool(ctx context.Context, s *session, c *Call) (abi.Status, []byte) {
 		if errors.As(err, &re) && re.Hint != "" {
 			msg += " (hint: " + re.Hint + ")"
 		}
-		return errorResponse(abi.StatusFailed, "tool.run: tool %s: %s", t.Name, msg)
+		return caps.Error(abi.StatusFailed, "tool.run: tool %s: %s", t.Name, msg)
 	}
 	out := &abi.ToolRunResponse{
 		Exit:            int64(res.ExitCode),
@@ -451,7 +515,7 @@ func serveTool(ctx context.Context, s *session, c *Call) (abi.Status, []byte) {
 		out.Limits = append(out.Limits, string(l))
 	}
 	var more bool
-	h := &hashing{ctx: ctx, halt: s.halt, budget: lim.hash}
+	h := &hashing{ctx: ctx, halt: in.run.Halt, budget: lim.hash}
 	out.Files, more = writtenFiles(h, before, scanArea(p.rw), p.workdir)
 	if more || before.more {
 		out.Limits = append(out.Limits, limitFiles)
@@ -459,7 +523,7 @@ func serveTool(ctx context.Context, s *session, c *Call) (abi.Status, []byte) {
 	if h.limited {
 		out.Limits = append(out.Limits, limitHash)
 	}
-	return okResponse(out)
+	return caps.OK(out)
 }
 
 // makeWorkspace creates a run's workspace (0700) and, when this host is
@@ -486,14 +550,14 @@ func nonNil(b []byte) []byte {
 	return b
 }
 
-// toolIdempotent reports whether the tool c runs is declared idempotent in
+// Idempotent reports whether the tool c runs is declared idempotent in
 // the grant, so that a run a crash left in doubt may be launched again.
-func (s *session) toolIdempotent(c *Call) bool {
+func (in *instance) Idempotent(c *caps.Call) bool {
 	var r abi.ToolRunRequest
-	if s.grant.Tool == nil || abi.Unmarshal(c.Request, &r) != nil {
+	if abi.Unmarshal(c.Request, &r) != nil {
 		return false
 	}
-	t := s.grant.Tool.lookup(r.Name)
+	t := in.grant.lookup(r.Name)
 	return t != nil && t.Idempotent
 }
 

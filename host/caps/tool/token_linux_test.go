@@ -1,4 +1,4 @@
-package host_test
+package tool_test
 
 import (
 	"context"

@@ -1,11 +1,11 @@
-package host
+package http
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
+	nethttp "net/http"
 	"net/netip"
 	"slices"
 	"sync"
@@ -126,7 +126,7 @@ func (e *EgressError) Is(target error) bool { return target == ErrEgress }
 
 // egressGuard applies the rules to the addresses one run connects to.
 type egressGuard struct {
-	grant     *HTTPGrant
+	grant     *Grant
 	listeners Listeners
 	// localAddrs lists this machine's interface addresses; a variable so
 	// that tests can see it called.
@@ -225,15 +225,15 @@ func (l *dialLog) first() *EgressError {
 // dialer applies the run's guard to every connection.
 type runEgress struct {
 	guard     egressGuard
-	transport *http.Transport
-	client    *http.Client
+	transport *nethttp.Transport
+	client    *nethttp.Client
 }
 
 const dialTimeout = 30 * time.Second
 
-func newRunEgress(grant *HTTPGrant, deps *Deps) *runEgress {
+func newRunEgress(grant *Grant, deps Deps) *runEgress {
 	e := &runEgress{guard: egressGuard{grant: grant, listeners: deps.Listeners, localAddrs: interfaceAddrs}}
-	e.transport = &http.Transport{
+	e.transport = &nethttp.Transport{
 		Proxy: nil, // never from the environment
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			return e.dial(ctx, deps.Resolver, network, addr)
@@ -244,7 +244,7 @@ func newRunEgress(grant *HTTPGrant, deps *Deps) *runEgress {
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
-	e.client = &http.Client{CheckRedirect: noRedirects, Transport: e.transport}
+	e.client = &nethttp.Client{CheckRedirect: noRedirects, Transport: e.transport}
 	return e
 }
 
@@ -278,22 +278,6 @@ func (e *runEgress) dial(ctx context.Context, resolver *net.Resolver, network, a
 // close ends the run's connections.
 func (e *runEgress) close() { e.transport.CloseIdleConnections() }
 
-// httpClient returns the session's http client, made on first use.
-func (s *session) httpClient() *http.Client {
-	if s.egress == nil {
-		s.egress = newRunEgress(s.grant.HTTP, s.deps)
-	}
-	return s.egress.client
-}
-
-// closeEgress closes the run's connections; the run is over.
-func (s *session) closeEgress() {
-	if s.egress != nil {
-		s.egress.close()
-		s.egress = nil
-	}
-}
-
-// noRedirects makes an http.Client hand 3xx responses to the guest, whose
+// noRedirects makes an nethttp.Client hand 3xx responses to the guest, whose
 // next request passes the gate again.
-func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+func noRedirects(*nethttp.Request, []*nethttp.Request) error { return nethttp.ErrUseLastResponse }

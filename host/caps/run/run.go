@@ -1,0 +1,165 @@
+// Package run is the run capability (agentrt:run): the run's own input,
+// output, log and identity. Every op is pure, and every run has it (a run
+// started without a grant gets run: {} alone).
+//
+//	run.input      (abi.Empty) -> abi.InputResponse
+//	               the run's input; in a segment after a checkpoint, the
+//	               state it gave and the segment's number too
+//	run.set_output (abi.SetOutputRequest) -> ()
+//	               the run's output; the last call wins
+//	run.log        (abi.LogRequest) -> ()
+//	               a line for the run's event log, within its log quota
+//	run.introspect (abi.Empty) -> abi.IntrospectResponse
+//	               run id, module hash, ABI version, capabilities, steps
+//	run.checkpoint (abi.CheckpointRequest) -> abi.CheckpointResponse
+//	               journals the state; the host then ends the guest's
+//	               instance and runs the module again from _start (the
+//	               next segment), where run.input carries the state:
+//	               continue-as-new
+//
+// Errors: StatusBadRequest for a malformed request or a log level not in
+// 0..3.
+//
+// The run's output and its checkpoints are the host's business (it watches
+// a successful set_output and checkpoint); this package answers the calls,
+// and reads what it answers with through Session.
+package run
+
+import (
+	"context"
+
+	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/capability"
+	"github.com/agentrt/agentrt/host/caps"
+)
+
+// Grant allows the run capability. It has no members.
+type Grant struct{}
+
+// Check accepts the empty section.
+func (*Grant) Check() error { return nil }
+
+// Token sets the run capability of a token.
+func (*Grant) Token(c *capability.Caps) error { c.Run = &capability.Unit{}; return nil }
+
+// CheckToken has nothing beyond Within to check.
+func (*Grant) CheckToken(capability.Caps) error { return nil }
+
+// Session is what the run capability needs from the host's session: the
+// run's input and segment, its checkpoint's answer, its event log and its
+// grant. It is read at each call, since a checkpoint changes the segment.
+type Session interface {
+	// Input returns the run's input, and the state and number of the
+	// segment the instance runs.
+	Input() (input, state []byte, segment uint32)
+	// Checkpoint returns the response of a checkpoint made now: the next
+	// segment's number, the virtual clock, the run's start hash and the
+	// bytes journaled so far.
+	Checkpoint() abi.CheckpointResponse
+	// Log adds a log line to the run's event log, within its log quota.
+	Log(level uint8, msg string)
+	// Capabilities lists the capabilities of the run's grant, in ABI order.
+	Capabilities() []abi.Capability
+	// ModuleSHA256 is the hash of the run's module.
+	ModuleSHA256() []byte
+}
+
+// Capability is the run capability, as the host registers it.
+type Capability struct{}
+
+// Cap names the capability.
+func (Capability) Cap() abi.Capability { return abi.CapRun }
+
+// FromToken grants run: {} when the token's claims do.
+func (Capability) FromToken(c capability.Caps) (*Grant, error) {
+	if c.Run == nil {
+		return nil, nil
+	}
+	return &Grant{}, nil
+}
+
+// Open returns the run's view of its session.
+func (Capability) Open(_ *Grant, s Session, r *caps.Run) (caps.Instance, error) {
+	return &instance{s: s, id: r.ID.String()}, nil
+}
+
+type instance struct {
+	s  Session
+	id string
+}
+
+func (in *instance) Handler(op abi.Op) caps.Handler {
+	switch op.Code {
+	case abi.OpRunInput:
+		return caps.Handler{Serve: in.input}
+	case abi.OpRunSetOutput:
+		return caps.Handler{Serve: setOutput}
+	case abi.OpRunLog:
+		return caps.Handler{Serve: in.log}
+	case abi.OpRunCheckpoint:
+		return caps.Handler{Serve: in.checkpoint}
+	case abi.OpRunIntrospect:
+		return caps.Handler{Serve: in.introspect}
+	}
+	return caps.Handler{}
+}
+
+func (in *instance) input(_ context.Context, c *caps.Call) (abi.Status, []byte) {
+	if st, b, ok := caps.Decode(c, &abi.Empty{}); !ok {
+		return st, b
+	}
+	input, state, seg := in.s.Input()
+	return caps.OK(&abi.InputResponse{Input: input, State: state, Segment: seg})
+}
+
+// setOutput only checks the request: the host keeps the output of a
+// successful call.
+func setOutput(_ context.Context, c *caps.Call) (abi.Status, []byte) {
+	var r abi.SetOutputRequest
+	if st, b, ok := caps.Decode(c, &r); !ok {
+		return st, b
+	}
+	return abi.StatusOK, nil
+}
+
+func (in *instance) log(_ context.Context, c *caps.Call) (abi.Status, []byte) {
+	var r abi.LogRequest
+	if st, b, ok := caps.Decode(c, &r); !ok {
+		return st, b
+	}
+	if r.Level > abi.LevelError {
+		return caps.Error(abi.StatusBadRequest, "run.log: level %d is not 0..3", r.Level)
+	}
+	in.s.Log(r.Level, r.Message)
+	return abi.StatusOK, nil
+}
+
+func (in *instance) checkpoint(_ context.Context, c *caps.Call) (abi.Status, []byte) {
+	var r abi.CheckpointRequest
+	if st, b, ok := caps.Decode(c, &r); !ok {
+		return st, b
+	}
+	resp := in.s.Checkpoint()
+	return caps.OK(&resp)
+}
+
+func (in *instance) introspect(_ context.Context, c *caps.Call) (abi.Status, []byte) {
+	if st, b, ok := caps.Decode(c, &abi.Empty{}); !ok {
+		return st, b
+	}
+	var names []string
+	for _, cp := range in.s.Capabilities() {
+		names = append(names, string(cp))
+	}
+	return caps.OK(&abi.IntrospectResponse{
+		RunID:        in.id,
+		ModuleSHA256: in.s.ModuleSHA256(),
+		ABI:          abi.Version,
+		Capabilities: names,
+		Steps:        c.Step - 1,
+	})
+}
+
+func (*instance) Facts(c *caps.Call) (caps.Facts, error) { return caps.NoFacts(c) }
+func (*instance) Idempotent(*caps.Call) bool             { return false }
+func (*instance) Close()                                 {}
