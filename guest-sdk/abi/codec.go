@@ -223,6 +223,11 @@ func supported(t reflect.Type) error {
 		return supported(t.Elem())
 	case reflect.Struct:
 		return nil
+	case reflect.Pointer: // an optional value (agentrt:llm's sampling, format, usage)
+		if t.Elem().Kind() == reflect.Pointer {
+			return fmt.Errorf("unsupported type %s", t)
+		}
+		return supported(t.Elem())
 	}
 	return fmt.Errorf("unsupported type %s", t)
 }
@@ -341,6 +346,8 @@ func empty(v reflect.Value) bool {
 		return v.Int() == 0
 	case reflect.String, reflect.Slice:
 		return v.Len() == 0
+	case reflect.Pointer:
+		return v.IsNil()
 	}
 	return false
 }
@@ -469,6 +476,16 @@ func (d *decoder) value(v reflect.Value, fileName bool) error {
 		return d.fail("wrong-type", "%s where %s belongs", describe(major, info), want)
 	}
 	switch v.Kind() {
+	case reflect.Pointer:
+		// A value that is present: decode it, from its head, into a new
+		// one (null was handled above: the nil pointer).
+		d.pos = start
+		p := reflect.New(v.Type().Elem())
+		if err := d.value(p.Elem(), fileName); err != nil {
+			return err
+		}
+		v.Set(p)
+		return nil
 	case reflect.Bool:
 		if major != majorSimple || (info != cborFalse&0x1f && info != cborTrue&0x1f) {
 			return wrong("a boolean")

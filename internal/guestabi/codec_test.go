@@ -55,6 +55,14 @@ var pairs = []pair{
 	{reflect.TypeFor[abi.ToolRunRequest](), reflect.TypeFor[gabi.ToolRunRequest]()},
 	{reflect.TypeFor[abi.ToolFile](), reflect.TypeFor[gabi.ToolFile]()},
 	{reflect.TypeFor[abi.ToolRunResponse](), reflect.TypeFor[gabi.ToolRunResponse]()},
+	{reflect.TypeFor[abi.LLMPart](), reflect.TypeFor[gabi.LLMPart]()},
+	{reflect.TypeFor[abi.LLMMessage](), reflect.TypeFor[gabi.LLMMessage]()},
+	{reflect.TypeFor[abi.LLMTool](), reflect.TypeFor[gabi.LLMTool]()},
+	{reflect.TypeFor[abi.LLMFormat](), reflect.TypeFor[gabi.LLMFormat]()},
+	{reflect.TypeFor[abi.LLMRequest](), reflect.TypeFor[gabi.LLMRequest]()},
+	{reflect.TypeFor[abi.LLMUsage](), reflect.TypeFor[gabi.LLMUsage]()},
+	{reflect.TypeFor[abi.LLMResponse](), reflect.TypeFor[gabi.LLMResponse]()},
+	{reflect.TypeFor[abi.LLMChunk](), reflect.TypeFor[gabi.LLMChunk]()},
 	{reflect.TypeFor[abi.Error](), reflect.TypeFor[gabi.Error]()},
 }
 
@@ -145,6 +153,12 @@ func draw(rt *rapid.T, t reflect.Type, label string) reflect.Value {
 				v.Field(i).Set(draw(rt, f.Type, label+"."+f.Name))
 			}
 		}
+	case reflect.Pointer: // an optional value (llm's sampling, format, usage): nil or set
+		if rapid.Bool().Draw(rt, label+".set") {
+			p := reflect.New(t.Elem())
+			p.Elem().Set(draw(rt, t.Elem(), label))
+			v.Set(p)
+		}
 	default:
 		rt.Fatalf("cannot draw %s", t)
 	}
@@ -169,6 +183,13 @@ func convert(src reflect.Value, t reflect.Type) reflect.Value {
 			s.Index(i).Set(convert(src.Index(i), t.Elem()))
 		}
 		dst.Set(s)
+	case reflect.Pointer:
+		if src.IsNil() {
+			return dst
+		}
+		p := reflect.New(t.Elem())
+		p.Elem().Set(convert(src.Elem(), t.Elem()))
+		dst.Set(p)
 	case reflect.Struct:
 		for i := range t.NumField() {
 			if t.Field(i).IsExported() {
