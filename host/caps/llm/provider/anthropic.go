@@ -119,6 +119,11 @@ type anthUsage struct {
 	OutputTokens             *uint64 `json:"output_tokens"`
 	CacheCreationInputTokens *uint64 `json:"cache_creation_input_tokens"`
 	CacheReadInputTokens     *uint64 `json:"cache_read_input_tokens"`
+	// OutputTokensDetails.ThinkingTokens counts the thinking tokens that
+	// output_tokens includes (abi.LLMUsage.Reasoning, also inside Output).
+	OutputTokensDetails *struct {
+		ThinkingTokens *uint64 `json:"thinking_tokens"`
+	} `json:"output_tokens_details"`
 }
 
 // merge sets the fields u reports: message_delta's usage is cumulative
@@ -140,6 +145,9 @@ func (u *anthUsage) merge(into *abi.LLMUsage) {
 	}
 	if u.CacheReadInputTokens != nil {
 		into.CacheRead = *u.CacheReadInputTokens
+	}
+	if d := u.OutputTokensDetails; d != nil && d.ThinkingTokens != nil {
+		into.Reasoning = *d.ThinkingTokens
 	}
 }
 

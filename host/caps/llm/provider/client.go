@@ -499,6 +499,10 @@ type chatUsage struct {
 	CompletionTokens    uint64 `json:"completion_tokens"`
 	PromptTokensDetails struct {
 		CachedTokens uint64 `json:"cached_tokens"`
+		// CacheWriteTokens are prompt tokens written to the cache, billed
+		// at the cache-write price; like cached_tokens they are counted
+		// inside prompt_tokens.
+		CacheWriteTokens uint64 `json:"cache_write_tokens"`
 	} `json:"prompt_tokens_details"`
 	CompletionTokensDetails struct {
 		ReasoningTokens uint64 `json:"reasoning_tokens"`
@@ -510,7 +514,8 @@ func (u *chatUsage) abi() abi.LLMUsage {
 		return abi.LLMUsage{}
 	}
 	cached := min(u.PromptTokensDetails.CachedTokens, u.PromptTokens)
-	return abi.LLMUsage{Input: u.PromptTokens - cached, CacheRead: cached, Output: u.CompletionTokens, Reasoning: u.CompletionTokensDetails.ReasoningTokens}
+	written := min(u.PromptTokensDetails.CacheWriteTokens, u.PromptTokens-cached)
+	return abi.LLMUsage{Input: u.PromptTokens - cached - written, CacheRead: cached, CacheWrite: written, Output: u.CompletionTokens, Reasoning: u.CompletionTokensDetails.ReasoningTokens}
 }
 
 type chatReply struct {

@@ -144,6 +144,8 @@ type respUsage struct {
 	OutputTokens       uint64 `json:"output_tokens"`
 	InputTokensDetails struct {
 		CachedTokens uint64 `json:"cached_tokens"`
+		// CacheWriteTokens are counted inside input_tokens, as cached_tokens are.
+		CacheWriteTokens uint64 `json:"cache_write_tokens"`
 	} `json:"input_tokens_details"`
 	OutputTokensDetails struct {
 		ReasoningTokens uint64 `json:"reasoning_tokens"`
@@ -155,7 +157,8 @@ func (u *respUsage) abi() abi.LLMUsage {
 		return abi.LLMUsage{}
 	}
 	cached := min(u.InputTokensDetails.CachedTokens, u.InputTokens)
-	return abi.LLMUsage{Input: u.InputTokens - cached, CacheRead: cached, Output: u.OutputTokens, Reasoning: u.OutputTokensDetails.ReasoningTokens}
+	written := min(u.InputTokensDetails.CacheWriteTokens, u.InputTokens-cached)
+	return abi.LLMUsage{Input: u.InputTokens - cached - written, CacheRead: cached, CacheWrite: written, Output: u.OutputTokens, Reasoning: u.OutputTokensDetails.ReasoningTokens}
 }
 
 type respReply struct {
