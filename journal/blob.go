@@ -124,6 +124,13 @@ type BlobRef struct {
 // see ResolvePayload.
 func IsBlobForm(p []byte) bool { return bytes.HasPrefix(p, blobFormPrefix) }
 
+// StoredInBlobForm reports whether stored, a payload an entry records
+// under the hash sum, is in blob form by the rule of SPEC.md 15.3: it does
+// not hash to sum and begins with the form's tag.
+func StoredInBlobForm(stored, sum []byte) bool {
+	return stored != nil && IsBlobForm(stored) && !hashOK(sum, stored)
+}
+
 // errBadForm is the error of a blob form that does not parse.
 var errBadForm = errors.New("malformed blob form")
 

@@ -37,11 +37,17 @@ type Journal struct {
 	requests [][]byte
 	seqs     []uint64
 	endSeq   uint64
+	// blobs resolve the payloads stored in blob form (journal/SPEC.md
+	// section 15) as the entries are collected, read under ctx.
+	blobs journal.Blobs
+	ctx   context.Context
 }
 
 // Load verifies the journal of run in store and collects its calls.
 func Load(ctx context.Context, store journal.Store, run journal.RunID, trust journal.TrustFunc) (*Journal, error) {
 	j, v := newLoader(trust)
+	j.blobs, _ = store.(journal.Blobs)
+	j.ctx = ctx
 	sum, err := journal.VerifyStoreWith(ctx, store, run, v)
 	if err != nil {
 		return nil, err
@@ -55,14 +61,28 @@ func Load(ctx context.Context, store journal.Store, run journal.RunID, trust jou
 func newLoader(trust journal.TrustFunc) (*Journal, *journal.Verifier) {
 	j := &Journal{}
 	v := journal.NewVerifier(trust)
-	v.OnEntry = func(e *journal.Entry, _ *journal.Record) error {
-		j.add(e)
-		return nil
-	}
+	v.OnEntry = func(e *journal.Entry, _ *journal.Record) error { return j.add(e) }
 	return j, v
 }
 
-func (j *Journal) add(e *journal.Entry) {
+func (j *Journal) add(e *journal.Entry) error {
+	if journal.StoredInBlobForm(e.Request, e.InputHash) || journal.StoredInBlobForm(e.Response, e.OutputHash) {
+		// The recording serves responses as it holds them: give it the
+		// response resolved, what the guest got. A request in blob form
+		// is compared by its input hash (which the verifier checked
+		// against its resolution) rather than kept resolved: a
+		// conversation's requests resend its history.
+		c := *e
+		if journal.StoredInBlobForm(e.Request, e.InputHash) {
+			c.Request = nil
+		}
+		resp, err := resolved(j.ctx, j.blobs, e.Response, e.OutputHash)
+		if err != nil {
+			return fmt.Errorf("replay: the response of entry %d: %w", e.Seq, err)
+		}
+		c.Response = resp
+		e = &c
+	}
 	n := j.rec.Len()
 	j.rec.Add(e)
 	if j.rec.Len() > n {
@@ -72,6 +92,7 @@ func (j *Journal) add(e *journal.Entry) {
 	if e.Phase == journal.PhaseEnd {
 		j.endSeq = e.Seq
 	}
+	return nil
 }
 
 // Report is the result of a successful replay.

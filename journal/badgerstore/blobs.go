@@ -85,3 +85,19 @@ func writeBlobs(txn *badger.Txn, blobs []journal.Blob) error {
 	}
 	return nil
 }
+
+// HasBlobs reports whether the blob area holds any blob: an exporter that
+// finds none knows, without reading a journal, that no run references one.
+func (s *Store) HasBlobs(context.Context) (bool, error) {
+	found := false
+	err := s.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.Prefix, opts.PrefetchValues = []byte(prefixBlob), false
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		it.Rewind()
+		found = it.Valid()
+		return nil
+	})
+	return found, err
+}
