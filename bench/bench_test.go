@@ -110,7 +110,7 @@ func TestQuickHarness(t *testing.T) {
 	if runtime.GOOS == "linux" {
 		want = append(want, "10")
 	}
-	want = append(want, "11a", "11b")
+	want = append(want, "11a", "11b", "12a", "12b")
 	var got []string
 	for _, f := range rep.Figures {
 		got = append(got, f.ID)

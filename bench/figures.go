@@ -48,7 +48,7 @@ type Config struct {
 	// ScaleEntries is the number of journal entries of the run figure 11
 	// exports and verifies.
 	ScaleEntries int `json:"scale_entries"`
-	// Only, when set, names the figure groups (1 to 11) to measure.
+	// Only, when set, names the figure groups (1 to 12) to measure.
 	Only []int `json:"only,omitempty"`
 
 	// TempDir is where the harness makes its temporary directory; empty:
@@ -100,7 +100,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	steps := []func(context.Context) ([]Figure, error){
 		h.roundTrip, h.pureCalls, h.durable, h.groupCommit, h.replay, h.coldStart, h.resume, h.gate,
-		h.interrupt, h.memory, h.scale,
+		h.interrupt, h.memory, h.scale, h.conversation,
 	}
 	defer h.closeRecorded()
 	var noisy []string
