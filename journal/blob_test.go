@@ -260,3 +260,58 @@ func TestRequestThatLooksLikeABlobForm(t *testing.T) {
 		t.Fatalf("got %v (%d blob refs), want a valid journal that reads no blob", err, sum.BlobRefs)
 	}
 }
+
+// TestMalformedBlobForms: a stored payload that begins with the form's tag
+// and does not hash to its entry's hash must parse strictly; each defect is
+// refused, as class decode by the verifier, before any blob is read.
+func TestMalformedBlobForms(t *testing.T) {
+	tag := []byte{0xda, 0x61, 0x67, 0x72, 0x74}
+	sum := bytes.Repeat([]byte{7}, 32)
+	ref := append(append([]byte{0x82, 0x58, 0x20}, sum...), 0x05)
+	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	for name, form := range map[string][]byte{
+		"no parts":            cat(tag, []byte{0x80}),
+		"not an array":        cat(tag, []byte{0x41, 'x'}),
+		"empty literal":       cat(tag, []byte{0x81, 0x40}),
+		"two literals":        cat(tag, []byte{0x82, 0x41, 'a', 0x41, 'b'}),
+		"short hash":          cat(tag, []byte{0x81, 0x82, 0x41, 0x01, 0x05}),
+		"zero size":           cat(tag, []byte{0x81}, ref[:len(ref)-1], []byte{0x00}),
+		"four-item ref":       cat(tag, []byte{0x81, 0x84}, ref[1:], []byte{1, 1}),
+		"long head":           cat(tag, []byte{0x98, 0x01}, ref),
+		"trailing":            cat(tag, []byte{0x81}, ref, []byte{0x00}),
+		"cut":                 cat(tag, []byte{0x82}, ref),
+		"text part":           cat(tag, []byte{0x81, 0x61, 'x'}),
+		"indefinite array":    cat(tag, []byte{0x9f}, ref, []byte{0xff}),
+		"nested, zero length": cat(tag, []byte{0x81, 0x83}, ref[1:], []byte{0x00}),
+	} {
+		_, err := journal.ResolvePayload(context.Background(), nil, form, make([]byte, 32), 1<<20)
+		var be *journal.BlobError
+		if err == nil || errors.As(err, &be) || !strings.Contains(err.Error(), "malformed blob form") {
+			t.Errorf("%s: %v, want a malformed form", name, err)
+		}
+	}
+}
+
+// FuzzResolvePayload: whatever a stored payload holds, resolving it never
+// panics, reads nothing for a payload that hashes to its sum, and returns
+// bytes only when they hash to it; and Externalize of any input resolves
+// back to that input.
+func FuzzResolvePayload(f *testing.F) {
+	big, _ := abi.Marshal(map[string]any{"a": strings.Repeat("z", 300), "b": []any{"q", strings.Repeat("w", 400)}})
+	f.Add(big)
+	f.Add(journal.Externalize(big, 64).Stored)
+	f.Add([]byte{0xda, 0x61, 0x67, 0x72, 0x74, 0x81, 0x41, 0x00})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := journal.Externalize(data, 64)
+		store := memBlobs{}
+		store.add(p.Blobs)
+		got, err := journal.ResolvePayload(context.Background(), store, p.Stored, journal.Sum(data), len(data)+1)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("Externalize does not resolve back: %v", err)
+		}
+		out, err := journal.ResolvePayload(context.Background(), store, data, make([]byte, 32), 1<<20)
+		if err == nil && !bytes.Equal(journal.Sum(out), make([]byte, 32)) {
+			t.Fatalf("resolved to bytes that do not hash to the sum")
+		}
+	})
+}
