@@ -77,6 +77,23 @@ func TestReplayAndAuditOfPayloadsInBlobForm(t *testing.T) {
 	if err != nil || !vrep.OK || !vrep.ReplayIdentical || vrep.Blobs != 1 || vrep.BlobRefs != 2 {
 		t.Fatalf("verify: %v %+v", err, vrep)
 	}
+	// The lineage index finds the kv.put by the key its request names,
+	// resolved from blob form, as Trace, its reference, does.
+	calls, _, _, err := journal.Trace(ctx, env.Store, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, c := range calls {
+		found = found || c.Op == "kv.put" && c.Resource == "n/big"
+	}
+	if !found {
+		t.Error("Trace: no kv.put of n/big")
+	}
+	indexed, err := env.Store.Query(ctx, journal.Filter{Resource: "n/big", Op: "kv.put"})
+	if err != nil || len(indexed) != 1 {
+		t.Errorf("lineage query of n/big: %v, %d calls", err, len(indexed))
+	}
 	// The in-memory bundle serves its blobs as a Store does.
 	if _, err := replay.Load(ctx, b.Store(), run, journal.TrustKeys(trustOf(env)...)); err != nil {
 		t.Fatalf("load from the bundle's store: %v", err)
