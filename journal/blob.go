@@ -323,6 +323,35 @@ func ResolvePayload(ctx context.Context, blobs Blobs, stored, sum []byte, limit 
 	return out, nil
 }
 
+// ForGuest returns e as a consumer that serves recorded calls to a guest
+// needs it (a replay or a resume): e itself when no payload of it is in
+// blob form; otherwise a copy whose response is resolved, the bytes the
+// guest got, and whose request in blob form is nil, so that it is
+// compared by its input hash (which verification checked against its
+// resolution) rather than kept resolved: a conversation's requests resend
+// its history. It fails as ResolvePayload does.
+func ForGuest(ctx context.Context, blobs Blobs, e *Entry) (*Entry, error) {
+	reqForm, respForm := StoredInBlobForm(e.Request, e.InputHash), StoredInBlobForm(e.Response, e.OutputHash)
+	if !reqForm && !respForm {
+		return e, nil
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	c := *e
+	if reqForm {
+		c.Request = nil
+	}
+	if respForm {
+		resp, err := ResolvePayload(ctx, blobs, e.Response, e.OutputHash, MaxResolved)
+		if err != nil {
+			return nil, fmt.Errorf("journal: the response of entry %d: %w", e.Seq, err)
+		}
+		c.Response = resp
+	}
+	return &c, nil
+}
+
 // checkStored checks a stored payload against the hash its entry records,
 // reading nothing into memory beyond one blob at a time: ok when stored
 // hashes to sum, or when it is a blob form whose resolution does (a

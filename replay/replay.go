@@ -66,22 +66,11 @@ func newLoader(trust journal.TrustFunc) (*Journal, *journal.Verifier) {
 }
 
 func (j *Journal) add(e *journal.Entry) error {
-	if journal.StoredInBlobForm(e.Request, e.InputHash) || journal.StoredInBlobForm(e.Response, e.OutputHash) {
-		// The recording serves responses as it holds them: give it the
-		// response resolved, what the guest got. A request in blob form
-		// is compared by its input hash (which the verifier checked
-		// against its resolution) rather than kept resolved: a
-		// conversation's requests resend its history.
-		c := *e
-		if journal.StoredInBlobForm(e.Request, e.InputHash) {
-			c.Request = nil
-		}
-		resp, err := resolved(j.ctx, j.blobs, e.Response, e.OutputHash)
-		if err != nil {
-			return fmt.Errorf("replay: the response of entry %d: %w", e.Seq, err)
-		}
-		c.Response = resp
-		e = &c
+	// The recording serves responses as it holds them: give it what the
+	// guest got (journal.ForGuest resolves payloads in blob form).
+	e, err := journal.ForGuest(j.ctx, j.blobs, e)
+	if err != nil {
+		return err
 	}
 	n := j.rec.Len()
 	j.rec.Add(e)
