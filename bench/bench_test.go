@@ -111,7 +111,7 @@ func TestQuickHarness(t *testing.T) {
 	if runtime.GOOS == "linux" {
 		want = append(want, "10")
 	}
-	want = append(want, "11a", "11b", "12a", "12b")
+	want = append(want, "11a", "11b", "12a", "12b", "13a", "13b")
 	var got []string
 	for _, f := range rep.Figures {
 		got = append(got, f.ID)

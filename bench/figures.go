@@ -50,7 +50,7 @@ type Config struct {
 	ScaleEntries int `json:"scale_entries"`
 	// BudgetCalls is the number of reserve + settle pairs of figure 12.
 	BudgetCalls int `json:"budget_calls"`
-	// Only, when set, names the figure groups (1 to 12) to measure.
+	// Only, when set, names the figure groups (1 to 13) to measure.
 	Only []int `json:"only,omitempty"`
 
 	// TempDir is where the harness makes its temporary directory; empty:
@@ -102,7 +102,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	steps := []func(context.Context) ([]Figure, error){
 		h.roundTrip, h.pureCalls, h.durable, h.groupCommit, h.replay, h.coldStart, h.resume, h.gate,
-		h.interrupt, h.memory, h.scale, h.budget,
+		h.interrupt, h.memory, h.scale, h.budget, h.conversation,
 	}
 	defer h.closeRecorded()
 	var noisy []string

@@ -358,6 +358,10 @@ type TraceState struct {
 // entries are in a verifiable order, and on a journal that is not it still
 // returns what the entries say.
 type Tracer struct {
+	// Blobs, when set, resolves a request stored in blob form (SPEC.md
+	// section 15) of an op that has a resource, so that its resource is
+	// the one its payload names.
+	Blobs Blobs
 	run   RunID
 	state TraceState
 	// open is the effect whose intent was read and outcome not yet.
@@ -497,7 +501,7 @@ func (t *Tracer) call(seq uint64, e *Entry) Call {
 		Step:      e.Step,
 		Seq:       seq,
 		Op:        e.Op,
-		Resource:  Resource(e.Op, t.state.Namespace, e.Request),
+		Resource:  Resource(e.Op, t.state.Namespace, t.request(e)),
 		Cell:      e.Cell,
 		Time:      e.Time,
 		InputHash: bytes.Clone(e.InputHash),
@@ -505,11 +509,26 @@ func (t *Tracer) call(seq uint64, e *Entry) Call {
 	}
 }
 
+// request returns e's request as the guest sent it when its op has a
+// resource to find in it: resolved from blob form when the tracer has a
+// blob area, as stored otherwise (then it names no resource).
+func (t *Tracer) request(e *Entry) []byte {
+	if t.Blobs == nil || resourceOf[e.Op] == nil || !StoredInBlobForm(e.Request, e.InputHash) {
+		return e.Request
+	}
+	req, err := ResolvePayload(context.Background(), t.Blobs, e.Request, e.InputHash, MaxResolved)
+	if err != nil {
+		return e.Request
+	}
+	return req
+}
+
 // Trace reads run's journal from store and returns its calls, one per
 // step, in step order, what its header says, and the records it skipped.
 // It is the reference every lineage index must agree with.
 func Trace(ctx context.Context, store Store, run RunID) ([]Call, RunInfo, []Skip, error) {
 	t := NewTracer(run)
+	t.Blobs, _ = store.(Blobs)
 	var (
 		calls []Call
 		skips []Skip

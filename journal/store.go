@@ -105,6 +105,12 @@ type Batch struct {
 	KV []KVWrite
 	// Events are opaque event-log records appended to the run's log.
 	Events [][]byte
+	// Blobs are the payload parts the records reference by hash (SPEC.md
+	// section 15). They commit with the records, so that no entry is
+	// visible without the blobs it names; a blob the store holds already
+	// is not written again. A store that does not implement Blobs MUST
+	// refuse a batch that carries any.
+	Blobs []Blob
 	// SealWith, when set, asks the store to seal the last record with this
 	// key before writing it (SealBatches), and Head is that record's entry
 	// hash. A store may seal many batches of one round with one signature.

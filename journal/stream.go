@@ -23,6 +23,9 @@ type chunk struct {
 // returns an error.
 func VerifyStream(ctx context.Context, v *Verifier, records func(fn func(raw []byte) error) error) error {
 	workers := max(runtime.GOMAXPROCS(0), 1)
+	if v.ctx == nil {
+		v.ctx = ctx
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	work := make(chan *chunk, workers)

@@ -65,6 +65,7 @@ var classes = map[string]error{
 	"signature": journal.ErrSignature,
 	"untrusted": journal.ErrUntrusted,
 	"uncovered": journal.ErrUncovered,
+	"blob":      journal.ErrBlob,
 }
 
 // vector is one test vector: a journal's stored records and what a verifier
@@ -76,7 +77,23 @@ type vector struct {
 	badEntry uint64
 	trust    []ed25519.PublicKey
 	comment  []string
-	records  [][]byte
+	// blobs are the blob area the verifier is given (SPEC.md section 15),
+	// each under the hash its references name.
+	blobs   []vblob
+	records [][]byte
+}
+
+// vblob is one blob of a vector: the name its references use and its bytes
+// (which a vector may have changed, so that they no longer hash to it).
+type vblob struct{ sum, data []byte }
+
+// blobArea is a vector's blobs as the verifier reads them.
+func (v *vector) blobArea() journal.Blobs {
+	m := memBlobs{}
+	for _, b := range v.blobs {
+		m[string(b.sum)] = b.data
+	}
+	return m
 }
 
 func (v *vector) marshal() []byte {
@@ -90,6 +107,9 @@ func (v *vector) marshal() []byte {
 	}
 	for _, c := range v.comment {
 		fmt.Fprintf(&b, "comment: %s\n", c)
+	}
+	for _, bl := range v.blobs {
+		fmt.Fprintf(&b, "blob: %x %x\n", bl.sum, bl.data)
 	}
 	for _, r := range v.records {
 		fmt.Fprintf(&b, "record: %x\n", r)
@@ -123,6 +143,14 @@ func parseVector(name string, data []byte) (*vector, error) {
 			v.trust = append(v.trust, k)
 		case "comment":
 			v.comment = append(v.comment, val)
+		case "blob":
+			sum, data, ok := strings.Cut(val, " ")
+			s, err1 := hex.DecodeString(sum)
+			d, err2 := hex.DecodeString(data)
+			if !ok || err1 != nil || err2 != nil || len(s) != journal.HashSize {
+				return fmt.Errorf("blob wants a %d-byte hash and the bytes, both in hex", journal.HashSize)
+			}
+			v.blobs = append(v.blobs, vblob{s, d})
 		case "record":
 			r, err := hex.DecodeString(val)
 			if err != nil {
@@ -154,7 +182,7 @@ func loadVectors(tb testing.TB) []*vector {
 func TestVectors(t *testing.T) {
 	for _, v := range loadVectors(t) {
 		t.Run(strings.TrimSuffix(v.name, ".txt"), func(t *testing.T) {
-			sum, err := verifyRecords(v.records, journal.TrustKeys(v.trust...))
+			sum, err := verifyRecords(v.records, journal.TrustKeys(v.trust...), v.blobArea())
 			if v.expect == "valid" {
 				if err != nil {
 					t.Fatalf("want a valid journal, got %v", err)
@@ -192,7 +220,7 @@ func TestVectors(t *testing.T) {
 func TestVerifyStreamMatchesAdd(t *testing.T) {
 	for _, v := range loadVectors(t) {
 		trust := journal.TrustKeys(v.trust...)
-		want, wantErr := verifyRecords(v.records, trust)
+		want, wantErr := verifyRecords(v.records, trust, v.blobArea())
 		// Many copies of a valid journal's records make the stream span
 		// several chunks; the verifier must stop at the first copy's end.
 		records := v.records
@@ -202,6 +230,7 @@ func TestVerifyStreamMatchesAdd(t *testing.T) {
 			}
 		}
 		ver := journal.NewVerifier(trust)
+		ver.Blobs = v.blobArea()
 		err := journal.VerifyStream(context.Background(), ver, func(fn func([]byte) error) error {
 			for _, r := range records {
 				if err := fn(r); err != nil {
@@ -229,8 +258,9 @@ func TestVerifyStreamMatchesAdd(t *testing.T) {
 	}
 }
 
-func verifyRecords(records [][]byte, trust journal.TrustFunc) (*journal.Summary, error) {
+func verifyRecords(records [][]byte, trust journal.TrustFunc, blobs journal.Blobs) (*journal.Summary, error) {
 	ver := journal.NewVerifier(trust)
+	ver.Blobs = blobs
 	for _, r := range records {
 		if err := ver.Add(r); err != nil {
 			return nil, err
@@ -894,5 +924,111 @@ func generateVectors(tb testing.TB) []*vector {
 	}
 	add("no-seals", "uncovered", 0, trustA(), enc(none), "no record carries a seal")
 
+	vs = append(vs, blobVectors(tb)...)
+	return vs
+}
+
+// blobVectors are the vectors of payloads in blob form (SPEC.md section
+// 15): a journal whose run.input response, run.log request and a
+// conversation's request (a chain of message blobs) are stored by hash,
+// with its blob area, and the ways that area or the forms go wrong.
+func blobVectors(tb testing.TB) []*vector {
+	var vs []*vector
+	add := func(name, expect string, bad uint64, blobs []vblob, records [][]byte, comment ...string) {
+		vs = append(vs, &vector{name: name + ".txt", expect: expect, badEntry: bad, trust: trustA(), blobs: blobs, comment: comment, records: records})
+	}
+	const threshold = 64
+	input := mustCBOR(tb, abi.InputResponse{Input: bytes.Repeat([]byte("input "), 20)})
+	logReq := logRequest(tb, strings.Repeat("a long log line ", 8))
+	chat := mustCBOR(tb, map[string]any{"model": "m", "messages": []any{
+		map[string]any{"role": "system", "content": strings.Repeat("be brief. ", 10)},
+		map[string]any{"role": "user", "content": "hello"},
+		map[string]any{"role": "assistant", "content": strings.Repeat("hi there. ", 10)},
+	}})
+	in, lg := journal.Externalize(input, threshold), journal.Externalize(logReq, threshold)
+	conv, err := journal.EncodeConversation(chat, "messages", threshold)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var area []vblob
+	seen := map[string]bool{}
+	for _, bs := range [][]journal.Blob{in.Blobs, lg.Blobs, conv.Blobs} {
+		for _, b := range bs {
+			if !seen[string(b.Sum)] {
+				seen[string(b.Sum)] = true
+				area = append(area, vblob{b.Sum, b.Data})
+			}
+		}
+	}
+	slices.SortFunc(area, func(a, b vblob) int { return bytes.Compare(a.sum, b.sum) })
+	stored := func(e *journal.Entry, req, resp []byte) *journal.Entry {
+		if req != nil {
+			e.Request = req
+		}
+		if resp != nil {
+			e.Response = resp
+		}
+		return e
+	}
+	plan := func(logStored []byte) []item {
+		return []item{
+			{startEntry(tb), true},
+			{stored(pureEntry(1, "run.input", nil, input, abi.StatusOK), nil, in.Stored), false},
+			{stored(pureEntry(2, "run.log", logReq, nil, abi.StatusOK), logStored, nil), false},
+			{stored(intentEntry(3, "test.chat", chat), conv.Stored, nil), false},
+			{executingEntry(runX, 3, "test.chat", chat), true},
+			{outcomeEntry(3, "test.chat", chat, mustCBOR(tb, map[string]any{"content": "ok"}), abi.StatusOK), false},
+			{endEntry(3, nil), true},
+		}
+	}
+	records := encodeRecords(tb, writeJournal(tb, runX, cellA, plan(lg.Stored), nil))
+	without := func(sum []byte) []vblob {
+		return slices.DeleteFunc(slices.Clone(area), func(b vblob) bool { return bytes.Equal(b.sum, sum) })
+	}
+	changed := func(sum []byte) []vblob {
+		out := slices.Clone(area)
+		for i := range out {
+			if bytes.Equal(out[i].sum, sum) {
+				d := bytes.Clone(out[i].data)
+				d[len(d)/2] ^= 0x01
+				out[i].data = d
+			}
+		}
+		return out
+	}
+	add("valid-blob-forms", "valid", 0, area, records,
+		"payloads stored by hash (section 15): the response of step 1 and the request of step 2 with their",
+		"long strings as blobs; the request of step 3, a message list, as a chain of one nested blob per",
+		"message; every entry's hashes are those of the payloads themselves")
+	logBlob := lg.Blobs[0].Sum
+	add("blob-missing", "blob", 2, without(logBlob), records,
+		"the blob the request of step 2 references is not in the blob area")
+	add("blob-changed", "blob", 2, changed(logBlob), records,
+		"one byte of the blob the request of step 2 references is changed: its bytes no longer hash to its name")
+	node := conv.Blobs[len(conv.Blobs)-1].Sum // the chain's last node, which the request names
+	add("nested-blob-changed", "blob", 3, changed(node), records,
+		"one byte of the last message node of step 3's chain is changed")
+	bad := append(slices.Clone(lg.Stored[:6]), 0x40) // the tag, an array of n parts, then an empty literal
+	add("blob-form-malformed", "decode", 2, area, encodeRecords(tb, writeJournal(tb, runX, cellA, plan(bad), nil)),
+		"the request of step 2 begins with the blob form's tag, does not hash to its input hash, and is",
+		"no well-formed blob form (an empty literal)")
+	other := journal.Externalize(logRequest(tb, strings.Repeat("another long line ", 8)), threshold)
+	area2 := append(slices.Clone(area), vblob{other.Blobs[0].Sum, other.Blobs[0].Data})
+	slices.SortFunc(area2, func(a, b vblob) int { return bytes.Compare(a.sum, b.sum) })
+	add("blob-form-other-payload", "hash", 2, area2, encodeRecords(tb, writeJournal(tb, runX, cellA, plan(other.Stored), nil)),
+		"the request of step 2 is a well-formed blob form whose blobs are all there, and it resolves to",
+		"another request than the one its input hash names")
+	fb := &journal.FormBuilder{}
+	fb.Blob([]byte("a blob nobody stored"))
+	forged, err := fb.Form()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	add("valid-request-looks-like-blob-form", "valid", 0, nil, encodeRecords(tb, writeJournal(tb, runX, cellA, []item{
+		{startEntry(tb), true},
+		{pureEntry(1, "run.log", forged, mustCBOR(tb, abi.Error{Code: abi.StatusBadRequest, Message: "malformed request"}), abi.StatusBadRequest), false},
+		{endEntry(1, nil), true},
+	}, nil)), "a guest sent a request that is a well-formed blob form naming a blob nobody stored; it hashes to",
+		"its input hash, so it is taken as it is (section 15.3): no blob is read")
 	return vs
 }

@@ -34,6 +34,9 @@ var (
 	ErrUncovered = errors.New("uncovered")
 )
 
+// ErrBlob (blob.go) is the eighth class: a payload in blob form names a
+// blob that is missing or changed.
+
 // VerifyError reports the first bad entry found by a Verifier.
 type VerifyError struct {
 	Seq uint64
@@ -42,7 +45,9 @@ type VerifyError struct {
 	Step  uint64
 	Op    string
 	Class error
-	Err   error
+	// Err says what is wrong; for class ErrBlob it wraps the *BlobError
+	// naming the blob (errors.As(ve.Err, &blobErr)).
+	Err error
 }
 
 func (e *VerifyError) Error() string {
@@ -81,8 +86,11 @@ type Summary struct {
 	Entries uint64
 	Seals   uint64
 	// Cells counts the seals made by each cell key (hex).
-	Cells  map[string]uint64
-	Header *Header
+	Cells map[string]uint64
+	// BlobRefs counts the blob references resolved (SPEC.md section 15),
+	// nested ones included, once per reference.
+	BlobRefs uint64
+	Header   *Header
 	// End is nil for a run that has not finished.
 	End  *End
 	Head []byte
@@ -104,7 +112,17 @@ type Verifier struct {
 	// cur is the entry being checked, once it decoded.
 	cur *Entry
 	// OnEntry, when set, is called with each entry that passed its checks.
+	// The entry's Request and Response are as stored: a payload in blob
+	// form is resolved by ResolvePayload.
 	OnEntry func(*Entry, *Record) error
+	// Blobs is where the blobs of payloads in blob form are read from
+	// (SPEC.md section 15); nil: such a payload fails with class blob.
+	Blobs Blobs
+	// OnBlob, when set, sees every blob a payload references, checked, in
+	// the order resolution reads it, once per reference.
+	OnBlob func(ref BlobRef, data []byte) error
+	// ctx is the context of the blob reads (VerifyStream's).
+	ctx context.Context
 	// anchored says the next entry starts a suffix (StartAt).
 	anchored bool
 }
@@ -213,6 +231,11 @@ func (v *Verifier) add(p *prepared) error {
 		return err
 	}
 	if !p.responseOK {
+		if err := v.checkForm("response", e.Response, e.OutputHash, &p.responseOK); err != nil {
+			return err
+		}
+	}
+	if !p.responseOK {
 		return v.fail(ErrHash, "output hash %x does not match the response (%x)", e.OutputHash, Sum(e.Response))
 	}
 	if rec.Seal != nil {
@@ -305,12 +328,50 @@ func (v *Verifier) checkCall(e *Entry, requestOK bool) error {
 	if e.Request == nil && e.Phase == PhaseFailed && abiStatusTooLarge(e.Status) {
 		return nil // refused for its size; the request was not kept
 	}
+	if !requestOK && e.Request != nil {
+		if err := v.checkForm("request", e.Request, e.InputHash, &requestOK); err != nil {
+			return err
+		}
+	}
 	if !requestOK || e.Request == nil && !hashOK(e.InputHash, nil) {
 		return v.fail(ErrHash, "input hash %x does not match the request (%x)", e.InputHash, Sum(e.Request))
 	}
 	if e.Phase == PhaseIntent {
 		v.open = e
 	}
+	return nil
+}
+
+// checkForm checks a payload that does not hash to sum as a blob form
+// (SPEC.md 15.3): *ok becomes true when it resolves to bytes that do. A
+// missing or changed blob fails with class blob, a malformed form with
+// class decode; a payload that is no blob form is left to the hash check.
+func (v *Verifier) checkForm(what string, stored, sum []byte, ok *bool) error {
+	if !IsBlobForm(stored) {
+		return nil
+	}
+	ctx := v.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	visit := func(ref BlobRef, data []byte) error {
+		v.sum.BlobRefs++
+		if v.OnBlob != nil {
+			return v.OnBlob(ref, data)
+		}
+		return nil
+	}
+	good, err := checkStored(ctx, v.Blobs, stored, sum, visit)
+	var be *BlobError
+	switch {
+	case errors.As(err, &be):
+		return v.fail(ErrBlob, "%s: %w", what, be)
+	case errors.Is(err, errBadForm):
+		return v.fail(ErrDecode, "the %s's blob form: %v", what, err)
+	case err != nil:
+		return err
+	}
+	*ok = good
 	return nil
 }
 
@@ -345,6 +406,9 @@ func VerifyStoreWith(ctx context.Context, store Store, run RunID, v *Verifier) (
 // VerifyStoreFrom verifies the journal of run from the entry with seq from
 // on, with v, which must have been started there (StartAt) when from > 0.
 func VerifyStoreFrom(ctx context.Context, store Store, run RunID, from uint64, v *Verifier) (*Summary, error) {
+	if b, ok := store.(Blobs); ok && v.Blobs == nil {
+		v.Blobs = b
+	}
 	err := VerifyStream(ctx, v, func(fn func([]byte) error) error {
 		return store.Records(ctx, run, from, func(_ uint64, raw []byte) error { return fn(raw) })
 	})

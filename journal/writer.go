@@ -38,6 +38,10 @@ func (w *Writer) Add(e *Entry) error {
 // AddKV buffers a state change to commit atomically with the entries.
 func (w *Writer) AddKV(kv KVWrite) { w.batch.KV = append(w.batch.KV, kv) }
 
+// AddBlobs buffers blobs that the entries reference (a Payload's Blobs),
+// to commit atomically with them.
+func (w *Writer) AddBlobs(blobs ...Blob) { w.batch.Blobs = append(w.batch.Blobs, blobs...) }
+
 // AddEvents buffers event-log records to commit with the entries.
 func (w *Writer) AddEvents(events ...[]byte) { w.batch.Events = append(w.batch.Events, events...) }
 
@@ -56,7 +60,7 @@ func (w *Writer) Pending() int { return len(w.batch.Records) }
 // recovers; after ErrNotDurable it is in the store and is not kept.
 func (w *Writer) Commit(ctx context.Context, meta *RunMeta, durable bool) error {
 	b := &w.batch
-	if len(b.Records) == 0 && len(b.KV) == 0 && len(b.Events) == 0 && meta == nil {
+	if len(b.Records) == 0 && len(b.KV) == 0 && len(b.Events) == 0 && len(b.Blobs) == 0 && meta == nil {
 		return nil
 	}
 	b.Run, b.Next, b.Meta, b.Durable = w.chain.run, w.stored, meta, durable
@@ -75,6 +79,7 @@ func (w *Writer) Commit(ctx context.Context, meta *RunMeta, durable bool) error 
 	}
 	w.stored += uint64(len(b.Records))
 	clear(b.Records)
-	w.batch = Batch{Records: b.Records[:0], KV: b.KV[:0], Events: b.Events[:0]}
+	clear(b.Blobs)
+	w.batch = Batch{Records: b.Records[:0], KV: b.KV[:0], Events: b.Events[:0], Blobs: b.Blobs[:0]}
 	return err
 }

@@ -41,6 +41,7 @@ func Class(err error) string {
 		{journal.ErrSignature, "signature"},
 		{journal.ErrUntrusted, "untrusted"},
 		{journal.ErrUncovered, "uncovered"},
+		{journal.ErrBlob, "blob"},
 	} {
 		if errors.Is(err, c.err) {
 			return c.name
@@ -96,9 +97,14 @@ type AuditReport struct {
 	Head           string       `json:"head,omitempty"`
 	// InputHashes and OutputHashes count the hashes checked against their
 	// payloads; OutputsMatched says every output hash matched.
-	InputHashes          uint64            `json:"input_hashes_matched"`
-	OutputHashes         uint64            `json:"output_hashes_matched"`
-	OutputsMatched       bool              `json:"outputs_matched"`
+	InputHashes    uint64 `json:"input_hashes_matched"`
+	OutputHashes   uint64 `json:"output_hashes_matched"`
+	OutputsMatched bool   `json:"outputs_matched"`
+	// Blobs is the number of blobs the bundle carries and BlobRefs the
+	// references to them the journal's payloads make, each resolved and
+	// checked against its hash (journal/SPEC.md section 15).
+	Blobs                int               `json:"blobs"`
+	BlobRefs             uint64            `json:"blob_refs_checked"`
 	ModuleMatched        bool              `json:"module_matched"`
 	Checkpoint           *CheckpointReport `json:"checkpoint,omitempty"`
 	CheckpointValid      bool              `json:"checkpoint_valid"`
@@ -248,6 +254,14 @@ func (a *auditor) verify(ctx context.Context, r io.ReaderAt, size int64, engine 
 	// Beside it: the Merkle tree's compact range (step 6) and the calls
 	// counted as re-execution will serve them.
 	v := journal.NewVerifier(journal.TrustKeys(a.trusted...))
+	// Payloads in blob form are resolved from the bundle's blobs, each
+	// read from the file and checked against its hash as an entry
+	// references it.
+	blobs := &fileBlobs{r: r, locs: l.blobs}
+	v.Blobs = blobs
+	referenced := blobSet{}
+	v.OnBlob = referenced.add
+	rep.Blobs = len(l.blobs)
 	tree := (&compact.RangeFactory{Hash: rfc6962.DefaultHasher.HashChildren}).NewEmptyRange(0)
 	var inputs, outputs uint64
 	calls := 0
@@ -313,6 +327,7 @@ func (a *auditor) verify(ctx context.Context, r io.ReaderAt, size int64, engine 
 	rep.Run = sum.Run.String()
 	rep.ChainIntact, rep.Head = true, hex.EncodeToString(sum.Head)
 	rep.InputHashes, rep.OutputHashes, rep.OutputsMatched = inputs, outputs, true
+	rep.BlobRefs = sum.BlobRefs
 	rep.Finished = sum.End != nil
 
 	// 3. Every key the bundle lists is trusted.
@@ -396,6 +411,13 @@ func (a *auditor) verify(ctx context.Context, r io.ReaderAt, size int64, engine 
 	for k := range used {
 		return bundleErr(ErrBundleFormat, "cell key %s signed but is not in the bundle's key list", keyHex([]byte(k)))
 	}
+	// ... and the blob list is exactly the blobs the journal references
+	// (step 2 found every one it references).
+	for _, b := range l.blobs {
+		if _, ok := referenced[string(b.sum)]; !ok {
+			return bundleErr(ErrBundleFormat, "the bundle carries blob %x, which no entry references", b.sum)
+		}
+	}
 
 	// 9. The header's capability token grants what the header records.
 	if err := a.checkToken(sum, started, firstSeal); err != nil {
@@ -411,6 +433,7 @@ func (a *auditor) verify(ctx context.Context, r io.ReaderAt, size int64, engine 
 		defer engine.Close(ctx)
 	}
 	src := newStreamSource(newRecordReader(r, size, l), sum, calls)
+	src.blobs, src.ctx = blobs, ctx
 	j := &Journal{Summary: sum}
 	res, err := j.execute(ctx, engine, l.module, Options{MaxRequest: int(l.engine.MaxRequest)}, src)
 	a.changes = src.changes

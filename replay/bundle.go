@@ -127,6 +127,11 @@ type Bundle struct {
 	Engine     EngineSettings `cbor:"6,keyasint"`
 	// Signature is the exporting cell's signature over fields 1 to 6.
 	Signature BundleSignature `cbor:"7,keyasint"`
+	// Blobs are the blobs the journal's payloads reference (journal/SPEC.md
+	// section 15), each once, sorted by hash; none for a journal whose
+	// payloads are all inline. No signature covers them but the entries'
+	// own seals, through the hashes the entries name.
+	Blobs []BundleBlob `cbor:"8,keyasint,omitempty"`
 }
 
 // bundleBody is what the bundle signature covers: the bundle without its
@@ -199,8 +204,12 @@ func DecodeBundle(data []byte) (*Bundle, error) {
 	if err != nil {
 		return nil, err
 	}
+	var blobs []BundleBlob
+	for _, b := range l.blobs {
+		blobs = append(blobs, BundleBlob{Sum: b.sum, Data: bytes.Clone(data[b.off : b.off+int64(b.n)])})
+	}
 	return &Bundle{Format: l.format, Module: l.module, Records: records, Keys: l.keys, Checkpoint: l.checkpoint,
-		Engine: l.engine, Signature: l.signature}, nil
+		Engine: l.engine, Signature: l.signature, Blobs: blobs}, nil
 }
 
 // ExportReport says what ExportTo wrote.
@@ -213,6 +222,10 @@ type ExportReport struct {
 	Keys        int
 	Bytes       int64
 	Engine      EngineSettings
+	// Blobs is the number of blobs the bundle carries, BlobBytes their
+	// bytes.
+	Blobs     int
+	BlobBytes int64
 }
 
 // ErrExport is the class of a journal Export refuses to sign: one that
@@ -252,7 +265,15 @@ func ExportTo(ctx context.Context, store journal.Store, run journal.RunID, key e
 		return nil, err
 	}
 
-	bw := newBundleWriter(w)
+	withBlobs, err := refsBlobs(ctx, store, run)
+	if err != nil {
+		return refuse(err)
+	}
+	fields := uint64(7)
+	if withBlobs {
+		fields = 8
+	}
+	bw := newBundleWriter(w, fields)
 	bw.key(1)
 	bw.textItem(BundleFormat)
 	bw.key(2)
@@ -260,6 +281,10 @@ func ExportTo(ctx context.Context, store journal.Store, run journal.RunID, key e
 	bw.key(3)
 	bw.head(majorArray, n)
 	v := journal.NewVerifier(journal.TrustAny)
+	blobs, _ := store.(journal.Blobs)
+	v.Blobs = blobs
+	referenced := blobSet{}
+	v.OnBlob = referenced.add
 	tree := (&compact.RangeFactory{Hash: rfc6962.DefaultHasher.HashChildren}).NewEmptyRange(0)
 	signers := map[string]bool{string(key.Public().(ed25519.PublicKey)): true}
 	v.OnEntry = func(_ *journal.Entry, rec *journal.Record) error {
@@ -316,10 +341,33 @@ func ExportTo(ctx context.Context, store journal.Store, run journal.RunID, key e
 	sig := BundleSignature{Cell: key.Public().(ed25519.PublicKey), Sig: ed25519.Sign(key, bw.message())}
 	bw.key(7)
 	bw.encoded(&sig, false)
+	rep := &ExportReport{Run: run, Entries: n, ModuleBytes: len(module), Keys: len(keys), Engine: es}
+	if withBlobs != (len(referenced) > 0) {
+		return refuse(fmt.Errorf("the journal references %d blobs, and its records said otherwise when first read (it changed)", len(referenced)))
+	}
+	if withBlobs {
+		// The blobs, each once, by hash: read again one at a time, and
+		// checked again as they are.
+		bw.key(8)
+		bw.raw(appendHead(nil, majorArray, uint64(len(referenced))), false)
+		for _, sum := range referenced.sorted() {
+			data, err := blobs.Blob(ctx, sum)
+			if err != nil {
+				return refuse(err)
+			}
+			bw.raw(appendHead(nil, majorArray, 2), false)
+			bw.raw(appendHead(nil, majorBytes, uint64(len(sum))), false)
+			bw.raw(sum, false)
+			bw.raw(appendHead(nil, majorBytes, uint64(len(data))), false)
+			bw.raw(data, false)
+			rep.Blobs, rep.BlobBytes = rep.Blobs+1, rep.BlobBytes+int64(len(data))
+		}
+	}
 	if err := bw.flush(); err != nil {
 		return nil, err
 	}
-	return &ExportReport{Run: run, Entries: n, ModuleBytes: len(module), Keys: len(keys), Bytes: bw.n, Engine: es}, nil
+	rep.Bytes = bw.n
+	return rep, nil
 }
 
 // Export builds the bundle of run from store in memory (ExportTo, decoded
@@ -458,6 +506,11 @@ type bundleStore struct {
 func (s *bundleStore) PutModule(context.Context, []byte, []byte) error { return ErrReadOnly }
 func (s *bundleStore) Commit(context.Context, *journal.Batch) error    { return ErrReadOnly }
 func (s *bundleStore) Close() error                                    { return nil }
+
+// Blob implements journal.Blobs with the blobs the bundle carries.
+func (s *bundleStore) Blob(ctx context.Context, sum []byte) ([]byte, error) {
+	return memBlobs(s.b.Blobs).Blob(ctx, sum)
+}
 
 func (s *bundleStore) Module(_ context.Context, sum []byte) ([]byte, error) {
 	if !bytes.Equal(journal.Sum(s.b.Module), sum) {

@@ -37,11 +37,17 @@ type Journal struct {
 	requests [][]byte
 	seqs     []uint64
 	endSeq   uint64
+	// blobs resolve the payloads stored in blob form (journal/SPEC.md
+	// section 15) as the entries are collected, read under ctx.
+	blobs journal.Blobs
+	ctx   context.Context
 }
 
 // Load verifies the journal of run in store and collects its calls.
 func Load(ctx context.Context, store journal.Store, run journal.RunID, trust journal.TrustFunc) (*Journal, error) {
 	j, v := newLoader(trust)
+	j.blobs, _ = store.(journal.Blobs)
+	j.ctx = ctx
 	sum, err := journal.VerifyStoreWith(ctx, store, run, v)
 	if err != nil {
 		return nil, err
@@ -55,14 +61,17 @@ func Load(ctx context.Context, store journal.Store, run journal.RunID, trust jou
 func newLoader(trust journal.TrustFunc) (*Journal, *journal.Verifier) {
 	j := &Journal{}
 	v := journal.NewVerifier(trust)
-	v.OnEntry = func(e *journal.Entry, _ *journal.Record) error {
-		j.add(e)
-		return nil
-	}
+	v.OnEntry = func(e *journal.Entry, _ *journal.Record) error { return j.add(e) }
 	return j, v
 }
 
-func (j *Journal) add(e *journal.Entry) {
+func (j *Journal) add(e *journal.Entry) error {
+	// The recording serves responses as it holds them: give it what the
+	// guest got (journal.ForGuest resolves payloads in blob form).
+	e, err := journal.ForGuest(j.ctx, j.blobs, e)
+	if err != nil {
+		return err
+	}
 	n := j.rec.Len()
 	j.rec.Add(e)
 	if j.rec.Len() > n {
@@ -72,6 +81,7 @@ func (j *Journal) add(e *journal.Entry) {
 	if e.Phase == journal.PhaseEnd {
 		j.endSeq = e.Seq
 	}
+	return nil
 }
 
 // Report is the result of a successful replay.

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/journal"
 )
 
 // A bundle is one canonical CBOR map whose every item's length is written
@@ -56,10 +57,11 @@ type bundleWriter struct {
 	err error
 }
 
-func newBundleWriter(w io.Writer) *bundleWriter {
+// newBundleWriter starts a bundle of fields fields: 7, or 8 with blobs.
+func newBundleWriter(w io.Writer, fields uint64) *bundleWriter {
 	bw := &bundleWriter{w: bufio.NewWriterSize(w, 1<<20), sum: sha256.New()}
 	bw.sum.Write(appendHead(nil, majorMap, 6))
-	bw.raw(appendHead(nil, majorMap, 7), false)
+	bw.raw(appendHead(nil, majorMap, fields), false)
 	return bw
 }
 
@@ -76,7 +78,7 @@ func (bw *bundleWriter) raw(b []byte, signed bool) {
 	bw.err = err
 }
 
-func (bw *bundleWriter) key(k uint64)          { bw.raw(appendHead(nil, majorUint, k), k != 7) }
+func (bw *bundleWriter) key(k uint64)          { bw.raw(appendHead(nil, majorUint, k), k < 7) }
 func (bw *bundleWriter) head(m byte, n uint64) { bw.raw(appendHead(nil, m, n), true) }
 func (bw *bundleWriter) bytesItem(b []byte)    { bw.head(majorBytes, uint64(len(b))); bw.raw(b, true) }
 func (bw *bundleWriter) textItem(s string) {
@@ -132,6 +134,8 @@ type bundleLayout struct {
 	signature  BundleSignature
 	// message is the signature message (BUNDLE.md 2.1) of the bytes read.
 	message []byte
+	// blobs are where the blobs of key 8 lie, in the file's (hash) order.
+	blobs []blobLoc
 }
 
 // streamReader reads canonical CBOR from a bundle, counting the offset and
@@ -352,10 +356,11 @@ func scanBundle(r io.ReaderAt, size int64, visit func(raw []byte) error) (*bundl
 	}
 	s := &streamReader{r: bufio.NewReaderSize(io.NewSectionReader(r, 0, size), 1<<20), size: size, sum: sha256.New()}
 	l := &bundleLayout{}
-	if n, err := s.head(majorMap, "the bundle"); err != nil {
+	fields, err := s.head(majorMap, "the bundle")
+	if err != nil {
 		return nil, err
-	} else if n != 7 {
-		return nil, s.bad("the bundle is a map of %d fields, want 7", n)
+	} else if fields != 7 && fields != 8 {
+		return nil, s.bad("the bundle is a map of %d fields, want 7 (or 8, with blobs)", fields)
 	}
 	// The signed part: the map of fields 1 to 6, with its own head.
 	s.sum.Write(appendHead(nil, majorMap, 6))
@@ -465,10 +470,58 @@ func scanBundle(r io.ReaderAt, size int64, visit func(raw []byte) error) (*bundl
 	if len(l.signature.Cell) != 32 || len(l.signature.Sig) != 64 {
 		return nil, fmt.Errorf("%w: signature has a %d-byte key and %d-byte signature", ErrBundleFormat, len(l.signature.Cell), len(l.signature.Sig))
 	}
+	if fields == 8 {
+		if l.blobs, err = s.blobList(); err != nil {
+			return nil, err
+		}
+	}
 	if s.off != size {
 		return nil, s.bad("%d bytes after the bundle", size-s.off)
 	}
 	return l, nil
+}
+
+// blobList reads key 8, the blobs: a non-empty array of [hash, bytes],
+// strictly ascending by hash, and returns where each blob's bytes lie.
+// The bytes are skipped, not hashed: a blob is checked against its hash
+// where an entry references it (step 2), so that a changed one is named
+// with that entry.
+func (s *streamReader) blobList() ([]blobLoc, error) {
+	if err := s.key(8); err != nil {
+		return nil, err
+	}
+	n, err := s.head(majorArray, "the blob list")
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 || n > maxBundleBlobs || n > uint64(s.size-s.off)/36 {
+		return nil, s.bad("%d blobs (1 to %d, 36 bytes each at least)", n, maxBundleBlobs)
+	}
+	locs := make([]blobLoc, 0, n)
+	for i := range n {
+		if k, err := s.head(majorArray, fmt.Sprintf("blob %d", i)); err != nil {
+			return nil, err
+		} else if k != 2 {
+			return nil, s.bad("blob %d is an array of %d items, want [hash, bytes]", i, k)
+		}
+		sum, err := s.bytesItem(fmt.Sprintf("the hash of blob %d", i), 32, 32)
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 && bytes.Compare(locs[i-1].sum, sum) >= 0 {
+			return nil, s.bad("blobs are not sorted by hash, each once (blob %d)", i)
+		}
+		ln, err := s.length(majorBytes, fmt.Sprintf("blob %d", i), 1, journal.MaxBlobSize)
+		if err != nil {
+			return nil, err
+		}
+		locs = append(locs, blobLoc{sum: sum, off: s.off, n: ln})
+		if _, err := s.r.Discard(ln); err != nil {
+			return nil, s.bad("the file ends inside blob %d (it is cut)", i)
+		}
+		s.off += int64(ln)
+	}
+	return locs, nil
 }
 
 // recordReader reads the records of a bundle again, from their offset.

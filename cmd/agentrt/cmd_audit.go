@@ -175,6 +175,9 @@ RUN is a run id, a unique prefix of one, or "last".`,
 				return err
 			}
 			fmt.Fprintf(c.stderr, "exported run %s: %d entries, module %d bytes, %d keys, %d bytes\n", run, rep.Entries, rep.ModuleBytes, rep.Keys, rep.Bytes)
+			if rep.Blobs > 0 {
+				fmt.Fprintf(c.stderr, "with %d blobs (%d bytes) its payloads reference\n", rep.Blobs, rep.BlobBytes)
+			}
 			return nil
 		},
 	}
@@ -210,7 +213,8 @@ that root in --trust-token-roots.
 
 Exits 0 when everything holds. Otherwise names the first bad entry (when the
 failure is in one) and the class: decode, sequence, chain, hash, signature,
-untrusted, uncovered, checkpoint, token, bundle-format or divergence.`,
+untrusted, uncovered, blob (a payload's blob missing or changed: the blob's
+hash is named), checkpoint, token, bundle-format or divergence.`,
 		Example: "  agentrt audit verify run.bundle --trust cell.keys\n  agentrt audit verify run.bundle --trust cell.keys --json",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -289,6 +293,9 @@ func printAudit(w io.Writer, file string, r *replay.AuditReport) {
 	}
 	fmt.Fprintf(w, "chain:      %s\n", yes(r.ChainIntact, "intact, head "+r.Head))
 	fmt.Fprintf(w, "hashes:     %s\n", yes(r.OutputsMatched, fmt.Sprintf("%d input and %d output hashes matched", r.InputHashes, r.OutputHashes)))
+	if r.Blobs > 0 {
+		fmt.Fprintf(w, "blobs:      %s\n", yes(r.OutputsMatched, fmt.Sprintf("%d carried, %d references resolved and checked against their hashes", r.Blobs, r.BlobRefs)))
+	}
 	fmt.Fprintf(w, "module:     %s\n", yes(r.ModuleMatched, fmt.Sprintf("%s (%d bytes) as the run header records", r.ModuleSHA256, r.ModuleBytes)))
 	if r.Checkpoint != nil {
 		fmt.Fprintf(w, "checkpoint: %s\n", yes(r.CheckpointValid, fmt.Sprintf("valid: %s, %d entries, root %s, signed by %s",

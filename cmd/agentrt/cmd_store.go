@@ -107,13 +107,13 @@ not be in use (stop agentrt cell serve first).`,
 						damaged++
 					}
 				}
-				return withHint(fmt.Errorf("the store is damaged: %d problems in its files, %d of %d runs reached", len(rep.Problems), damaged, len(rep.Runs)),
+				return withHint(fmt.Errorf("the store is damaged: %d problems in its files, %d changed blobs, %d of %d runs reached", len(rep.Problems), len(rep.BadBlobs), damaged, len(rep.Runs)),
 					"copy out what still verifies: agentrt store salvage --to DIR (the store itself is not changed)")
 			}
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON (dir, ok, tables, problems, debris, runs)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON (dir, ok, tables, problems, debris, runs, blobs, bad_blobs)")
 	cmd.Flags().StringVar(&trustFile, "trust", "", "count only seals by the keys in this file (default: any key; the check is of integrity)")
 	return cmd
 }
@@ -130,6 +130,16 @@ func printCheck(w io.Writer, rep *badgerstore.CheckReport) error {
 	}
 	for _, d := range rep.Debris {
 		fmt.Fprintf(w, "debris:  %s (left by a crash; the next open removes it)\n", d)
+	}
+	if rep.Blobs > 0 || len(rep.BadBlobs) > 0 {
+		fmt.Fprintf(w, "blobs:   %d read, %d changed\n", rep.Blobs, len(rep.BadBlobs))
+		for _, b := range rep.BadBlobs {
+			if b.Problem != "" {
+				fmt.Fprintf(w, "  blob %s: %s\n", b.Sum, b.Problem)
+			} else {
+				fmt.Fprintf(w, "  blob %s: its bytes hash to %s\n", b.Sum, b.Got)
+			}
+		}
 	}
 	damaged := 0
 	for _, r := range rep.Runs {

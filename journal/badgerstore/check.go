@@ -39,6 +39,21 @@ type CheckReport struct {
 	Debris []string `json:"debris,omitempty"`
 	// Runs is every run the readable part of the store knows of.
 	Runs []RunCheck `json:"runs"`
+	// Blobs counts the blobs of the blob area read and checked;
+	// BadBlobs names each whose bytes do not hash to its key (the run
+	// checks name the entries that reference one).
+	Blobs    int       `json:"blobs"`
+	BadBlobs []BadBlob `json:"bad_blobs,omitempty"`
+}
+
+// BadBlob is a blob of the blob area whose bytes are not the ones its key
+// names.
+type BadBlob struct {
+	Sum string `json:"sum"`
+	// Got is the SHA-256 of the bytes stored, hex; Problem, when the value
+	// did not read at all, says why.
+	Got     string `json:"got,omitempty"`
+	Problem string `json:"problem,omitempty"`
 }
 
 // RunCheck is the state of one run's journal.
@@ -118,7 +133,39 @@ func Check(ctx context.Context, dir string, opts CheckOptions) (*CheckReport, er
 	if rep.Runs == nil {
 		rep.Runs = []RunCheck{}
 	}
+	if err := v.checkBlobs(ctx, rep); err != nil {
+		return nil, err
+	}
+	rep.OK = rep.OK && len(rep.BadBlobs) == 0
 	return rep, nil
+}
+
+// checkBlobs reads every blob of the view's blob area and checks its
+// bytes against its key.
+func (v *view) checkBlobs(ctx context.Context, rep *CheckReport) error {
+	return v.st.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.Prefix = []byte(prefixBlob)
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			item := it.Item()
+			sum := bytes.Clone(item.Key()[len(prefixBlob):])
+			rep.Blobs++
+			err := item.Value(func(data []byte) error { return journal.CheckBlob(sum, data) })
+			var be *journal.BlobError
+			switch {
+			case errors.As(err, &be):
+				rep.BadBlobs = append(rep.BadBlobs, BadBlob{Sum: journal.SumHex(sum), Got: journal.SumHex(be.Got)})
+			case err != nil:
+				rep.BadBlobs = append(rep.BadBlobs, BadBlob{Sum: journal.SumHex(sum), Problem: err.Error()})
+			}
+		}
+		return nil
+	})
 }
 
 // view is a store opened for reading: the store itself, read-only, when its
@@ -391,6 +438,7 @@ func (v *view) checkRun(ctx context.Context, run journal.RunID, trust journal.Tr
 		return nil
 	})
 	ver := journal.NewVerifier(trust)
+	ver.Blobs = v.st // every blob an entry references is read and checked against its hash
 	ver.OnEntry = func(*journal.Entry, *journal.Record) error { rc.Readable++; return nil }
 	sum, err := journal.VerifyStoreWith(ctx, v.st, run, ver)
 	switch {

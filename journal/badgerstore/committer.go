@@ -271,6 +271,9 @@ func (t *roundTxn) stage(b *journal.Batch) error {
 	if have != b.Next {
 		return fmt.Errorf("%w: the journal of %s holds %d entries, the writer expected %d", journal.ErrConflict, b.Run, have, b.Next)
 	}
+	if err := checkBlobs(b); err != nil {
+		return err
+	}
 	n := uint64(len(b.Records))
 	var recs []chunk
 	if n > 0 {
@@ -305,6 +308,9 @@ func (t *roundTxn) stage(b *journal.Batch) error {
 
 // write sets the keys of a checked and encoded batch.
 func (t *roundTxn) write(b *journal.Batch, n uint64, recs []chunk, meta []byte, event uint64) error {
+	if err := writeBlobs(t.txn, b.Blobs); err != nil {
+		return err
+	}
 	if n > 0 {
 		for _, c := range recs {
 			if err := t.txn.Set(seqKey(prefixJournal, b.Run, c.first), c.recs); err != nil {
@@ -356,6 +362,10 @@ func batchSize(b *journal.Batch) (size, count int) {
 	}
 	for _, e := range b.Events {
 		size += len(e) + 32
+	}
+	for _, bl := range b.Blobs {
+		size += len(bl.Data) + 48
+		count++
 	}
 	return size, count
 }

@@ -258,6 +258,7 @@ func (s *Store) lineageRuns() (map[journal.RunID]uint64, map[journal.RunID]*mark
 // settle and the new marker, and updates m.
 func (s *Store) indexRun(ctx context.Context, run journal.RunID, m *marker, rep *journal.IndexReport) error {
 	t := journal.ResumeTracer(run, m.State)
+	t.Blobs = s
 	var calls []journal.Call
 	byStep := map[uint64]int{}
 	keep := func(cs []journal.Call) {

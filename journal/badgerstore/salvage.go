@@ -1,6 +1,7 @@
 package badgerstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -130,6 +131,15 @@ func salvageRun(ctx context.Context, st, out *Store, run journal.RunID, trust jo
 	sr.Length = h.n
 	meta, metaErr := st.Meta(ctx, run)
 	ver := journal.NewVerifier(trust)
+	// The blobs the entries reference are copied with them, checked as
+	// the verifier reads them: a salvaged journal never names a blob its
+	// new store lacks.
+	var blobs []journal.Blob
+	ver.Blobs = st
+	ver.OnBlob = func(ref journal.BlobRef, data []byte) error {
+		blobs = append(blobs, journal.Blob{Sum: bytes.Clone(ref.Sum), Data: bytes.Clone(data)})
+		return nil
+	}
 	var module []byte
 	var epoch uint64
 	var ended bool
@@ -163,7 +173,7 @@ func salvageRun(ctx context.Context, st, out *Store, run journal.RunID, trust jo
 		if rec.Seal == nil {
 			return nil
 		}
-		b := &journal.Batch{Run: run, Next: sr.Copied, Records: pending}
+		b := &journal.Batch{Run: run, Next: sr.Copied, Records: pending, Blobs: blobs}
 		if sr.Copied == 0 {
 			m := meta
 			if metaErr != nil {
@@ -175,7 +185,7 @@ func salvageRun(ctx context.Context, st, out *Store, run journal.RunID, trust jo
 			return copyErr
 		}
 		sr.Copied += uint64(len(pending))
-		pending = nil
+		pending, blobs = nil, nil
 		return nil
 	})
 	switch {
