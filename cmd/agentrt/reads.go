@@ -19,6 +19,7 @@ import (
 // runs the same code on either and prints the same output.
 type readStore interface {
 	journal.Store
+	journal.Blobs
 	journal.Lineage
 	host.EventLog
 	Reindex(ctx context.Context) (journal.IndexReport, error)

@@ -32,6 +32,7 @@ func (s *Server) readRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/store/runs/{id}/records", s.storeRecords)
 	mux.HandleFunc("GET /v1/store/runs/{id}/events", s.storeEvents)
 	mux.HandleFunc("GET /v1/store/modules/{sha256}", s.storeModule)
+	mux.HandleFunc("GET /v1/store/blobs/{sha256}", s.storeBlob)
 	mux.HandleFunc("GET /v1/runs/{run}/bundle", s.bundle)
 	mux.HandleFunc("GET /v1/runs/{run}/checkpoint", s.checkpoint)
 	mux.HandleFunc("POST /v1/lineage/index", s.lineageIndex)
@@ -149,6 +150,29 @@ func (s *Server) storeModule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeBytes(w, "application/wasm", code)
+}
+
+// storeBlob answers a blob of the store's blob area by its SHA-256
+// (journal/SPEC.md section 15), so that a replay or an audit through the
+// cell resolves payloads in blob form as it does on the store. The bytes
+// are checked against the hash by the store here and by the client.
+func (s *Server) storeBlob(w http.ResponseWriter, r *http.Request) {
+	sum, err := hex.DecodeString(r.PathValue("sha256"))
+	if err != nil || len(sum) != journal.HashSize {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("%q is not a SHA-256 (64 hex digits)", r.PathValue("sha256")), "")
+		return
+	}
+	b, err := s.cell.Store.Blob(r.Context(), sum)
+	var be *journal.BlobError
+	switch {
+	case errors.As(err, &be) && be.Missing:
+		writeError(w, http.StatusNotFound, err, "")
+		return
+	case err != nil:
+		writeError(w, readErrorCode(err), err, "")
+		return
+	}
+	writeBytes(w, "application/octet-stream", b)
 }
 
 // writeBytes answers b whole, its length announced, so that a client

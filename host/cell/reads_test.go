@@ -112,6 +112,19 @@ func TestRemoteStoreReadsWhatTheStoreHolds(t *testing.T) {
 			if _, err := rs.Module(ctx, make([]byte, journal.HashSize)); !errors.Is(err, journal.ErrNotFound) {
 				t.Fatalf("an unknown module: %v, want ErrNotFound", err)
 			}
+			// Blobs: what the store holds, by hash; a missing one is the
+			// store's *journal.BlobError.
+			blob := journal.NewBlob([]byte("a payload part stored by hash, read through the cell " + name))
+			if err := local.Commit(ctx, &journal.Batch{Blobs: []journal.Blob{blob}}); err != nil {
+				t.Fatal(err)
+			}
+			if b, err := rs.Blob(ctx, blob.Sum); err != nil || !bytes.Equal(b, blob.Data) {
+				t.Fatalf("blob: %q, %v", b, err)
+			}
+			var be *journal.BlobError
+			if _, err := rs.Blob(ctx, make([]byte, journal.HashSize)); !errors.As(err, &be) || !be.Missing {
+				t.Fatalf("an unknown blob: %v, want a missing *journal.BlobError", err)
+			}
 			var re *cell.RemoteError
 			if _, err := rs.Meta(ctx, journal.RunID{1}); !errors.Is(err, journal.ErrNotFound) || !errors.As(err, &re) || re.Code != http.StatusNotFound {
 				t.Fatalf("an unknown run: %v, want a 404 that is ErrNotFound", err)

@@ -173,6 +173,25 @@ func (s *RemoteStore) Module(ctx context.Context, sum []byte) ([]byte, error) {
 	return code, nil
 }
 
+// Blob implements journal.Blobs over the cell's blob area. The bytes
+// are checked against sum here, as the store checks them: a cell cannot
+// answer a changed blob. A blob the cell does not hold is a
+// *journal.BlobError (missing), as from the store.
+func (s *RemoteStore) Blob(ctx context.Context, sum []byte) ([]byte, error) {
+	b, err := s.body(ctx, "/v1/store/blobs/"+hex.EncodeToString(sum), journal.MaxBlobSize)
+	var re *RemoteError
+	if errors.As(err, &re) && re.Code == http.StatusNotFound {
+		return nil, &journal.BlobError{Sum: sum, Missing: true, Where: "the cell's store"}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if got := journal.Sum(b); !bytes.Equal(got, sum) {
+		return nil, &journal.BlobError{Sum: sum, Got: got, Where: "the cell's store"}
+	}
+	return b, nil
+}
+
 // Index implements journal.Lineage: the cell brings its lineage index up
 // to date.
 func (s *RemoteStore) Index(ctx context.Context) (journal.IndexReport, error) {
