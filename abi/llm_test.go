@@ -10,8 +10,6 @@ package abi_test
 import (
 	"bytes"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -116,43 +114,7 @@ func generateLLMVectors(t *testing.T) []*vector {
 }
 
 func TestLLMVectorFiles(t *testing.T) {
-	want := generateLLMVectors(t)
-	if *rewrite {
-		if err := os.RemoveAll(llmVectorDir); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(llmVectorDir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		for _, v := range want {
-			if err := os.WriteFile(filepath.Join(llmVectorDir, v.File), v.Format(), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return
-	}
-	entries, err := os.ReadDir(llmVectorDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	onDisk := map[string]bool{}
-	for _, e := range entries {
-		onDisk[e.Name()] = true
-	}
-	for _, v := range want {
-		got, err := os.ReadFile(filepath.Join(llmVectorDir, v.File))
-		if err != nil {
-			t.Errorf("%s: %v (run go test ./abi/ -run TestLLMVectorFiles -rewrite)", v.File, err)
-			continue
-		}
-		delete(onDisk, v.File)
-		if !bytes.Equal(got, v.Format()) {
-			t.Errorf("%s differs from the generator:\n got: %s\nwant: %s", v.File, got, v.Format())
-		}
-	}
-	for name := range onDisk {
-		t.Errorf("%s is not produced by the generator", name)
-	}
+	checkVectorFiles(t, llmVectorDir, "TestLLMVectorFiles", generateLLMVectors(t))
 }
 
 // TestLLMVectors runs the files of testdata/llm as TestVectors runs

@@ -126,22 +126,29 @@ func readVectors(t testing.TB) []*vector {
 // the generator table produces, or rewrites them with -rewrite. It runs
 // before TestVectors, so a rewrite is checked at once.
 func TestVectorFiles(t *testing.T) {
-	want := generateVectors(t)
+	checkVectorFiles(t, vectorDir, "TestVectorFiles", generateVectors(t))
+}
+
+// checkVectorFiles checks that the files of dir are exactly the vectors
+// want, or rewrites them with -rewrite; test names the test to run for a
+// rewrite.
+func checkVectorFiles(t *testing.T, dir, test string, want []*vector) {
+	t.Helper()
 	if *rewrite {
-		if err := os.RemoveAll(vectorDir); err != nil {
+		if err := os.RemoveAll(dir); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.MkdirAll(vectorDir, 0o755); err != nil {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
 		for _, v := range want {
-			if err := os.WriteFile(filepath.Join(vectorDir, v.File), v.Format(), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, v.File), v.Format(), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
 		return
 	}
-	entries, err := os.ReadDir(vectorDir)
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,14 +157,14 @@ func TestVectorFiles(t *testing.T) {
 		onDisk[e.Name()] = true
 	}
 	for _, v := range want {
-		got, err := os.ReadFile(filepath.Join(vectorDir, v.File))
+		got, err := os.ReadFile(filepath.Join(dir, v.File))
 		if err != nil {
-			t.Errorf("%s: %v (run go test ./abi/ -run TestVectorFiles -rewrite)", v.File, err)
+			t.Errorf("%s: %v (run go test ./abi/ -run %s -rewrite)", v.File, err, test)
 			continue
 		}
 		delete(onDisk, v.File)
 		if !bytes.Equal(got, v.Format()) {
-			t.Errorf("%s differs from the generator:\n got: %s\nwant: %s(run go test ./abi/ -run TestVectorFiles -rewrite if the change is intended)", v.File, got, v.Format())
+			t.Errorf("%s differs from the generator:\n got: %s\nwant: %s(run go test ./abi/ -run %s -rewrite if the change is intended)", v.File, got, v.Format(), test)
 		}
 	}
 	for name := range onDisk {

@@ -82,9 +82,13 @@ func (e *BlobError) Unwrap() []error {
 }
 
 // CheckBlob returns a *BlobError unless data hashes to sum.
-func CheckBlob(sum, data []byte) error {
+func CheckBlob(sum, data []byte) error { return CheckBlobIn("", sum, data) }
+
+// CheckBlobIn is CheckBlob for a blob read from where (a store, a
+// bundle), which its error names.
+func CheckBlobIn(where string, sum, data []byte) error {
 	if h := sha256.Sum256(data); !bytes.Equal(h[:], sum) {
-		return &BlobError{Sum: bytes.Clone(sum), Got: h[:]}
+		return &BlobError{Sum: bytes.Clone(sum), Got: h[:], Where: where}
 	}
 	return nil
 }

@@ -52,11 +52,7 @@ func (f *fileBlobs) Blob(_ context.Context, sum []byte) ([]byte, error) {
 	if _, err := f.r.ReadAt(data, f.locs[i].off); err != nil {
 		return nil, fmt.Errorf("replay: read blob %x of the bundle: %w", sum, err)
 	}
-	if err := journal.CheckBlob(sum, data); err != nil {
-		var be *journal.BlobError
-		if errors.As(err, &be) {
-			be.Where = "the bundle"
-		}
+	if err := journal.CheckBlobIn("the bundle", sum, data); err != nil {
 		return nil, err
 	}
 	return data, nil
@@ -70,11 +66,7 @@ func (m memBlobs) Blob(_ context.Context, sum []byte) ([]byte, error) {
 	if i == len(m) || !bytes.Equal(m[i].Sum, sum) {
 		return nil, &journal.BlobError{Sum: bytes.Clone(sum), Missing: true, Where: "the bundle"}
 	}
-	if err := journal.CheckBlob(sum, m[i].Data); err != nil {
-		var be *journal.BlobError
-		if errors.As(err, &be) {
-			be.Where = "the bundle"
-		}
+	if err := journal.CheckBlobIn("the bundle", sum, m[i].Data); err != nil {
 		return nil, err
 	}
 	return bytes.Clone(m[i].Data), nil

@@ -41,6 +41,7 @@ import (
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/capability"
+	"github.com/agentrt/agentrt/host/budget"
 	"github.com/agentrt/agentrt/journal"
 )
 
@@ -202,22 +203,6 @@ const (
 	FactSet    FactKind = 'S'
 )
 
-// Cost is what a call costs, or may cost at most, in the dimensions of
-// the run's budget that a call is reserved and settled in (host/budget's
-// Amounts, field for field: model_calls, input_tokens, output_tokens,
-// micro_usd, tool_calls, http_requests). Steps and wall-clock time are the
-// host's counters, never a capability's.
-type Cost struct {
-	ModelCalls   uint64
-	InputTokens  uint64
-	OutputTokens uint64
-	// MicroUSD is money, in integer micro-USD, priced by the capability
-	// from the cell's price table.
-	MicroUSD     uint64
-	ToolCalls    uint64
-	HTTPRequests uint64
-}
-
 // Meter is implemented by an Instance whose calls count against a budget:
 // the hook of the gate's budget layer (between policy and approval), which
 // reserves a call's worst case before its intent is journaled and settles
@@ -228,13 +213,14 @@ type Cost struct {
 // implements it yet and no gate stage calls it: it is the seam the budget
 // layer is wired through.
 type Meter interface {
-	// Estimate returns the most c can cost, before anything of it is
-	// journaled; an error refuses the call (a request that cannot be
-	// priced).
-	Estimate(c *Call) (Cost, error)
+	// Estimate returns the most c can cost, in the budget's dimensions
+	// (steps and wall-clock time are the host's counters, never a
+	// capability's), before anything of it is journaled; an error refuses
+	// the call (a request that cannot be priced).
+	Estimate(c *Call) (budget.Amounts, error)
 	// Usage returns what c cost, from its status and response; a call that
 	// was sent is charged even when it failed.
-	Usage(c *Call, status abi.Status, resp []byte) Cost
+	Usage(c *Call, status abi.Status, resp []byte) budget.Amounts
 }
 
 // OpsOf returns the ops of capability c, in code order.

@@ -186,8 +186,8 @@ func (s *RemoteStore) Blob(ctx context.Context, sum []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if got := journal.Sum(b); !bytes.Equal(got, sum) {
-		return nil, &journal.BlobError{Sum: sum, Got: got, Where: "the cell's store"}
+	if err := journal.CheckBlobIn("the cell's store", sum, b); err != nil {
+		return nil, err
 	}
 	return b, nil
 }

@@ -466,7 +466,7 @@ func TestTCPListenerNeedsTheToken(t *testing.T) {
 		for _, req := range []struct {
 			method, path string
 			body         []byte
-		}{{"GET", "/v1/cell", nil}, {"GET", "/v1/runs", nil}, {"POST", "/v1/runs", sub}, {"POST", "/v1/runs/last/approve", []byte(`{"approve":true}`)}} {
+		}{{"GET", "/v1/cell", nil}, {"GET", "/v1/runs", nil}, {"POST", "/v1/runs", sub}, {"POST", "/v1/runs/last/approve", []byte(`{"approve":true}`)}, {"GET", "/v1/store/blobs/" + wrong, nil}} {
 			code, hdr, body := a.raw(t, req.method, req.path, map[string]string{"Authorization": auth}, req.body)
 			e := jsonError(t, body)
 			if code != http.StatusUnauthorized || !strings.Contains(e.Hint, cell.APITokenFile) || !strings.HasPrefix(hdr.Get("WWW-Authenticate"), "Bearer") {
@@ -936,6 +936,7 @@ func TestNoAnswerCarriesKeyMaterial(t *testing.T) {
 			"/v1/runs/last/checkpoint", "/v1/lineage/calls", "/v1/lineage/calls?op=kv.&limit=2", "/v1/lineage/consumers?hash=" + strings.Repeat("00", 32),
 			"/v1/store/runs/zz", "/v1/store/runs/" + strings.Repeat("0", 32), "/v1/store/modules/00", "/v1/store/modules/" + strings.Repeat("00", 32),
 			"/v1/runs/ffff/bundle", "/v1/runs/ffff/checkpoint", "/v1/lineage/calls?limit=x", "/v1/lineage/consumers?hash=zz",
+			"/v1/store/blobs/00", "/v1/store/blobs/" + strings.Repeat("00", 32),
 		} {
 			send(unix, "GET", path, nil, nil)
 		}

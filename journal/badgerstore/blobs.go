@@ -26,26 +26,14 @@ func (s *Store) Blob(_ context.Context, sum []byte) ([]byte, error) {
 	if len(sum) != journal.HashSize {
 		return nil, fmt.Errorf("badgerstore: a blob is named by a %d-byte SHA-256, not %d bytes", journal.HashSize, len(sum))
 	}
-	var data []byte
-	err := s.db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(blobKey(sum))
-		if err != nil {
-			return err
-		}
-		data, err = item.ValueCopy(nil)
-		return err
-	})
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, &journal.BlobError{Sum: bytes.Clone(sum), Missing: true, Where: "the store"}
-	}
+	data, ok, err := s.value(blobKey(sum))
 	if err != nil {
 		return nil, fmt.Errorf("badgerstore: read blob %x: %w", sum, err)
 	}
-	if err := journal.CheckBlob(sum, data); err != nil {
-		var be *journal.BlobError
-		if errors.As(err, &be) {
-			be.Where = "the store"
-		}
+	if !ok {
+		return nil, &journal.BlobError{Sum: bytes.Clone(sum), Missing: true, Where: "the store"}
+	}
+	if err := journal.CheckBlobIn("the store", sum, data); err != nil {
 		return nil, err
 	}
 	return data, nil

@@ -22,9 +22,15 @@ func kvKey(ns, key string) []byte {
 
 // KVGet returns the value of key in namespace ns, and false if it is absent.
 func (s *Store) KVGet(ns, key string) ([]byte, bool, error) {
+	return s.value(kvKey(ns, key))
+}
+
+// value returns a copy of the value stored under key, and false if there
+// is none.
+func (s *Store) value(key []byte) ([]byte, bool, error) {
 	var v []byte
 	err := s.db.View(func(txn *badger.Txn) error {
-		it, err := txn.Get(kvKey(ns, key))
+		it, err := txn.Get(key)
 		if err != nil {
 			return err
 		}

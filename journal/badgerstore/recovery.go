@@ -1,8 +1,6 @@
 package badgerstore
 
 import (
-	"errors"
-
 	"github.com/agentrt/agentrt/journal"
 	badger "github.com/dgraph-io/badger/v4"
 )
@@ -15,19 +13,7 @@ const prefixRecovery = "r/"
 // RecoveryRecord returns the recovery record of run, and false if it has
 // none.
 func (s *Store) RecoveryRecord(run journal.RunID) ([]byte, bool, error) {
-	var v []byte
-	err := s.db.View(func(txn *badger.Txn) error {
-		it, err := txn.Get(runKey(prefixRecovery, run))
-		if err != nil {
-			return err
-		}
-		v, err = it.ValueCopy(nil)
-		return err
-	})
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, false, nil
-	}
-	return v, err == nil, err
+	return s.value(runKey(prefixRecovery, run))
 }
 
 // SetRecoveryRecord sets the recovery record of run, durably: an attempt

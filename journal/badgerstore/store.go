@@ -172,16 +172,8 @@ func (s *Store) PutModule(_ context.Context, sum, code []byte) error {
 
 // Module returns the module with the given SHA-256, checking the digest.
 func (s *Store) Module(_ context.Context, sum []byte) ([]byte, error) {
-	var code []byte
-	err := s.db.View(func(txn *badger.Txn) error {
-		it, err := txn.Get(moduleKey(sum))
-		if err != nil {
-			return err
-		}
-		code, err = it.ValueCopy(nil)
-		return err
-	})
-	if errors.Is(err, badger.ErrKeyNotFound) {
+	code, ok, err := s.value(moduleKey(sum))
+	if err == nil && !ok {
 		return nil, fmt.Errorf("module %x: %w", sum, journal.ErrNotFound)
 	}
 	if err == nil && !bytes.Equal(journal.Sum(code), sum) {

@@ -1,10 +1,8 @@
 package provider
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -230,55 +228,20 @@ type anthEvent struct {
 // response holds them (thinking blocks, which this client does not
 // return, take no part).
 func streamAnthropic(r io.Reader, onChunk func(abi.LLMChunk) error) (abi.LLMResponse, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
+	sr := newSSE(r, "message_stop")
 	out := abi.LLMResponse{Content: []abi.LLMPart{}}
 	part := map[int]int{}
-	events := 0
 	var stop string
-	var data bytes.Buffer
-	emit := func(ch abi.LLMChunk) error {
-		if err := onChunk(ch); err != nil {
-			return fmt.Errorf("%w: %w", errChunk, err)
-		}
-		return nil
-	}
+	emit := sink(onChunk)
 	for {
-		line, err := readLine(br)
-		if errors.Is(err, errLongLine) {
-			return out, &Error{Kind: abi.LLMMalformed, Msg: err.Error()}
-		}
-		if err == io.EOF {
-			what := "between events"
-			if len(line) > 0 || data.Len() > 0 {
-				what = "inside an event"
-			}
-			return out, &Error{Kind: abi.LLMStreamInterrupted, Msg: fmt.Sprintf("the stream ended %s, before message_stop, after %d events", what, events)}
-		}
+		data, err := sr.next()
 		if err != nil {
 			return out, err
 		}
-		s := strings.TrimRight(string(line), "\r\n")
-		if s != "" {
-			if v, ok := strings.CutPrefix(s, "data:"); ok {
-				if data.Len() > 0 {
-					data.WriteByte('\n') // an event's data lines join with newlines (SSE)
-				}
-				data.WriteString(strings.TrimPrefix(v, " "))
-			}
-			if data.Len() > MaxReply {
-				return out, &Error{Kind: abi.LLMMalformed, Msg: "a stream event is too large"}
-			}
-			continue
-		}
-		if data.Len() == 0 {
-			continue
-		}
-		events++
 		var ev anthEvent
-		if err := json.Unmarshal(data.Bytes(), &ev); err != nil {
-			return out, &Error{Kind: abi.LLMMalformed, Msg: fmt.Sprintf("event %d is not JSON: %v", events, err)}
+		if err := json.Unmarshal(data, &ev); err != nil {
+			return out, &Error{Kind: abi.LLMMalformed, Msg: fmt.Sprintf("event %d is not JSON: %v", sr.events, err)}
 		}
-		data.Reset()
 		switch ev.Type {
 		case "message_start":
 			if ev.Message == nil {

@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -586,52 +585,19 @@ var errChunk = errors.New("chunk handler")
 // before [DONE] (inside an event or between two) is interrupted: what was
 // delivered is the prefix, and the response returned holds it.
 func streamChat(r io.Reader, onChunk func(abi.LLMChunk) error) (abi.LLMResponse, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
+	sr := newSSE(r, "[DONE]")
 	out := abi.LLMResponse{Content: []abi.LLMPart{}}
-	textPart, events := -1, 0
+	textPart := -1
 	toolPart := map[int]int{}
 	var finish string
 	var refused bool
-	var data bytes.Buffer
-	emit := func(ch abi.LLMChunk) error {
-		if err := onChunk(ch); err != nil {
-			return fmt.Errorf("%w: %w", errChunk, err)
-		}
-		return nil
-	}
+	emit := sink(onChunk)
 	for {
-		line, err := readLine(br)
-		if errors.Is(err, errLongLine) {
-			return out, &Error{Kind: abi.LLMMalformed, Msg: err.Error()}
-		}
-		if err == io.EOF {
-			what := "between events"
-			if len(line) > 0 || data.Len() > 0 {
-				what = "inside an event"
-			}
-			return out, &Error{Kind: abi.LLMStreamInterrupted, Msg: fmt.Sprintf("the stream ended %s, before [DONE], after %d events", what, events)}
-		}
+		data, err := sr.next()
 		if err != nil {
 			return out, err
 		}
-		s := strings.TrimRight(string(line), "\r\n")
-		if s != "" {
-			if v, ok := strings.CutPrefix(s, "data:"); ok {
-				if data.Len() > 0 {
-					data.WriteByte('\n') // an event's data lines join with newlines (SSE)
-				}
-				data.WriteString(strings.TrimPrefix(v, " "))
-			}
-			if data.Len() > MaxReply {
-				return out, &Error{Kind: abi.LLMMalformed, Msg: "a stream event is too large"}
-			}
-			continue
-		}
-		if data.Len() == 0 {
-			continue
-		}
-		events++
-		if data.String() == "[DONE]" {
+		if string(data) == "[DONE]" {
 			if finish == "" {
 				return out, &Error{Kind: abi.LLMMalformed, Msg: "[DONE] before any finish_reason"}
 			}
@@ -639,10 +605,9 @@ func streamChat(r io.Reader, onChunk func(abi.LLMChunk) error) (abi.LLMResponse,
 			return out, nil
 		}
 		var ev chatReply
-		if err := json.Unmarshal(data.Bytes(), &ev); err != nil {
-			return out, &Error{Kind: abi.LLMMalformed, Msg: fmt.Sprintf("event %d is not JSON: %v", events, err)}
+		if err := json.Unmarshal(data, &ev); err != nil {
+			return out, &Error{Kind: abi.LLMMalformed, Msg: fmt.Sprintf("event %d is not JSON: %v", sr.events, err)}
 		}
-		data.Reset()
 		if ev.ID != "" {
 			out.ID = ev.ID
 		}
@@ -708,26 +673,4 @@ func streamChat(r io.Reader, onChunk func(abi.LLMChunk) error) (abi.LLMResponse,
 			finish = *f
 		}
 	}
-}
-
-var errLongLine = fmt.Errorf("a stream line is longer than %d bytes", MaxReply)
-
-// readLine reads one line of an event stream, of any length up to
-// MaxReply (a Responses stream's last event carries the whole response on
-// one line). At the end of the stream it returns what it read with
-// io.EOF.
-func readLine(br *bufio.Reader) ([]byte, error) {
-	line, err := br.ReadSlice('\n')
-	if err != bufio.ErrBufferFull {
-		return line, err
-	}
-	buf := append([]byte(nil), line...)
-	for err == bufio.ErrBufferFull {
-		if len(buf) > MaxReply {
-			return nil, errLongLine
-		}
-		line, err = br.ReadSlice('\n')
-		buf = append(buf, line...)
-	}
-	return buf, err
 }

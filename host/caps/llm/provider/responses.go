@@ -1,10 +1,7 @@
 package provider
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -245,55 +242,21 @@ type respEvent struct {
 // response.completed (or .incomplete). The final response is the one
 // that event carries, whole; the chunks are the deltas on the way.
 func streamResponses(r io.Reader, onChunk func(abi.LLMChunk) error) (abi.LLMResponse, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
+	sr := newSSE(r, "response.completed")
 	out := abi.LLMResponse{Content: []abi.LLMPart{}}
 	textPart := map[int]int{}
 	toolPart := map[int]int{}
-	parts, events := 0, 0
-	var data bytes.Buffer
-	emit := func(ch abi.LLMChunk) error {
-		if err := onChunk(ch); err != nil {
-			return fmt.Errorf("%w: %w", errChunk, err)
-		}
-		return nil
-	}
+	parts := 0
+	emit := sink(onChunk)
 	for {
-		line, err := readLine(br)
-		if errors.Is(err, errLongLine) {
-			return out, &Error{Kind: abi.LLMMalformed, Msg: err.Error()}
-		}
-		if err == io.EOF {
-			what := "between events"
-			if len(line) > 0 || data.Len() > 0 {
-				what = "inside an event"
-			}
-			return out, &Error{Kind: abi.LLMStreamInterrupted, Msg: fmt.Sprintf("the stream ended %s, before response.completed, after %d events", what, events)}
-		}
+		data, err := sr.next()
 		if err != nil {
 			return out, err
 		}
-		s := strings.TrimRight(string(line), "\r\n")
-		if s != "" {
-			if v, ok := strings.CutPrefix(s, "data:"); ok {
-				if data.Len() > 0 {
-					data.WriteByte('\n') // an event's data lines join with newlines (SSE)
-				}
-				data.WriteString(strings.TrimPrefix(v, " "))
-			}
-			if data.Len() > MaxReply {
-				return out, &Error{Kind: abi.LLMMalformed, Msg: "a stream event is too large"}
-			}
-			continue
-		}
-		if data.Len() == 0 {
-			continue
-		}
-		events++
 		var ev respEvent
-		if err := json.Unmarshal(data.Bytes(), &ev); err != nil {
-			return out, &Error{Kind: abi.LLMMalformed, Msg: fmt.Sprintf("event %d is not JSON: %v", events, err)}
+		if err := json.Unmarshal(data, &ev); err != nil {
+			return out, &Error{Kind: abi.LLMMalformed, Msg: fmt.Sprintf("event %d is not JSON: %v", sr.events, err)}
 		}
-		data.Reset()
 		switch ev.Type {
 		case "response.created":
 			if ev.Response != nil {
