@@ -15,8 +15,13 @@ import (
 // "agentrt:llm". It is not in Capabilities until the host serves it.
 const CapLLM Capability = "llm"
 
-// OpLLMComplete is the op code of llm.complete in agentrt:llm.
-const OpLLMComplete uint32 = 1
+// Op codes of agentrt:llm: llm.complete makes one model call (an effect);
+// llm.next continues the stream a streamed llm.complete opened (pure: it
+// reads what the provider sends, and its answer is journaled and replayed).
+const (
+	OpLLMComplete uint32 = 1
+	OpLLMNext     uint32 = 2
+)
 
 // Roles of an LLMMessage.
 const (
@@ -192,6 +197,40 @@ type LLMChunk struct {
 	Index     uint32    `cbor:"index"`
 	Usage     *LLMUsage `cbor:"usage,omitempty"`
 	Arguments []byte    `cbor:"arguments,omitempty"`
+}
+
+// LLMBatch is what a streamed call delivers at a time: the answer of a
+// streamed llm.complete (the first chunks) and of each llm.next. The host
+// gathers the chunks that arrive within about 50 ms, or 4 KiB of them,
+// into one batch, so that the journal records a stream in a few entries
+// and a reader of the run's journal sees it as it comes. Step is the step
+// of the llm.complete that opened the stream, which llm.next names.
+// Response is set
+// in the last batch: the whole answer, as an unstreamed call returns it
+// (every chunk of every batch, assembled). Cursor is where the stream
+// stands, for the next llm.next to name: a provider that can resume a
+// stream (OpenAI Responses in background mode) is asked from there after
+// the host lost the connection (a crash, a resume on another cell).
+type LLMBatch struct {
+	Step     uint64       `cbor:"step"`
+	Chunks   []LLMChunk   `cbor:"chunks"`
+	Response *LLMResponse `cbor:"response,omitempty"`
+	Cursor   *LLMCursor   `cbor:"cursor,omitempty"`
+}
+
+// LLMCursor is a stream's position: the provider's response id and the
+// sequence number of the last event delivered. Empty when the provider
+// cannot resume a stream.
+type LLMCursor struct {
+	ResponseID string `cbor:"response_id"`
+	Sequence   uint64 `cbor:"sequence"`
+}
+
+// LLMNextRequest asks for the next batch of the stream opened by the
+// streamed llm.complete of step Step, from Cursor (the last batch's).
+type LLMNextRequest struct {
+	Step   uint64     `cbor:"step"`
+	Cursor *LLMCursor `cbor:"cursor,omitempty"`
 }
 
 // LLMErrorKind begins the message of every failed llm.complete call

@@ -38,6 +38,11 @@ const (
 	// StatusBufferTooSmall: take was called with a buffer smaller than the
 	// pending response.
 	StatusBufferTooSmall Status = 10
+	// StatusBudget: the call's worst case does not fit in what is left of
+	// a budget ceiling of the run (its token's, its grant's, or one its
+	// loop set); nothing of it was sent. The message names the dimension
+	// and the amounts.
+	StatusBudget Status = 11
 )
 
 var statusNames = map[Status]string{
@@ -52,6 +57,7 @@ var statusNames = map[Status]string{
 	StatusInternal:       "internal",
 	StatusNoPending:      "no_pending",
 	StatusBufferTooSmall: "buffer_too_small",
+	StatusBudget:         "budget",
 }
 
 func (s Status) String() string {

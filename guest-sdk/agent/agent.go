@@ -29,6 +29,9 @@ var (
 	ErrFailed     = &abi.Error{Code: abi.StatusFailed}
 	ErrInDoubt    = &abi.Error{Code: abi.StatusInDoubt}
 	ErrInternal   = &abi.Error{Code: abi.StatusInternal}
+	// ErrBudget: the call's worst case does not fit in what is left of a
+	// budget ceiling of the run; nothing of it was sent.
+	ErrBudget = &abi.Error{Code: abi.StatusBudget}
 )
 
 // ErrNotWasm is returned by every call outside GOOS=wasip1.

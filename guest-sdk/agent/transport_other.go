@@ -13,4 +13,5 @@ var (
 	clockTransport  = notWasm
 	randomTransport = notWasm
 	toolTransport   = notWasm
+	llmTransport    = notWasm
 )

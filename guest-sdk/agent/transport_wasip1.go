@@ -44,6 +44,12 @@ func toolCall(op uint32, req unsafe.Pointer, reqLen uint32, resp unsafe.Pointer,
 //go:wasmimport agentrt:tool take
 func toolTake(resp unsafe.Pointer, respCap uint32) uint64
 
+//go:wasmimport agentrt:llm call
+func llmCall(op uint32, req unsafe.Pointer, reqLen uint32, resp unsafe.Pointer, respCap uint32) uint64
+
+//go:wasmimport agentrt:llm take
+func llmTake(resp unsafe.Pointer, respCap uint32) uint64
+
 // One transport per capability, each naming its imports directly, so the
 // linker keeps only the import modules an agent reaches.
 func runTransport(op uint32, req []byte) (abi.Status, []byte, error) {
@@ -68,6 +74,10 @@ func randomTransport(op uint32, req []byte) (abi.Status, []byte, error) {
 
 func toolTransport(op uint32, req []byte) (abi.Status, []byte, error) {
 	return roundTrip(toolCall, toolTake, op, req)
+}
+
+func llmTransport(op uint32, req []byte) (abi.Status, []byte, error) {
+	return roundTrip(llmCall, llmTake, op, req)
 }
 
 func ptr(b []byte) unsafe.Pointer {

@@ -102,6 +102,10 @@ func Deny(code abi.Status, format string, args ...any) *Denial {
 // Handlers are bound to their run's Instance when the run opens, so a
 // call finds its handler in one array lookup and calls it directly.
 type Handler struct {
+	// Flush asks the host to commit the journal's group after the call
+	// (without waiting for the disk), so that a reader of the run's
+	// journal sees its entry at once: a stream's batches.
+	Flush bool
 	Check func(c *Call) *Denial
 	Serve func(ctx context.Context, c *Call) (abi.Status, []byte)
 	Stage func(c *Call) (abi.Status, []byte, journal.KVWrite)
@@ -209,18 +213,42 @@ const (
 // its actual cost after dispatch. The llm capability's is a model call
 // with its input tokens estimated and its max output tokens at the model's
 // prices, then the provider's usage at those prices; the tool and http
-// capabilities' would be one tool call and one HTTP request. No capability
-// implements it yet and no gate stage calls it: it is the seam the budget
-// layer is wired through.
+// capabilities' are one tool call and one HTTP request.
 type Meter interface {
 	// Estimate returns the most c can cost, in the budget's dimensions
 	// (steps and wall-clock time are the host's counters, never a
-	// capability's), before anything of it is journaled; an error refuses
-	// the call (a request that cannot be priced).
+	// capability's), before anything of it is journaled; zero amounts:
+	// nothing to reserve. An error refuses the call (a request that
+	// cannot be priced).
 	Estimate(c *Call) (budget.Amounts, error)
 	// Usage returns what c cost, from its status and response; a call that
-	// was sent is charged even when it failed.
-	Usage(c *Call, status abi.Status, resp []byte) budget.Amounts
+	// was sent is charged even when it failed. Hold says that c's
+	// reservation stays open after it (a streamed model call, whose usage
+	// comes with its stream's last batch): a later call settles it
+	// (Settler), and the host settles it at its worst case if none does by
+	// the run's end.
+	Usage(c *Call, status abi.Status, resp []byte) (used budget.Amounts, hold bool)
+}
+
+// Settler is implemented by an Instance (a Meter) one of whose calls can
+// settle the reservation an earlier call of the run held open: the
+// llm.next that delivers a stream's last batch settles the reservation of
+// the llm.complete that opened it. The host asks it after every call of
+// the capability that was served.
+type Settler interface {
+	// Settles returns the step whose held reservation c settles, and what
+	// that step cost; ok false: c settles none. Worst says the cost is
+	// unknown (the stream broke before its usage came) and the
+	// reservation is charged at its worst case; used is then ignored.
+	Settles(c *Call, status abi.Status, resp []byte) (s Settlement, ok bool)
+}
+
+// Settlement is what a Settler reports: the held reservation of Step is
+// settled at Used, or at its worst case when Worst.
+type Settlement struct {
+	Step  uint64
+	Used  budget.Amounts
+	Worst bool
 }
 
 // OpsOf returns the ops of capability c, in code order.

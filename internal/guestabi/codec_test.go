@@ -63,6 +63,9 @@ var pairs = []pair{
 	{reflect.TypeFor[abi.LLMUsage](), reflect.TypeFor[gabi.LLMUsage]()},
 	{reflect.TypeFor[abi.LLMResponse](), reflect.TypeFor[gabi.LLMResponse]()},
 	{reflect.TypeFor[abi.LLMChunk](), reflect.TypeFor[gabi.LLMChunk]()},
+	{reflect.TypeFor[abi.LLMBatch](), reflect.TypeFor[gabi.LLMBatch]()},
+	{reflect.TypeFor[abi.LLMCursor](), reflect.TypeFor[gabi.LLMCursor]()},
+	{reflect.TypeFor[abi.LLMNextRequest](), reflect.TypeFor[gabi.LLMNextRequest]()},
 	{reflect.TypeFor[abi.Error](), reflect.TypeFor[gabi.Error]()},
 }
 
