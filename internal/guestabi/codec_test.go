@@ -66,6 +66,9 @@ var pairs = []pair{
 	{reflect.TypeFor[abi.LLMBatch](), reflect.TypeFor[gabi.LLMBatch]()},
 	{reflect.TypeFor[abi.LLMCursor](), reflect.TypeFor[gabi.LLMCursor]()},
 	{reflect.TypeFor[abi.LLMNextRequest](), reflect.TypeFor[gabi.LLMNextRequest]()},
+	{reflect.TypeFor[abi.BudgetLimit](), reflect.TypeFor[gabi.BudgetLimit]()},
+	{reflect.TypeFor[abi.LimitRequest](), reflect.TypeFor[gabi.LimitRequest]()},
+	{reflect.TypeFor[abi.LimitResponse](), reflect.TypeFor[gabi.LimitResponse]()},
 	{reflect.TypeFor[abi.Error](), reflect.TypeFor[gabi.Error]()},
 }
 

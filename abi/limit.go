@@ -1,0 +1,40 @@
+package abi
+
+// run.limit (agentrt:run code 6): a guest narrows its own budget, so that
+// the host enforces the caps its loop controller keeps, whether or not the
+// guest then keeps them itself. Limits only narrow: a limit above what the
+// run's token or grant leaves changes nothing. Its op joins Ops with the
+// host's handler (the budget stage).
+
+// OpRunLimit is the op code of run.limit in agentrt:run.
+const OpRunLimit uint32 = 6
+
+// The dimensions a BudgetLimit may name: those of the host's budget.
+const (
+	DimModelCalls   = "model_calls"
+	DimInputTokens  = "input_tokens"
+	DimOutputTokens = "output_tokens"
+	DimMicroUSD     = "micro_usd"
+	DimToolCalls    = "tool_calls"
+	DimHTTPRequests = "http_requests"
+	DimSteps        = "steps"
+	DimWallSeconds  = "wall_seconds"
+)
+
+// BudgetLimit caps one dimension: from the call on, at most Amount more
+// of Dim.
+type BudgetLimit struct {
+	Dim    string `cbor:"dim"`
+	Amount uint64 `cbor:"amount"`
+}
+
+// LimitRequest is the request of run.limit.
+type LimitRequest struct {
+	Limits []BudgetLimit `cbor:"limits"`
+}
+
+// LimitResponse answers run.limit with the absolute ceilings now in force
+// for the dimensions the request named.
+type LimitResponse struct {
+	Ceilings []BudgetLimit `cbor:"ceilings"`
+}
