@@ -25,21 +25,36 @@ import (
 // of https://example.com/ (anything else is denied, as a grant naming only
 // example.com would); a fixed wall clock; counting bytes for randomness;
 // and one tool, count-lines. It prints each log line and the output it is
-// given, so that the examples' Output shows them.
+// given, so that the examples' Output shows them. The loop's tests set
+// what it answers to llm.complete (llm) and read the limits it was given
+// by run.limit (limits) and the model calls it received (llmCalls).
+
+// testHost is the fake host the transports are pointed at.
+var testHost *fakeHost
 
 func init() {
 	f := &fakeHost{kv: map[string][]byte{}}
+	testHost = f
 	runTransport = f.transport(abi.CapRun)
 	kvTransport = f.transport(abi.CapKV)
 	httpTransport = f.transport(abi.CapHTTP)
 	clockTransport = f.transport(abi.CapClock)
 	randomTransport = f.transport(abi.CapRandom)
 	toolTransport = f.transport(abi.CapTool)
+	llmTransport = f.transport(abi.CapLLM)
 }
 
 type fakeHost struct {
 	kv    map[string][]byte
 	steps uint64
+	// limits holds the request of every run.limit; limitErr, when set,
+	// is its answer instead.
+	limits   []abi.LimitRequest
+	limitErr *fakeError
+	// llm answers each llm.complete, given the decoded request; llmCalls
+	// holds every request received.
+	llm      func(req *abi.LLMRequest) (*abi.LLMResponse, *fakeError)
+	llmCalls []abi.LLMRequest
 }
 
 // fakeError is an answer other than OK.
@@ -108,6 +123,29 @@ func (f *fakeHost) serve(c abi.Capability, op uint32, req []byte) (any, *fakeErr
 			return nil, &fakeError{abi.StatusTooLarge, fmt.Sprintf("request of %d bytes exceeds the limit of %d", len(req), 1<<20)}
 		}
 		return nil, &fakeError{abi.StatusInternal, "this fake host does not start segments"}
+	case c == abi.CapRun && op == abi.OpRunLimit:
+		var r abi.LimitRequest
+		if err := decode(req, &r); err != nil {
+			return nil, err
+		}
+		f.limits = append(f.limits, r)
+		if f.limitErr != nil {
+			return nil, f.limitErr
+		}
+		return &abi.LimitResponse{Ceilings: r.Limits}, nil
+	case c == abi.CapLLM && op == abi.OpLLMComplete:
+		var r abi.LLMRequest
+		if err := decode(req, &r); err != nil {
+			return nil, err
+		}
+		if err := r.Validate(); err != nil {
+			return nil, &fakeError{abi.StatusBadRequest, "llm.complete: " + err.Error()}
+		}
+		f.llmCalls = append(f.llmCalls, r)
+		if f.llm == nil {
+			return nil, &fakeError{abi.StatusDenied, "llm.complete: this host has no model"}
+		}
+		return f.llm(&r)
 	case c == abi.CapKV && op == abi.OpKVGet:
 		var r abi.KVGetRequest
 		if err := decode(req, &r); err != nil {
