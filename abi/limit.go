@@ -9,20 +9,9 @@ package abi
 // OpRunLimit is the op code of run.limit in agentrt:run.
 const OpRunLimit uint32 = 6
 
-// The dimensions a BudgetLimit may name: those of the host's budget.
-const (
-	DimModelCalls   = "model_calls"
-	DimInputTokens  = "input_tokens"
-	DimOutputTokens = "output_tokens"
-	DimMicroUSD     = "micro_usd"
-	DimToolCalls    = "tool_calls"
-	DimHTTPRequests = "http_requests"
-	DimSteps        = "steps"
-	DimWallSeconds  = "wall_seconds"
-)
-
 // BudgetLimit caps one dimension: from the call on, at most Amount more
-// of Dim.
+// of Dim, one of "steps", "model_calls", "input_tokens", "output_tokens",
+// "micro_usd", "tool_calls", "http_requests", "wall_seconds".
 type BudgetLimit struct {
 	Dim    string `cbor:"dim"`
 	Amount uint64 `cbor:"amount"`
@@ -30,11 +19,11 @@ type BudgetLimit struct {
 
 // LimitRequest is the request of run.limit.
 type LimitRequest struct {
-	Limits []BudgetLimit `cbor:"limits"`
+	Limits []BudgetLimit `cbor:"limits,omitempty"`
 }
 
 // LimitResponse answers run.limit with the absolute ceilings now in force
 // for the dimensions the request named.
 type LimitResponse struct {
-	Ceilings []BudgetLimit `cbor:"ceilings"`
+	Ceilings []BudgetLimit `cbor:"ceilings,omitempty"`
 }

@@ -251,16 +251,16 @@ func (c *LoopConfig) check() error {
 
 // hostLimits are the caps the host can enforce, as run.limit takes them.
 func (c *LoopConfig) hostLimits() []BudgetLimit {
-	ls := []BudgetLimit{{Dim: abi.DimModelCalls, Amount: uint64(c.MaxIterations) + 1}}
+	ls := []BudgetLimit{{Dim: "model_calls", Amount: uint64(c.MaxIterations) + 1}}
 	add := func(dim string, n uint64) {
 		if n > 0 {
 			ls = append(ls, BudgetLimit{Dim: dim, Amount: n})
 		}
 	}
-	add(abi.DimInputTokens, c.MaxInputTokens)
-	add(abi.DimOutputTokens, c.MaxOutputTokens)
-	add(abi.DimMicroUSD, c.MaxMicroUSD)
-	add(abi.DimWallSeconds, uint64((c.MaxWall+time.Second-1)/time.Second))
+	add("input_tokens", c.MaxInputTokens)
+	add("output_tokens", c.MaxOutputTokens)
+	add("micro_usd", c.MaxMicroUSD)
+	add("wall_seconds", uint64((c.MaxWall+time.Second-1)/time.Second))
 	return ls
 }
 
@@ -274,9 +274,9 @@ func (c *LoopConfig) budgetReason(err error) LoopReason {
 		return LoopBudget
 	}
 	switch {
-	case c.MaxMicroUSD > 0 && strings.Contains(he.Message, abi.DimMicroUSD+":"):
+	case c.MaxMicroUSD > 0 && strings.Contains(he.Message, "micro_usd:"):
 		return LoopMaxMoney
-	case c.MaxWall > 0 && strings.Contains(he.Message, abi.DimWallSeconds+":"):
+	case c.MaxWall > 0 && strings.Contains(he.Message, "wall_seconds:"):
 		return LoopMaxWall
 	}
 	return LoopBudget

@@ -1260,7 +1260,8 @@ static inline agentrt_status_t agentrt_limit(const agentrt_budget_limit_t *limit
   size_t pairs;
   bool empty;
   bool ok = agentrt__rd_begin(&r, &pairs, &empty);
-  if (ok && !empty) ok = agentrt__rd_key(&r, &pairs, "ceilings") && agentrt__rd_array(&r, 1, &c.n);
+  /* ceilings is omitempty: absent when no dimension has one. */
+  if (ok && pairs > 0) ok = agentrt__rd_key(&r, &pairs, "ceilings") && agentrt__rd_array(&r, 1, &c.n) && c.n > 0;
   if (ok && c.n > 0) ok = (c.items = (agentrt_ceiling_t *)calloc(c.n, sizeof *c.items)) != NULL;
   for (size_t i = 0; ok && i < c.n; i++) {
     size_t ip;
