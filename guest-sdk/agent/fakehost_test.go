@@ -24,7 +24,8 @@ import (
 // The fake serves the run's input {"name":"Ada"}; kv in memory; HTTP GETs
 // of https://example.com/ (anything else is denied, as a grant naming only
 // example.com would); a fixed wall clock; counting bytes for randomness;
-// and one tool, count-lines. It prints each log line and the output it is
+// one tool, count-lines; and a model (exampleModel) that asks for the
+// request's first tool once, then answers with its result. It prints each log line and the output it is
 // given, so that the examples' Output shows them. The loop's tests set
 // what it answers to llm.complete (llm) and read the limits it was given
 // by run.limit (limits) and the model calls it received (llmCalls).
@@ -143,7 +144,7 @@ func (f *fakeHost) serve(c abi.Capability, op uint32, req []byte) (any, *fakeErr
 		}
 		f.llmCalls = append(f.llmCalls, r)
 		if f.llm == nil {
-			return nil, &fakeError{abi.StatusDenied, "llm.complete: this host has no model"}
+			return exampleModel(&r), nil
 		}
 		return f.llm(&r)
 	case c == abi.CapKV && op == abi.OpKVGet:
@@ -238,4 +239,25 @@ func (f *fakeHost) serve(c abi.Capability, op uint32, req []byte) (any, *fakeErr
 		return &abi.ToolRunResponse{Stdout: []byte(fmt.Sprintf("%d\n", n)), Stderr: []byte{}}, nil
 	}
 	return nil, &fakeError{abi.StatusBadRequest, fmt.Sprintf("%s: unknown op %d", c, op)}
+}
+
+// exampleModel answers a model call of the examples: while the request
+// offers tools and holds no tool result, it calls the first tool with the
+// text the user quoted; then it answers with the last result.
+func exampleModel(r *abi.LLMRequest) *abi.LLMResponse {
+	usage := abi.LLMUsage{Input: 120, Output: 20}
+	last := r.Messages[len(r.Messages)-1].Content
+	if p := last[0]; p.Type == abi.PartToolResult {
+		return &abi.LLMResponse{ID: "resp-2", Model: r.Model, Usage: usage, StopReason: abi.StopEnd,
+			Content: []abi.LLMPart{{Type: abi.PartText, Text: "There are " + p.Text + " words."}}}
+	}
+	if len(r.Tools) == 0 {
+		return &abi.LLMResponse{ID: "resp-3", Model: r.Model, Usage: usage, StopReason: abi.StopEnd,
+			Content: []abi.LLMPart{{Type: abi.PartText, Text: "I cannot tell."}}}
+	}
+	_, quoted, _ := strings.Cut(last[0].Text, "'")
+	quoted, _, _ = strings.Cut(quoted, "'")
+	args := fmt.Sprintf(`{"text":%q}`, quoted)
+	return &abi.LLMResponse{ID: "resp-1", Model: r.Model, Usage: usage, StopReason: abi.StopToolUse,
+		Content: []abi.LLMPart{{Type: abi.PartToolCall, ID: "call-1", Name: r.Tools[0].Name, Arguments: []byte(args)}}}
 }

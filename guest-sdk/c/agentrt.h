@@ -14,6 +14,10 @@
  * capabilities whose functions it calls, at any optimization level, and its
  * import section states exactly what its grant must include.
  *
+ * agentrt_loop.h beside this file is the loop controller (agentrt_loop: a
+ * tool-calling conversation with a model, under caps), over
+ * agentrt_llm_complete and agentrt_limit here.
+ *
  * Conventions:
  *   - Every call returns an agentrt_status_t. On anything but
  *     AGENTRT_STATUS_OK, agentrt_errmsg() holds the host's message (or this
