@@ -6,14 +6,8 @@ import (
 	"strings"
 )
 
-// The agentrt:llm capability (SPEC.md §13): one model call, provider
-// neutral. These are the types and their codec only. The op itself
-// (llm.complete) joins Ops when the host has a handler for it, so that no
-// module links against an import the host cannot serve.
-
-// CapLLM names the model-call capability; its import module is
-// "agentrt:llm". It is not in Capabilities until the host serves it.
-const CapLLM Capability = "llm"
+// The agentrt:llm capability (SPEC.md §13): model calls, provider
+// neutral, streamed or not.
 
 // Op codes of agentrt:llm: llm.complete makes one model call (an effect);
 // llm.next continues the stream a streamed llm.complete opened (pure: it
