@@ -26,6 +26,7 @@ import (
 	"testing"
 
 	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/internal/abivectors"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
@@ -41,6 +42,9 @@ type loopHost struct {
 	calls    []abi.LLMRequest
 	pending  []byte
 	pendingS abi.Status
+	// raw, when set, answers llm.complete with these bytes as they are.
+	raw     *abi.Status
+	rawBody []byte
 }
 
 // serve answers one call: a status and its body.
@@ -68,6 +72,8 @@ func (h *loopHost) serve(c abi.Capability, op uint32, req []byte) (abi.Status, a
 			return fail(h.limitErr)
 		}
 		return abi.StatusOK, &abi.LimitResponse{Ceilings: r.Limits}
+	case c == abi.CapLLM && op == abi.OpLLMComplete && h.raw != nil:
+		return *h.raw, rawBytes(h.rawBody)
 	case c == abi.CapLLM && op == abi.OpLLMComplete:
 		var r abi.LLMRequest
 		if e := decode(&r); e != nil {
@@ -86,6 +92,9 @@ func (h *loopHost) serve(c abi.Capability, op uint32, req []byte) (abi.Status, a
 	return fail(&abi.Error{Code: abi.StatusBadRequest, Message: fmt.Sprintf("%s: unknown op %d", c, op)})
 }
 
+// rawBytes is a body sent as it is, not encoded.
+type rawBytes []byte
+
 // current is the host of the run under way; the host modules call it.
 var current *loopHost
 
@@ -99,9 +108,12 @@ func instantiateHost(ctx context.Context, t *testing.T, rt wazero.Runtime) {
 				panic("request outside memory")
 			}
 			status, body := current.serve(c, op, append([]byte(nil), req...))
-			b, err := abi.Marshal(body)
-			if err != nil {
-				panic(err)
+			b, ok := body.(rawBytes)
+			if !ok {
+				var err error
+				if b, err = abi.Marshal(body); err != nil {
+					panic(err)
+				}
 			}
 			if uint32(len(b)) > respCap {
 				current.pending, current.pendingS = b, status
@@ -227,6 +239,89 @@ func TestCLoop(t *testing.T) {
 	t.Run("scenarios", func(t *testing.T) { scenarios(t, ctx, rt, mod) })
 	t.Run("limit-refused", func(t *testing.T) { limitRefused(t, ctx, rt, mod) })
 	t.Run("fingerprints", func(t *testing.T) { fingerprints(t, ctx, rt, mod) })
+	t.Run("llm-vectors", func(t *testing.T) { llmVectors(t, ctx, rt, mod) })
+}
+
+// llmVectors answers agentrt_llm_complete with every llm.complete
+// response and error vector of abi/testdata/llm: the C SDK reads a valid
+// one as the Go codec does and refuses an invalid one.
+func llmVectors(t *testing.T, ctx context.Context, rt wazero.Runtime, mod wazero.CompiledModule) {
+	vs, err := abivectors.Read(filepath.Join("..", "..", "..", "abi", "testdata", "llm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, v := range vs {
+		if v.Op != "llm.complete" || (v.Kind != "response" && v.Kind != "error") {
+			continue
+		}
+		n++
+		t.Run(v.File, func(t *testing.T) {
+			status := abi.StatusOK
+			want := ""
+			switch {
+			case v.Kind == "error":
+				var e abi.Error
+				if err := abi.Unmarshal(v.Data, &e); err != nil {
+					t.Fatal(err)
+				}
+				status = e.Code
+				want = fmt.Sprintf("status=%s error=%x\n", e.Code, e.Message)
+			case v.Expect != "valid":
+				want = fmt.Sprintf("status=sdk_malformed error=%x\n", "malformed llm.complete response")
+			default:
+				var r abi.LLMResponse
+				if err := abi.Unmarshal(v.Data, &r); err != nil {
+					t.Fatal(err)
+				}
+				u := r.Usage
+				want = fmt.Sprintf("ok id=%x model=%x stop=%x usage=%d/%d/%d/%d/%d", r.ID, r.Model, r.StopReason, u.Input, u.Output, u.Reasoning, u.CacheRead, u.CacheWrite)
+				for _, p := range r.Content {
+					want += fmt.Sprintf(" part=%s,%x,%x,%x,%x", p.Type, p.ID, p.Name, p.Text, p.Arguments)
+				}
+				want += "\n"
+			}
+			h := &loopHost{t: t, raw: &status, rawBody: v.Data}
+			if out := runAgent(t, ctx, rt, mod, h, "complete", nil); out[""] != want {
+				t.Errorf("%s (%s): the C SDK printed\n%s want\n%s", v.File, v.Comment, out[""], want)
+			}
+		})
+	}
+	if n < 5 {
+		t.Errorf("%d llm.complete response and error vectors, want the directory's", n)
+	}
+	// Bodies the Go codec refuses, which the C SDK must refuse too: a zero
+	// omitempty field written out, and a truncated body.
+	type zeroUsage struct {
+		Input     uint64 `cbor:"input"`
+		Output    uint64 `cbor:"output"`
+		Reasoning uint64 `cbor:"reasoning"`
+	}
+	type response struct {
+		ID         string        `cbor:"id"`
+		Model      string        `cbor:"model"`
+		Usage      zeroUsage     `cbor:"usage"`
+		Content    []abi.LLMPart `cbor:"content"`
+		StopReason string        `cbor:"stop_reason"`
+	}
+	zero, err := abi.Marshal(&response{ID: "r", Model: "m", Content: []abi.LLMPart{{Type: abi.PartText, Text: "hi"}}, StopReason: "end"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, err := abi.Marshal(text("hi", abi.LLMUsage{Input: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string][]byte{"zero-reasoning": zero, "truncated": good[:len(good)-1]} {
+		if abi.Unmarshal(b, new(abi.LLMResponse)) == nil {
+			t.Fatalf("%s: the Go codec accepts it", name)
+		}
+		ok := abi.StatusOK
+		h := &loopHost{t: t, raw: &ok, rawBody: b}
+		if out := runAgent(t, ctx, rt, mod, h, "complete", nil); out["status"] != "sdk_malformed" {
+			t.Errorf("%s: the C SDK printed %q, want sdk_malformed", name, out[""])
+		}
+	}
 }
 
 func scenarios(t *testing.T, ctx context.Context, rt wazero.Runtime, mod wazero.CompiledModule) {

@@ -9,7 +9,8 @@
  * ("status=<name> error=<hex message>" when agentrt_loop fails), where runs
  * counts the tool functions' runs. The scenario "fingerprints" instead
  * reads lines "<hex name> <hex arguments>" on stdin and prints the
- * fingerprint of each, in hex.
+ * fingerprint of each, in hex; "complete" makes one agentrt_llm_complete
+ * and prints what it decoded.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -112,10 +113,48 @@ static int fingerprints(void) {
   return 0;
 }
 
+/* complete makes one model call and prints what agentrt_llm_complete
+ * decoded: "ok id=<hex> model=<hex> stop=<hex> usage=<i>/<o>/<r>/<cr>/<cw>"
+ * and " part=<type>,<hex id>,<hex name>,<hex text>,<hex arguments>" per
+ * part, or "status=<name> error=<hex message>". */
+static int complete(void) {
+  agentrt_llm_request_t req = {.model = "m", .max_output_tokens = 1, .messages = &messages[1], .nmessages = 1};
+  agentrt_llm_response_t r;
+  agentrt_status_t st = agentrt_llm_complete(&req, &r);
+  if (st) {
+    printf("status=%s", agentrt_status_name(st));
+    put_hex("error", agentrt_errmsg(), strlen(agentrt_errmsg()));
+    printf("\n");
+    return 0;
+  }
+  printf("ok");
+  put_hex("id", r.id.data, r.id.len);
+  put_hex("model", r.model.data, r.model.len);
+  put_hex("stop", r.stop_reason.data, r.stop_reason.len);
+  printf(" usage=%" PRIu64 "/%" PRIu64 "/%" PRIu64 "/%" PRIu64 "/%" PRIu64, r.usage.input, r.usage.output, r.usage.reasoning,
+         r.usage.cache_read, r.usage.cache_write);
+  for (size_t i = 0; i < r.ncontent; i++) {
+    const agentrt_llm_part_t *p = &r.content[i];
+    static const char *const types[] = {"text", "tool_call", "tool_result"};
+    printf(" part=%s,", types[p->type]);
+    for (size_t k = 0; k < p->id.len; k++) printf("%02x", (uint8_t)p->id.data[k]);
+    printf(",");
+    for (size_t k = 0; k < p->name.len; k++) printf("%02x", (uint8_t)p->name.data[k]);
+    printf(",");
+    for (size_t k = 0; k < p->text.len; k++) printf("%02x", (uint8_t)p->text.data[k]);
+    printf(",");
+    for (size_t k = 0; k < p->arguments.len; k++) printf("%02x", p->arguments.data[k]);
+  }
+  printf("\n");
+  agentrt_llm_response_free(&r);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) return 2;
   const char *sc = argv[1];
   if (strcmp(sc, "fingerprints") == 0) return fingerprints();
+  if (strcmp(sc, "complete") == 0) return complete();
   agentrt_loop_config_t cfg = {
       .request = {.model = "m", .max_output_tokens = 100, .messages = messages, .nmessages = 2},
       .tools = tools,
