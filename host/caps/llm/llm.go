@@ -314,6 +314,7 @@ func (in *instance) complete(ctx context.Context, c *caps.Call) (abi.Status, []b
 		if err != nil {
 			return failed(err)
 		}
+		res.Response.Provider, res.Response.Credential = in.cur.provider, cl.CredentialID()
 		return caps.OK(&res.Response)
 	}
 	var cursor *abi.LLMCursor
@@ -321,6 +322,7 @@ func (in *instance) complete(ctx context.Context, c *caps.Call) (abi.Status, []b
 		cursor = &abi.LLMCursor{Provider: in.cur.provider, Model: req.Model}
 	}
 	s := newStream(c.Step, in.cur.price, cursor)
+	s.provider, s.credential = in.cur.provider, cl.CredentialID()
 	in.streams[c.Step] = s
 	go s.run(in.ctx, cl, &req)
 	return in.batch(ctx, s)
@@ -367,7 +369,9 @@ func (in *instance) resumable(step uint64, cur *abi.LLMCursor) (*stream, *provid
 		return nil, nil
 	}
 	c := *cur
-	return newStream(step, price, &c), cl
+	s := newStream(step, price, &c)
+	s.provider, s.credential = cur.Provider, cl.CredentialID()
+	return s, cl
 }
 
 // seal is the MAC of cursor c of the stream of step in run.
@@ -386,6 +390,9 @@ func (in *instance) batch(ctx context.Context, s *stream) (abi.Status, []byte) {
 	}
 	if err != nil {
 		return failed(err)
+	}
+	if res != nil {
+		res.Provider, res.Credential = s.provider, s.credential
 	}
 	b := abi.LLMBatch{Step: s.step, Chunks: chunks, Response: res}
 	if b.Chunks == nil {

@@ -141,7 +141,7 @@ func TestAgentCallsEachProvider(t *testing.T) {
 					}
 				}
 				trust := journal.TrustKeys(env.Key.Public().(ed25519.PublicKey))
-				ops, forms := map[string]int{}, 0
+				ops, forms, named := map[string]int{}, 0, 0
 				err = env.Store.Records(ctx, res.Run, 0, func(_ uint64, raw []byte) error {
 					r, err := journal.DecodeRecord(raw)
 					if err != nil {
@@ -157,6 +157,10 @@ func TestAgentCallsEachProvider(t *testing.T) {
 					if e.Op == "llm.complete" && e.Phase == journal.PhaseIntent && journal.IsBlobForm(e.Request) {
 						forms++
 					}
+					// The answers name the provider and the credential's id.
+					if bytes.Contains(e.Response, []byte("env:AGENTRT_TEST_FAKE_KEY")) && bytes.Contains(e.Response, []byte("fake")) {
+						named++
+					}
 					if bytes.Contains(raw, []byte(fakeKey)) {
 						t.Errorf("entry %d holds the API key", e.Seq)
 					}
@@ -167,6 +171,9 @@ func TestAgentCallsEachProvider(t *testing.T) {
 				}
 				if ops["llm.complete"] != 2 || forms != 2 {
 					t.Errorf("journal: %d llm.complete outcomes, %d requests in blob form; want 2 and 2 (%v)", ops["llm.complete"], forms, ops)
+				}
+				if named != 2 {
+					t.Errorf("%d answers name the provider and credential id, want 2", named)
 				}
 				if mode == "stream" && ops["llm.next"] == 0 {
 					t.Errorf("a streamed run journaled no llm.next (%v)", ops)
