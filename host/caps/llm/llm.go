@@ -303,6 +303,14 @@ func failed(err error) (abi.Status, []byte) {
 
 // complete makes the call: the whole answer, or a stream's first batch.
 func (in *instance) complete(ctx context.Context, c *caps.Call) (abi.Status, []byte) {
+	if in.cur.step != c.Step {
+		// A call a crash left in doubt, sent again on resume: the gate
+		// checked it before its intent, in the run that crashed; its
+		// request is the same (the resume compared it).
+		if d := in.checkComplete(c); d != nil {
+			return d.Status, d.Body
+		}
+	}
 	cl, err := in.deps.Providers.client(in.cur.provider)
 	if err != nil {
 		return caps.Error(abi.StatusFailed, "%s: provider %s: %v", abi.LLMUnavailable, in.cur.provider, err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"strings"
@@ -319,5 +320,52 @@ func TestForgedCursorIsNotResumed(t *testing.T) {
 	}
 	if n := len(srv.Stats().Requests); n != 0 {
 		t.Fatalf("the fake got %d requests for a forged cursor", n)
+	}
+}
+
+// TestResumeSendsACallInDoubtAgain: a run stopped while a model call was
+// in flight (its intent durable, no answer journaled) is resumed by
+// sending the call again, with the same request; the run completes and no
+// answered call is sent twice.
+func TestResumeSendsACallInDoubtAgain(t *testing.T) {
+	code := testutil.BuildGo(t, "host/testdata/agents/llm")
+	const slowFirst = `
+api_key: ` + fakeKey + `
+turns:
+  - expect: {model: m-test, last_role: user, tools: [lookup]}
+    reply:
+      tool_calls: [{name: lookup, arguments: {city: Paris}}]
+      delay: 1s
+    usage: {input_tokens: 120, output_tokens: 14}
+  - expect: {model: m-test}
+    reply: {text: "Paris has 2.1 million people."}
+    usage: {input_tokens: 160, output_tokens: 9}
+`
+	provs, srv := fakeProviders(t, provider.Anthropic, "", slowFirst)
+	env := testutil.NewEnv(t, host.Deps{LLM: provs}, host.Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := env.Host.Start(ctx, host.RunSpec{Code: code, Name: "llm", Input: []byte("complete"), Grant: llmGrant()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for len(srv.Stats().Requests) == 0 {
+			time.Sleep(2 * time.Millisecond)
+		}
+		cancel()
+	}()
+	if _, err := st.Execute(ctx); !errors.Is(err, host.ErrInterrupted) {
+		t.Fatalf("run: %v, want ErrInterrupted", err)
+	}
+	res, err := env.Host.Resume(context.Background(), st.Run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != journal.StatusCompleted || !strings.Contains(string(res.Output), `turn 1: stop=end text="Paris has 2.1 million people."`) {
+		t.Fatalf("status %s (%v):\n%s", res.Status, res.Err, res.Output)
+	}
+	s := settled(t, srv)
+	if len(s.Requests) != 3 || s.Requests[0].Outcome != fakellm.OutcomeCanceled || s.Requests[1].MatchKey != s.Requests[0].MatchKey || len(s.ResentAfterCompletion()) != 0 {
+		t.Fatalf("want the call in doubt sent again once, then the next: %+v", s.Requests)
 	}
 }
