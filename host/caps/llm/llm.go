@@ -421,7 +421,7 @@ func (in *instance) Estimate(c *caps.Call) (budget.Amounts, error) {
 	if c.Op.Code != abi.OpLLMComplete {
 		return budget.Amounts{}, nil
 	}
-	return budget.WorstCase(provider.EstimateInputTokens(&in.cur.req), uint64(in.cur.req.MaxOutputTokens), price(in.cur.price))
+	return budget.WorstCase(provider.EstimateInputTokens(&in.cur.req), uint64(in.cur.req.MaxOutputTokens), in.cur.price.Price())
 }
 
 // Usage charges an unstreamed call every attempt's usage; a stream holds
@@ -469,14 +469,10 @@ func (in *instance) Settles(c *caps.Call, status abi.Status, resp []byte) (caps.
 	return caps.Settlement{}, false
 }
 
-func price(p provider.ModelPrice) budget.Price {
-	return budget.Price{Input: uint64(p.Input), Output: uint64(p.Output), CacheRead: uint64(p.CacheRead), CacheWrite: uint64(p.CacheWrite)}
-}
-
 // charge is what usage u costs at p; a cost past a uint64 of micro-USD
 // is charged as the most there is, which no ceiling admits.
 func charge(u abi.LLMUsage, p provider.ModelPrice) budget.Amounts {
-	a, err := budget.Charge(budget.Usage{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite}, price(p))
+	a, err := budget.Charge(budget.Usage{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite}, p.Price())
 	if err != nil {
 		a = budget.Amounts{budget.ModelCalls: 1, budget.InputTokens: u.Input + u.CacheRead + u.CacheWrite, budget.OutputTokens: u.Output, budget.MicroUSD: ^uint64(0)}
 	}
