@@ -120,11 +120,11 @@ func generateLLMVectors(t *testing.T) []*vector {
 		cborCat(cborMap(2), cborText("type"), cborText("text"), cborText("index"), unhex("20")))
 	valid("batch", "first", "the answer of a streamed llm.complete: its first chunks, the stream's step and a cursor where the provider can resume",
 		&abi.LLMBatch{Step: 7, Chunks: []abi.LLMChunk{{Type: abi.ChunkText, Index: 0, Text: "Hel"}, {Type: abi.ChunkText, Index: 0, Text: "lo"}},
-			Cursor: &abi.LLMCursor{ResponseID: "resp_1", Sequence: 4}})
+			Cursor: &abi.LLMCursor{Provider: "openai", Model: "gpt-4.1-mini", ResponseID: "resp_1", Delivered: 2, MAC: bytes.Repeat([]byte{0xab}, 32)}})
 
 	op = "llm.next"
 	valid("request", "basic", "continue the stream opened at step 7", &abi.LLMNextRequest{Step: 7})
-	valid("request", "cursor", "from the last batch's cursor", &abi.LLMNextRequest{Step: 7, Cursor: &abi.LLMCursor{ResponseID: "resp_1", Sequence: 4}})
+	valid("request", "cursor", "from the last batch's cursor", &abi.LLMNextRequest{Step: 7, Cursor: &abi.LLMCursor{Provider: "openai", Model: "gpt-4.1-mini", ResponseID: "resp_1", Delivered: 2, MAC: bytes.Repeat([]byte{0xab}, 32)}})
 	valid("response", "more", "chunks that arrived since; no response yet", &abi.LLMBatch{Step: 7, Chunks: []abi.LLMChunk{{Type: abi.ChunkText, Index: 0, Text: "!"}}})
 	valid("response", "last", "the last batch: its chunks (maybe none) and the whole answer",
 		&abi.LLMBatch{Step: 7, Chunks: []abi.LLMChunk{{Type: abi.ChunkUsage, Usage: &abi.LLMUsage{Input: 9, Output: 3}}},

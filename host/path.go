@@ -87,6 +87,9 @@ func (p *livePath) serve(ctx context.Context, s *session, c *Call, h caps.Handle
 	}
 	if c.Op.Class != abi.Effect {
 		status, resp := h.Serve(ctx, c)
+		if err := servedInterrupted(ctx, s, c, h); err != nil {
+			return 0, nil, err
+		}
 		status, resp, err := p.record(ctx, c, true, status, resp)
 		if err == nil && h.Flush {
 			// Its entry is seen at once (a stream's batch), durably or
@@ -130,6 +133,25 @@ func (p *livePath) serve(ctx context.Context, s *session, c *Call, h caps.Handle
 		return 0, nil, fmt.Errorf("%w during step %d (%s), whose effect is in doubt", ErrInterrupted, c.Step, c.Op.Name)
 	}
 	return p.record(ctx, c, false, status, resp)
+}
+
+// servedInterrupted returns the error that stops the run, with nothing of
+// pure call c recorded, when the run's context ended while c was served,
+// or, for a call that waits on the outside world (a stream's batch,
+// h.Flush), when the host asked the run to stop: its answer may be the
+// stop's doing (a stream cut by it), and a resume makes the call again.
+func servedInterrupted(ctx context.Context, s *session, c *Call, h caps.Handler) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w during step %d (%s)", ErrInterrupted, c.Step, c.Op.Name)
+	}
+	if h.Flush {
+		select {
+		case <-s.halt:
+			return s.haltError()
+		default:
+		}
+	}
+	return nil
 }
 
 // add appends the completed or failed entry of c. withRequest says whether

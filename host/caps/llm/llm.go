@@ -37,10 +37,12 @@ package llm
 
 import (
 	"context"
+	"crypto/hmac"
 	"errors"
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -301,6 +303,14 @@ func failed(err error) (abi.Status, []byte) {
 
 // complete makes the call: the whole answer, or a stream's first batch.
 func (in *instance) complete(ctx context.Context, c *caps.Call) (abi.Status, []byte) {
+	if in.cur.step != c.Step {
+		// A call a crash left in doubt, sent again on resume: the gate
+		// checked it before its intent, in the run that crashed; its
+		// request is the same (the resume compared it).
+		if d := in.checkComplete(c); d != nil {
+			return d.Status, d.Body
+		}
+	}
 	cl, err := in.deps.Providers.client(in.cur.provider)
 	if err != nil {
 		return caps.Error(abi.StatusFailed, "%s: provider %s: %v", abi.LLMUnavailable, in.cur.provider, err)
@@ -312,22 +322,69 @@ func (in *instance) complete(ctx context.Context, c *caps.Call) (abi.Status, []b
 		if err != nil {
 			return failed(err)
 		}
+		res.Response.Provider, res.Response.Credential = in.cur.provider, cl.CredentialID()
 		return caps.OK(&res.Response)
 	}
-	s := newStream(c.Step, in.cur.price)
+	var cursor *abi.LLMCursor
+	if cl.Resumable() {
+		cursor = &abi.LLMCursor{Provider: in.cur.provider, Model: req.Model}
+	}
+	s := newStream(c.Step, in.cur.price, cursor)
+	s.provider, s.credential = in.cur.provider, cl.CredentialID()
 	in.streams[c.Step] = s
 	go s.run(in.ctx, cl, &req)
 	return in.batch(ctx, s)
 }
 
-// next delivers the next batch of a stream.
+// next delivers the next batch of a stream: one this instance holds, or
+// one the run lost (it was resumed) that the provider can resume from the
+// request's cursor.
 func (in *instance) next(ctx context.Context, c *caps.Call) (abi.Status, []byte) {
-	s := in.streams[in.cur.next.Step]
+	step := in.cur.next.Step
+	s := in.streams[step]
 	if s == nil {
-		return caps.Error(abi.StatusFailed, "%s: the stream of step %d was lost when the run stopped (this provider's streams cannot be resumed); the chunks delivered before this are a prefix of the answer, ask again for a whole one",
-			abi.LLMStreamInterrupted, in.cur.next.Step)
+		var cl *provider.Client
+		s, cl = in.resumable(step, in.cur.next.Cursor)
+		if s == nil {
+			return caps.Error(abi.StatusFailed, "%s: the stream of step %d was lost when the run stopped, and its provider cannot resume it; the chunks delivered before this are a prefix of the answer: ask again for a whole one",
+				abi.LLMStreamInterrupted, step)
+		}
+		in.streams[step] = s
+		go s.resume(in.ctx, cl)
 	}
 	return in.batch(ctx, s)
+}
+
+// resumable returns a stream of step to resume from cursor, with its
+// provider's client, or nil when it cannot be: no cursor, a provider or
+// model no longer granted or offered, a provider that cannot resume, or a
+// cursor the host did not seal for this run and step.
+func (in *instance) resumable(step uint64, cur *abi.LLMCursor) (*stream, *provider.Client) {
+	if cur == nil || cur.ResponseID == "" || in.deps.Providers == nil ||
+		!slices.Contains(in.grant.Providers, cur.Provider) || !slices.Contains(in.grant.Models, cur.Model) {
+		return nil, nil
+	}
+	p := in.deps.Providers.cfg.Providers[cur.Provider]
+	if p == nil {
+		return nil, nil
+	}
+	price, ok := p.Models[cur.Model]
+	if !ok {
+		return nil, nil
+	}
+	cl, err := in.deps.Providers.client(cur.Provider)
+	if err != nil || !cl.Resumable() || !hmac.Equal(cur.MAC, seal(cl, in.run.ID.String(), step, cur)) {
+		return nil, nil
+	}
+	c := *cur
+	s := newStream(step, price, &c)
+	s.provider, s.credential = cur.Provider, cl.CredentialID()
+	return s, cl
+}
+
+// seal is the MAC of cursor c of the stream of step in run.
+func seal(cl *provider.Client, run string, step uint64, c *abi.LLMCursor) []byte {
+	return cl.Seal(run, strconv.FormatUint(step, 10), c.Provider, c.Model, c.ResponseID, strconv.FormatUint(c.Delivered, 10))
 }
 
 // batch waits for a stream's next chunks and answers them, with the whole
@@ -342,9 +399,18 @@ func (in *instance) batch(ctx context.Context, s *stream) (abi.Status, []byte) {
 	if err != nil {
 		return failed(err)
 	}
+	if res != nil {
+		res.Provider, res.Credential = s.provider, s.credential
+	}
 	b := abi.LLMBatch{Step: s.step, Chunks: chunks, Response: res}
 	if b.Chunks == nil {
 		b.Chunks = []abi.LLMChunk{}
+	}
+	if cur := s.snapshot(); cur != nil && !done && cur.ResponseID != "" {
+		if cl, err := in.deps.Providers.client(cur.Provider); err == nil {
+			cur.MAC = seal(cl, in.run.ID.String(), s.step, cur)
+			b.Cursor = cur
+		}
 	}
 	return caps.OK(&b)
 }
@@ -355,7 +421,7 @@ func (in *instance) Estimate(c *caps.Call) (budget.Amounts, error) {
 	if c.Op.Code != abi.OpLLMComplete {
 		return budget.Amounts{}, nil
 	}
-	return budget.WorstCase(provider.EstimateInputTokens(&in.cur.req), uint64(in.cur.req.MaxOutputTokens), price(in.cur.price))
+	return budget.WorstCase(provider.EstimateInputTokens(&in.cur.req), uint64(in.cur.req.MaxOutputTokens), in.cur.price.Price())
 }
 
 // Usage charges an unstreamed call every attempt's usage; a stream holds
@@ -403,14 +469,10 @@ func (in *instance) Settles(c *caps.Call, status abi.Status, resp []byte) (caps.
 	return caps.Settlement{}, false
 }
 
-func price(p provider.ModelPrice) budget.Price {
-	return budget.Price{Input: uint64(p.Input), Output: uint64(p.Output), CacheRead: uint64(p.CacheRead), CacheWrite: uint64(p.CacheWrite)}
-}
-
 // charge is what usage u costs at p; a cost past a uint64 of micro-USD
 // is charged as the most there is, which no ceiling admits.
 func charge(u abi.LLMUsage, p provider.ModelPrice) budget.Amounts {
-	a, err := budget.Charge(budget.Usage{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite}, price(p))
+	a, err := budget.Charge(budget.Usage{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite}, p.Price())
 	if err != nil {
 		a = budget.Amounts{budget.ModelCalls: 1, budget.InputTokens: u.Input + u.CacheRead + u.CacheWrite, budget.OutputTokens: u.Output, budget.MicroUSD: ^uint64(0)}
 	}

@@ -2,6 +2,7 @@ package llm
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -14,6 +15,12 @@ import (
 type stream struct {
 	step  uint64
 	price provider.ModelPrice
+	// provider and credential name where the call went, in its answer.
+	provider, credential string
+	// cursor is where the stream stands, for a provider that can resume
+	// it (nil otherwise): its response id is set when the stream names
+	// it, and Delivered counts the chunks taken.
+	cursor *abi.LLMCursor
 
 	mu     sync.Mutex
 	chunks []abi.LLMChunk
@@ -26,22 +33,55 @@ type stream struct {
 	err  error
 }
 
-func newStream(step uint64, p provider.ModelPrice) *stream {
-	return &stream{step: step, price: p, more: make(chan struct{})}
+func newStream(step uint64, p provider.ModelPrice, cursor *abi.LLMCursor) *stream {
+	return &stream{step: step, price: p, cursor: cursor, more: make(chan struct{})}
+}
+
+// add is the stream's onChunk: it keeps ch for the next take.
+func (s *stream) add(ch abi.LLMChunk) error {
+	s.mu.Lock()
+	s.chunks = append(s.chunks, ch)
+	s.bytes += len(ch.Text) + len(ch.Arguments) + len(ch.ID) + len(ch.Name)
+	s.signal()
+	s.mu.Unlock()
+	return nil
+}
+
+// started records the response id the stream named.
+func (s *stream) started(id string) {
+	s.mu.Lock()
+	if s.cursor != nil {
+		s.cursor.ResponseID = id
+	}
+	s.mu.Unlock()
 }
 
 // run makes the call, until it ends or ctx does (the run closed).
 func (s *stream) run(ctx context.Context, cl *provider.Client, req *abi.LLMRequest) {
-	res, err := cl.Complete(ctx, req, func(ch abi.LLMChunk) error {
-		s.mu.Lock()
-		s.chunks = append(s.chunks, ch)
-		s.bytes += len(ch.Text) + len(ch.Arguments) + len(ch.ID) + len(ch.Name)
-		s.signal()
-		s.mu.Unlock()
-		return nil
-	})
+	var onStart func(string)
+	if s.cursor != nil {
+		onStart = s.started
+	}
+	res, err := cl.CompleteResumable(ctx, req, s.add, onStart)
+	s.end(res.Response, err)
+}
+
+// resume reads the stream again from the provider, past the chunks the
+// cursor says were delivered.
+func (s *stream) resume(ctx context.Context, cl *provider.Client) {
+	res, err := cl.Resume(ctx, s.cursor.ResponseID, s.cursor.Delivered, s.add)
+	if err != nil {
+		var e *provider.Error
+		if errors.As(err, &e) {
+			err = &provider.Error{Kind: abi.LLMStreamInterrupted, Msg: "resuming the stream: " + e.Error()}
+		}
+	}
+	s.end(res.Response, err)
+}
+
+func (s *stream) end(res abi.LLMResponse, err error) {
 	s.mu.Lock()
-	s.done, s.res, s.err = true, res.Response, err
+	s.done, s.res, s.err = true, res, err
 	s.signal()
 	s.mu.Unlock()
 }
@@ -86,6 +126,9 @@ func (s *stream) take(ctx context.Context, halt <-chan struct{}) (chunks []abi.L
 	}
 	defer s.mu.Unlock()
 	chunks, s.chunks, s.bytes = s.chunks, nil, 0
+	if s.cursor != nil {
+		s.cursor.Delivered += uint64(len(chunks))
+	}
 	if !s.done {
 		return chunks, nil, nil, false
 	}
@@ -97,4 +140,15 @@ func (s *stream) take(ctx context.Context, halt <-chan struct{}) (chunks []abi.L
 	}
 	r := s.res
 	return chunks, &r, nil, true
+}
+
+// snapshot returns a copy of the stream's cursor, nil when it has none.
+func (s *stream) snapshot() *abi.LLMCursor {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cursor == nil {
+		return nil
+	}
+	c := *s.cursor
+	return &c
 }
