@@ -160,9 +160,9 @@ type LoopResult struct {
 // the model asks of the agent.
 //
 // At a cap, and when the model repeats a call three times or ping-pongs
-// between two, Loop makes one concluding call: the conversation with tool
-// results saying the calls left unanswered did not run, a user note
-// asking for a final answer, and no tools. When the host refused a call
+// between two, Loop makes one concluding call: the conversation with its
+// tool calls and results written as text, the calls left unanswered said
+// not to have run, a user note asking for a final answer, and no tools. When the host refused a call
 // for its budget (LoopBudget, and LoopMaxMoney or LoopMaxWall then), it
 // makes none: the host would refuse it too. A concluding call the host
 // refuses for its budget leaves Concluded unset, and is no error.
@@ -372,14 +372,15 @@ func (s *LoopState) Admit(calls []LLMPart) error {
 }
 
 // concluding returns the request of the concluding call: the
-// conversation, without tools, with every tool call left unanswered
-// answered as not run, and the note.
+// conversation without tools, its tool calls and results written as text
+// (a provider may refuse tool parts in a request that offers no tools, as
+// Anthropic's does), the calls left unanswered said not to have run, and
+// the note.
 func (s *LoopState) concluding(reason LoopReason, detail string) *LLMRequest {
 	req := *s.Conversation
 	req.Tools = nil
-	req.Messages = append([]LLMMessage(nil), s.Conversation.Messages...)
 	answered := map[string]bool{}
-	for _, m := range req.Messages {
+	for _, m := range s.Conversation.Messages {
 		for _, p := range m.Content {
 			if p.Type == abi.PartToolResult {
 				answered[p.ID] = true
@@ -390,22 +391,52 @@ func (s *LoopState) concluding(reason LoopReason, detail string) *LLMRequest {
 	if detail != "" {
 		why = "the loop stopped (" + reason.String() + ": " + detail + ")"
 	}
-	var parts []LLMPart
-	for _, m := range req.Messages {
+	text := func(t string) LLMPart { return LLMPart{Type: abi.PartText, Text: t} }
+	req.Messages = make([]LLMMessage, 0, len(s.Conversation.Messages)+1)
+	var last []LLMPart
+	for _, m := range s.Conversation.Messages {
+		parts := make([]LLMPart, 0, len(m.Content))
 		for _, p := range m.Content {
-			if p.Type == abi.PartToolCall && !answered[p.ID] {
-				parts = append(parts, LLMPart{Type: abi.PartToolResult, ID: p.ID, Text: "not run: " + why, IsError: true})
-				answered[p.ID] = true
+			switch p.Type {
+			case abi.PartToolCall:
+				parts = append(parts, text(toolCallText(p)))
+				if !answered[p.ID] {
+					last = append(last, text(toolResultText(p.ID, "not run: "+why, true)))
+					answered[p.ID] = true
+				}
+			case abi.PartToolResult:
+				parts = append(parts, text(toolResultText(p.ID, p.Text, p.IsError)))
+			default:
+				parts = append(parts, p)
 			}
 		}
+		req.Messages = append(req.Messages, LLMMessage{Role: m.Role, Content: parts})
 	}
 	note := s.cfg.Conclusion
 	if note == "" {
 		note = "You can call no more tools. Give your final answer now, from what you have found so far."
 	}
-	parts = append(parts, LLMPart{Type: abi.PartText, Text: note + " (" + why + ")"})
-	req.Messages = append(req.Messages, LLMMessage{Role: abi.RoleUser, Content: parts})
+	last = append(last, text(note+" ("+why+")"))
+	req.Messages = append(req.Messages, LLMMessage{Role: abi.RoleUser, Content: last})
 	return &req
+}
+
+// toolCallText and toolResultText write a tool call and its result as the
+// concluding call's text: "[tool call ID: NAME ARGUMENTS]", "[tool result
+// ID: TEXT]" ("[tool result ID, failed: TEXT]").
+func toolCallText(p LLMPart) string {
+	args := string(p.Arguments)
+	if args == "" {
+		args = "{}"
+	}
+	return "[tool call " + p.ID + ": " + p.Name + " " + args + "]"
+}
+
+func toolResultText(id, text string, failed bool) string {
+	if failed {
+		return "[tool result " + id + ", failed: " + text + "]"
+	}
+	return "[tool result " + id + ": " + text + "]"
 }
 
 // conclude makes the concluding call and returns the loop's result.

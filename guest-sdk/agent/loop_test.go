@@ -79,12 +79,19 @@ func lastUser(t *testing.T, req abi.LLMRequest) []LLMPart {
 	return m.Content
 }
 
-// checkConcluding checks that req is a concluding call: no tools, and a
-// last user message ending with the note naming reason.
+// checkConcluding checks that req is a concluding call: no tools, no tool
+// parts, and a last user message ending with the note naming reason.
 func checkConcluding(t *testing.T, req abi.LLMRequest, reason LoopReason) {
 	t.Helper()
 	if req.Tools != nil {
 		t.Errorf("the concluding call offers %d tools, want none", len(req.Tools))
+	}
+	for i, m := range req.Messages {
+		for _, p := range m.Content {
+			if p.Type != abi.PartText {
+				t.Errorf("message %d of the concluding call holds a %s part, want text alone", i, p.Type)
+			}
+		}
 	}
 	parts := lastUser(t, req)
 	note := parts[len(parts)-1]
@@ -197,8 +204,16 @@ func TestLoopMaxToolCalls(t *testing.T) {
 	last := testHost.llmCalls[len(testHost.llmCalls)-1]
 	checkConcluding(t, last, LoopMaxToolCalls)
 	parts := lastUser(t, last)
-	if r := parts[0]; r.Type != abi.PartToolResult || r.ID != "c2" || !r.IsError || !strings.HasPrefix(r.Text, "not run: the loop stopped (max_tool_calls") {
+	if r := parts[0]; r.Text != "[tool result c2, failed: not run: the loop stopped (max_tool_calls: 1 tool calls asked with 2 made of 2)]" {
 		t.Errorf("the unanswered call c2 is answered with %+v, want a failed result saying it did not run", r)
+	}
+	// The calls that ran, and their results, are the conversation's text.
+	want := []LLMMessage{
+		{Role: abi.RoleAssistant, Content: []LLMPart{{Type: abi.PartText, Text: `[tool call c0: fetch {"q":"0"}]`}}},
+		{Role: abi.RoleUser, Content: []LLMPart{{Type: abi.PartText, Text: `[tool result c0: fetch {"q":"0"}]`}}},
+	}
+	if got := last.Messages[2:4]; !reflect.DeepEqual(got, want) {
+		t.Errorf("the concluding call's first step is %+v, want %+v", got, want)
 	}
 }
 
@@ -265,9 +280,10 @@ func TestLoopBatchAdmittedWhole(t *testing.T) {
 		t.Errorf("result %+v after %d runs, want ping_pong after the first batch of 2", res, runs)
 	}
 	parts := lastUser(t, testHost.llmCalls[2])
-	if len(parts) != 3 || parts[0].ID != "a1" || parts[1].ID != "b1" || !parts[0].IsError || !parts[1].IsError {
+	if len(parts) != 3 || !strings.HasPrefix(parts[0].Text, "[tool result a1, failed: not run: ") || !strings.HasPrefix(parts[1].Text, "[tool result b1, failed: not run: ") {
 		t.Errorf("the concluding message is %+v, want both calls of the refused batch answered as not run, then the note", parts)
 	}
+	checkConcluding(t, testHost.llmCalls[2], LoopPingPong)
 }
 
 // The loop stops before a step whose call and the concluding call would

@@ -14,7 +14,9 @@
  * when the model asks the same call a third time (the same fingerprint) or
  * ping-pongs between two (A, B, A, B). At a cap it makes one concluding call
  * with no tools: the conversation, failed results for the calls that did
- * not run, and a note asking for a final answer. It returns a typed reason,
+ * not run, and a note asking for a final answer; its tool calls and results
+ * are written as text, since a provider may refuse tool parts in a request
+ * that offers no tools. It returns a typed reason,
  * the same set as the Go SDK's LoopReason.
  *
  * Before the first call it asks the host to enforce its caps (run.limit):
@@ -477,17 +479,14 @@ static inline char *agentrt__loop_why(agentrt_loop_reason_t why, const char *det
   return w;
 }
 
-/* agentrt__loop_answered reports whether a tool result in msgs, or in the
- * first n of extra, answers the call with id. */
-static inline bool agentrt__loop_answered(const agentrt_llm_message_t *msgs, size_t nmsgs, const agentrt_llm_part_t *extra, size_t n,
-                                          agentrt_str_t id) {
+/* agentrt__loop_answered reports whether a tool result in msgs answers
+ * the call with id. */
+static inline bool agentrt__loop_answered(const agentrt_llm_message_t *msgs, size_t nmsgs, agentrt_str_t id) {
   for (size_t a = 0; a < nmsgs; a++)
     for (size_t b = 0; b < msgs[a].nparts; b++) {
       const agentrt_llm_part_t *r = &msgs[a].parts[b];
       if (r->type == AGENTRT_PART_TOOL_RESULT && r->id.len == id.len && memcmp(r->id.data, id.data, id.len) == 0) return true;
     }
-  for (size_t d = 0; d < n; d++)
-    if (extra[d].id.len == id.len && memcmp(extra[d].id.data, id.data, id.len) == 0) return true;
   return false;
 }
 
@@ -637,52 +636,119 @@ static inline agentrt_status_t agentrt__loop_tools(agentrt__loop *l, const agent
   return AGENTRT_STATUS_OK;
 }
 
-/* agentrt__loop_concluding builds the concluding message: a failed result
- * for every call left unanswered, then the note. It returns false when
- * memory ran out. */
-static inline bool agentrt__loop_concluding(agentrt__loop *l, agentrt_loop_reason_t why, agentrt_llm_message_t *msg) {
-  size_t n = 1;
+/* An arena holds what one concluding request points into. */
+typedef struct agentrt__arena {
+  void **p;
+  size_t n, cap;
+} agentrt__arena;
+
+static inline void *agentrt__arena_own(agentrt__arena *a, void *p) {
+  if (!p || !agentrt__grow((void **)&a->p, a->n, &a->cap, sizeof *a->p)) {
+    free(p);
+    return NULL;
+  }
+  return a->p[a->n++] = p;
+}
+
+static inline void agentrt__arena_free(agentrt__arena *a) {
+  for (size_t i = 0; i < a->n; i++) free(a->p[i]);
+  free(a->p);
+  memset(a, 0, sizeof *a);
+}
+
+/* agentrt__arena_cat returns the concatenation of n views, in the arena
+ * (NUL-terminated), or an empty view with data NULL when memory ran out. */
+static inline agentrt_str_t agentrt__arena_cat(agentrt__arena *a, const agentrt_str_t *v, size_t n) {
+  size_t len = 0;
+  for (size_t i = 0; i < n; i++) len += v[i].len;
+  char *b = (char *)agentrt__arena_own(a, malloc(len + 1));
+  agentrt_str_t out = {b, len};
+  if (!b) return out;
+  for (size_t i = 0, at = 0; i < n; at += v[i].len, i++) memcpy(b + at, v[i].data, v[i].len);
+  b[len] = '\0';
+  return out;
+}
+
+/* agentrt__loop_call_text and agentrt__loop_result_text write a tool call
+ * and its result as the concluding call's text: "[tool call ID: NAME
+ * ARGUMENTS]", "[tool result ID: TEXT]" ("[tool result ID, failed: TEXT]"),
+ * as the Go SDK does. */
+static inline agentrt_str_t agentrt__loop_call_text(agentrt__arena *a, const agentrt_llm_part_t *p) {
+  agentrt_str_t args = p->arguments.len ? (agentrt_str_t){(const char *)p->arguments.data, p->arguments.len} : agentrt_str("{}");
+  agentrt_str_t v[] = {agentrt_str("[tool call "), p->id, agentrt_str(": "), p->name, agentrt_str(" "), args, agentrt_str("]")};
+  return agentrt__arena_cat(a, v, sizeof v / sizeof v[0]);
+}
+
+static inline agentrt_str_t agentrt__loop_result_text(agentrt__arena *a, agentrt_str_t id, agentrt_str_t text, bool failed) {
+  agentrt_str_t v[] = {agentrt_str("[tool result "), id, agentrt_str(failed ? ", failed: " : ": "), text, agentrt_str("]")};
+  return agentrt__arena_cat(a, v, sizeof v / sizeof v[0]);
+}
+
+/* agentrt__loop_concluding builds the request of the concluding call in
+ * the arena: the conversation without tools, its tool calls and results
+ * written as text (a provider may refuse tool parts in a request that
+ * offers no tools, as Anthropic's does), a failed result for every call
+ * left unanswered, and the note. It returns false when memory ran out. */
+static inline bool agentrt__loop_concluding(const agentrt__loop *l, agentrt_loop_reason_t why, const char *detail, agentrt__arena *a,
+                                            agentrt_llm_request_t *req) {
+  size_t ncalls = 0;
   for (size_t i = 0; i < l->nmsgs; i++)
-    for (size_t k = 0; k < l->msgs[i].nparts; k++) n += l->msgs[i].parts[k].type == AGENTRT_PART_TOOL_CALL;
-  agentrt_llm_part_t *parts = (agentrt_llm_part_t *)calloc(n, sizeof *parts);
-  const char *note = l->cfg->conclusion ? l->cfg->conclusion : AGENTRT__LOOP_NOTE;
-  char *whytext = agentrt__loop_why(why, l->detail);
-  if (!agentrt__loop_own(l, parts) || !agentrt__loop_own(l, whytext)) return false;
-  char *notrun = (char *)malloc(strlen(whytext) + sizeof AGENTRT__LOOP_NOT_RUN);
-  char *notetext = (char *)malloc(strlen(note) + strlen(whytext) + 4);
-  if (!agentrt__loop_own(l, notrun) || !agentrt__loop_own(l, notetext)) return false;
-  strcpy(notrun, AGENTRT__LOOP_NOT_RUN);
-  strcat(notrun, whytext);
-  size_t k = 0;
-  for (size_t i = 0; i < l->nmsgs; i++)
-    for (size_t c = 0; c < l->msgs[i].nparts; c++) {
-      const agentrt_llm_part_t *call = &l->msgs[i].parts[c];
-      if (call->type == AGENTRT_PART_TOOL_CALL && !agentrt__loop_answered(l->msgs, l->nmsgs, parts, k, call->id))
-        parts[k++] = (agentrt_llm_part_t){.type = AGENTRT_PART_TOOL_RESULT, .id = call->id, .text = agentrt_str(notrun), .is_error = true};
+    for (size_t k = 0; k < l->msgs[i].nparts; k++) ncalls += l->msgs[i].parts[k].type == AGENTRT_PART_TOOL_CALL;
+  agentrt_llm_message_t *msgs = (agentrt_llm_message_t *)agentrt__arena_own(a, calloc(l->nmsgs + 1, sizeof *msgs));
+  agentrt_llm_part_t *last = (agentrt_llm_part_t *)agentrt__arena_own(a, calloc(ncalls + 1, sizeof *last));
+  agentrt_str_t *pending = (agentrt_str_t *)agentrt__arena_own(a, calloc(ncalls + 1, sizeof *pending));
+  char *whytext = (char *)agentrt__arena_own(a, agentrt__loop_why(why, detail));
+  if (!msgs || !last || !pending || !whytext) return false;
+  agentrt_str_t notrun_v[] = {agentrt_str(AGENTRT__LOOP_NOT_RUN), agentrt_str(whytext)};
+  agentrt_str_t notrun = agentrt__arena_cat(a, notrun_v, 2);
+  if (!notrun.data) return false;
+  size_t nlast = 0;
+  for (size_t i = 0; i < l->nmsgs; i++) {
+    const agentrt_llm_message_t *m = &l->msgs[i];
+    agentrt_llm_part_t *parts = (agentrt_llm_part_t *)agentrt__arena_own(a, calloc(m->nparts ? m->nparts : 1, sizeof *parts));
+    if (!parts) return false;
+    for (size_t k = 0; k < m->nparts; k++) {
+      const agentrt_llm_part_t *p = &m->parts[k];
+      if (p->type == AGENTRT_PART_TOOL_CALL) {
+        parts[k] = (agentrt_llm_part_t){.type = AGENTRT_PART_TEXT, .text = agentrt__loop_call_text(a, p)};
+        bool answered = agentrt__loop_answered(l->msgs, l->nmsgs, p->id);
+        for (size_t d = 0; d < nlast && !answered; d++) answered = pending[d].len == p->id.len && memcmp(pending[d].data, p->id.data, p->id.len) == 0;
+        if (!answered) {
+          pending[nlast] = p->id;
+          last[nlast++] = (agentrt_llm_part_t){.type = AGENTRT_PART_TEXT, .text = agentrt__loop_result_text(a, p->id, notrun, true)};
+          if (!last[nlast - 1].text.data) return false;
+        }
+      } else if (p->type == AGENTRT_PART_TOOL_RESULT) {
+        parts[k] = (agentrt_llm_part_t){.type = AGENTRT_PART_TEXT, .text = agentrt__loop_result_text(a, p->id, p->text, p->is_error)};
+      } else {
+        parts[k] = *p;
+      }
+      if (p->type != AGENTRT_PART_TEXT && !parts[k].text.data) return false;
     }
-  strcpy(notetext, note);
-  strcat(notetext, " (");
-  strcat(notetext, whytext);
-  strcat(notetext, ")");
-  parts[k++] = (agentrt_llm_part_t){.type = AGENTRT_PART_TEXT, .text = agentrt_str(notetext)};
-  *msg = (agentrt_llm_message_t){AGENTRT_ROLE_USER, parts, k};
+    msgs[i] = (agentrt_llm_message_t){m->role, parts, m->nparts};
+  }
+  const char *note = l->cfg->conclusion ? l->cfg->conclusion : AGENTRT__LOOP_NOTE;
+  agentrt_str_t note_v[] = {agentrt_str(note), agentrt_str(" ("), agentrt_str(whytext), agentrt_str(")")};
+  last[nlast++] = (agentrt_llm_part_t){.type = AGENTRT_PART_TEXT, .text = agentrt__arena_cat(a, note_v, 4)};
+  if (!last[nlast - 1].text.data) return false;
+  msgs[l->nmsgs] = (agentrt_llm_message_t){AGENTRT_ROLE_USER, last, nlast};
+  *req = l->cfg->request;
+  req->messages = msgs, req->nmessages = l->nmsgs + 1;
+  req->tools = NULL, req->ntools = 0;
   return true;
 }
 
 /* agentrt__loop_concluding_bound is the host's worst case for the input of
- * the concluding call were the loop to stop now for its tokens: the
- * conversation without tools, a failed result per call left unanswered
- * and the note (the Go SDK's inputBound of its concluding request). */
+ * the concluding call were the loop to stop now for its tokens (the Go
+ * SDK's inputBound of its concluding request); UINT64_MAX when memory ran
+ * out, which stops the loop. */
 static inline uint64_t agentrt__loop_concluding_bound(const agentrt__loop *l) {
-  const char *note = l->cfg->conclusion ? l->cfg->conclusion : AGENTRT__LOOP_NOTE;
-  size_t why = strlen("the loop stopped (max_tokens)");
-  uint64_t n = agentrt__loop_input_bound(l->msgs, l->nmsgs, NULL, 0) + 8 + 4 + strlen(note) + 3 + why;
-  for (size_t i = 0; i < l->nmsgs; i++)
-    for (size_t c = 0; c < l->msgs[i].nparts; c++) {
-      const agentrt_llm_part_t *call = &l->msgs[i].parts[c];
-      if (call->type == AGENTRT_PART_TOOL_CALL && !agentrt__loop_answered(l->msgs, l->nmsgs, NULL, 0, call->id))
-        n += 4 + call->id.len + strlen(AGENTRT__LOOP_NOT_RUN) + why;
-    }
+  agentrt__arena a = {0};
+  agentrt_llm_request_t req;
+  uint64_t n = UINT64_MAX / 2;
+  if (agentrt__loop_concluding(l, AGENTRT_LOOP_MAX_TOKENS, NULL, &a, &req))
+    n = agentrt__loop_input_bound(req.messages, req.nmessages, NULL, 0);
+  agentrt__arena_free(&a);
   return n;
 }
 
@@ -801,15 +867,16 @@ static inline void agentrt__loop_free(agentrt__loop *l) {
 /* agentrt__loop_conclude makes the concluding call; a refusal for the
  * budget leaves the result unconcluded, and is no error. */
 static inline agentrt_status_t agentrt__loop_conclude(agentrt__loop *l, agentrt_loop_reason_t why, agentrt_loop_result_t *res) {
-  agentrt_llm_message_t last;
-  if (!agentrt__loop_concluding(l, why, &last) || !agentrt__loop_append(l, last.role, last.parts, last.nparts)) {
+  agentrt__arena a = {0};
+  agentrt_llm_request_t req;
+  if (!agentrt__loop_concluding(l, why, l->detail, &a, &req)) {
+    agentrt__arena_free(&a);
     agentrt__loop_free(l);
     return agentrt__fail(AGENTRT_STATUS_SDK_NOMEM, "out of memory for the concluding call");
   }
-  agentrt_llm_request_t req = l->cfg->request;
-  req.messages = l->msgs, req.nmessages = l->nmsgs;
   agentrt_llm_response_t r;
   agentrt_status_t st = agentrt_llm_complete(&req, &r);
+  agentrt__arena_free(&a);
   if (st == AGENTRT_STATUS_BUDGET) {
     agentrt__loop_setdetail(l, "%s; the host refused the concluding call: budget: %s", l->detail ? l->detail : "", agentrt_errmsg());
     st = AGENTRT_STATUS_OK;

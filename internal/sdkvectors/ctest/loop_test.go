@@ -219,11 +219,19 @@ func lastUser(t *testing.T, req abi.LLMRequest) []abi.LLMPart {
 	return m.Content
 }
 
-// concluding checks that req is a concluding call naming reason.
+// concluding checks that req is a concluding call naming reason: no
+// tools, no tool parts, the note last.
 func concluding(t *testing.T, req abi.LLMRequest, reason string) {
 	t.Helper()
 	if req.Tools != nil {
 		t.Errorf("the concluding call offers %d tools, want none", len(req.Tools))
+	}
+	for i, m := range req.Messages {
+		for _, p := range m.Content {
+			if p.Type != abi.PartText {
+				t.Errorf("message %d of the concluding call holds a %s part, want text alone", i, p.Type)
+			}
+		}
 	}
 	parts := lastUser(t, req)
 	note := parts[len(parts)-1]
@@ -398,9 +406,16 @@ func scenarios(t *testing.T, ctx context.Context, rt wazero.Runtime, mod wazero.
 			check: func(t *testing.T, h *loopHost, _ map[string]string) {
 				last := h.calls[len(h.calls)-1]
 				concluding(t, last, "max_tool_calls")
-				r := lastUser(t, last)[0]
-				if r.Type != abi.PartToolResult || r.ID != "c2" || !r.IsError || !strings.HasPrefix(r.Text, "not run: the loop stopped (max_tool_calls: 1 tool calls asked with 2 made of 2)") {
+				if r := lastUser(t, last)[0]; r.Text != "[tool result c2, failed: not run: the loop stopped (max_tool_calls: 1 tool calls asked with 2 made of 2)]" {
 					t.Errorf("the unanswered call c2 is answered with %+v, want a failed result saying it did not run", r)
+				}
+				// The steps that ran are the conversation's text, as the Go SDK writes it.
+				want := []abi.LLMMessage{
+					{Role: abi.RoleAssistant, Content: []abi.LLMPart{{Type: abi.PartText, Text: `[tool call c0: search {"q":"page 0"}]`}}},
+					{Role: abi.RoleUser, Content: []abi.LLMPart{{Type: abi.PartText, Text: `[tool result c0: search {"q":"page 0"}]`}}},
+				}
+				if got := last.Messages[2:4]; !reflect.DeepEqual(got, want) {
+					t.Errorf("the concluding call's first step is %+v, want %+v", got, want)
 				}
 			},
 		},
@@ -441,9 +456,10 @@ func scenarios(t *testing.T, ctx context.Context, rt wazero.Runtime, mod wazero.
 			want: map[string]string{"status": "ok", "reason": "ping_pong", "tool_calls": "2", "runs": "2"},
 			check: func(t *testing.T, h *loopHost, _ map[string]string) {
 				parts := lastUser(t, h.calls[2])
-				if len(parts) != 3 || parts[0].ID != "a1" || parts[1].ID != "b1" || !parts[0].IsError || !parts[1].IsError {
+				if len(parts) != 3 || !strings.HasPrefix(parts[0].Text, "[tool result a1, failed: not run: ") || !strings.HasPrefix(parts[1].Text, "[tool result b1, failed: not run: ") {
 					t.Errorf("the concluding message is %+v, want both calls of the refused batch answered as not run, then the note", parts)
 				}
+				concluding(t, h.calls[2], "ping_pong")
 			},
 		},
 		{
