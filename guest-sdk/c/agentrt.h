@@ -848,6 +848,71 @@ static inline agentrt_status_t agentrt_introspect(agentrt_introspect_t *in) {
   return AGENTRT_STATUS_OK;
 }
 
+/* An amount of one budget dimension (agentrt_limit): to agentrt_limit, at
+ * most amount more of dim from now on; from it, dim's ceiling. dim is one of
+ * agentrt_budget_dims; in a ceiling it points into that table. */
+typedef struct agentrt_budget_limit {
+  const char *dim;
+  uint64_t amount;
+} agentrt_budget_limit_t;
+
+/* The budget dimensions, in the order the host lists ceilings (money in
+ * micro-USD). */
+static const char *const agentrt_budget_dims[] = {"steps",      "model_calls", "input_tokens",  "output_tokens",
+                                                  "micro_usd",  "tool_calls",  "http_requests", "wall_seconds"};
+#define AGENTRT_BUDGET_DIMS 8
+
+/* agentrt_limit lowers the run's own budget ceilings (run.limit): for each
+ * of the nlimits limits the host allows at most its amount more of its
+ * dimension from now on, and never raises a ceiling. The ceilings now in
+ * force, which the host enforces whatever the guest does next, are written
+ * to ceilings (room for cap; AGENTRT_BUDGET_DIMS always suffices) and their
+ * number to *n. With no limits it changes nothing and reports the
+ * ceilings. An unknown dimension is AGENTRT_STATUS_BAD_REQUEST. */
+static inline agentrt_status_t agentrt_limit(const agentrt_budget_limit_t *limits, size_t nlimits,
+                                             agentrt_budget_limit_t *ceilings, size_t cap, size_t *n) {
+  agentrt__wr w = {0};
+  agentrt__resp out;
+  *n = 0;
+  if (nlimits > 0) {
+    agentrt__wr_head(&w, 5, 1);
+    agentrt__wr_cstr(&w, "limits");
+    agentrt__wr_head(&w, 4, nlimits);
+    for (size_t i = 0; i < nlimits; i++) {
+      agentrt__wr_head(&w, 5, 2);
+      agentrt__wr_cstr(&w, "dim");
+      agentrt__wr_cstr(&w, limits[i].dim);
+      agentrt__wr_cstr(&w, "amount");
+      agentrt__wr_uint(&w, limits[i].amount);
+    }
+  }
+  agentrt_status_t st = agentrt__run_roundtrip(AGENTRT_OP_RUN_LIMIT, &w, &out);
+  if (st) return st;
+  agentrt__rd r = {out.body, out.body + out.len};
+  size_t pairs, items = 0;
+  bool empty;
+  bool ok = agentrt__rd_begin(&r, &pairs, &empty);
+  if (ok && agentrt__rd_key(&r, &pairs, "ceilings")) ok = agentrt__rd_array(&r, 1, &items) && items > 0 && items <= cap;
+  for (size_t i = 0; ok && i < items; i++) {
+    int mt;
+    uint64_t a;
+    size_t kv = 2;
+    agentrt_str_t dim;
+    ok = agentrt__rd_head(&r, &mt, &a) && mt == 5 && a == 2 && agentrt__rd_key(&r, &kv, "dim") &&
+         agentrt__rd_text(&r, &dim) && agentrt__rd_key(&r, &kv, "amount") &&
+         agentrt__rd_uint(&r, UINT64_MAX, &ceilings[i].amount);
+    ceilings[i].dim = NULL;
+    for (size_t d = 0; ok && d < AGENTRT_BUDGET_DIMS; d++)
+      if (strlen(agentrt_budget_dims[d]) == dim.len && memcmp(agentrt_budget_dims[d], dim.data, dim.len) == 0)
+        ceilings[i].dim = agentrt_budget_dims[d];
+    ok = ok && ceilings[i].dim != NULL;
+  }
+  if (!ok || !agentrt__rd_end(&r, pairs)) return agentrt__malformed(&out, "run.limit");
+  *n = items;
+  free(out.body);
+  return AGENTRT_STATUS_OK;
+}
+
 /* ------------------------------------------------------------------------ */
 /* The kv capability: agentrt:kv                                            */
 
@@ -1202,85 +1267,6 @@ static inline agentrt_status_t agentrt_tool_run(const agentrt_tool_request_t *re
     agentrt__term_str(&res->files[i].unhashed);
   }
   res->mem_ = out.body;
-  return AGENTRT_STATUS_OK;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Budget limits: run.limit                                                 */
-
-/* A cap on one dimension of the run's budget (agentrt_limit): from the
- * call on, at most amount more of dim, one of "model_calls",
- * "input_tokens", "output_tokens", "micro_usd", "tool_calls",
- * "http_requests", "steps", "wall_seconds". */
-typedef struct agentrt_budget_limit {
-  const char *dim;
-  uint64_t amount;
-} agentrt_budget_limit_t;
-
-/* An absolute ceiling in force, as the host answers agentrt_limit. */
-typedef struct agentrt_ceiling {
-  agentrt_str_t dim;
-  uint64_t amount;
-} agentrt_ceiling_t;
-
-/* The ceilings in force after agentrt_limit. Free with agentrt_ceilings_free. */
-typedef struct agentrt_ceilings {
-  agentrt_ceiling_t *items;
-  size_t n;
-  void *mem_;
-} agentrt_ceilings_t;
-
-/* agentrt_ceilings_free releases what agentrt_limit returned. */
-static inline void agentrt_ceilings_free(agentrt_ceilings_t *c) {
-  free(c->items);
-  free(c->mem_);
-  memset(c, 0, sizeof *c);
-}
-
-/* agentrt_limit narrows the run's budget (run.limit): the host's budget
- * enforces each limit on every later call, so it holds even where the
- * agent's own code forgets it; a limit never widens what the run's token
- * or grant allows. ceilings (when not NULL) receives the absolute ceilings
- * now in force for the dimensions named. */
-static inline agentrt_status_t agentrt_limit(const agentrt_budget_limit_t *limits, size_t n, agentrt_ceilings_t *ceilings) {
-  agentrt__wr w = {0};
-  agentrt__resp out;
-  agentrt_ceilings_t c = {0};
-  if (ceilings) memset(ceilings, 0, sizeof *ceilings);
-  agentrt__wr_head(&w, 5, 1);
-  agentrt__wr_cstr(&w, "limits");
-  agentrt__wr_head(&w, 4, n);
-  for (size_t i = 0; i < n; i++) {
-    /* Canonical order: dim (3) before amount (6). */
-    agentrt__wr_head(&w, 5, 2);
-    agentrt__wr_cstr(&w, "dim");
-    agentrt__wr_cstr(&w, limits[i].dim);
-    agentrt__wr_cstr(&w, "amount");
-    agentrt__wr_uint(&w, limits[i].amount);
-  }
-  agentrt_status_t st = agentrt__run_roundtrip(AGENTRT_OP_RUN_LIMIT, &w, &out);
-  if (st) return st;
-  agentrt__rd r = {out.body, out.body + out.len};
-  size_t pairs;
-  bool empty;
-  bool ok = agentrt__rd_begin(&r, &pairs, &empty);
-  /* ceilings is omitempty: absent when no dimension has one. */
-  if (ok && pairs > 0) ok = agentrt__rd_key(&r, &pairs, "ceilings") && agentrt__rd_array(&r, 1, &c.n) && c.n > 0;
-  if (ok && c.n > 0) ok = (c.items = (agentrt_ceiling_t *)calloc(c.n, sizeof *c.items)) != NULL;
-  for (size_t i = 0; ok && i < c.n; i++) {
-    size_t ip;
-    bool ie;
-    ok = agentrt__rd_begin(&r, &ip, &ie) && !ie && agentrt__rd_key(&r, &ip, "dim") && agentrt__rd_text(&r, &c.items[i].dim) &&
-         agentrt__rd_key(&r, &ip, "amount") && agentrt__rd_uint(&r, UINT64_MAX, &c.items[i].amount) && ip == 0;
-  }
-  if (!ok || !agentrt__rd_end(&r, pairs)) {
-    free(c.items);
-    return agentrt__malformed(&out, "run.limit");
-  }
-  for (size_t i = 0; i < c.n; i++) agentrt__term_str(&c.items[i].dim);
-  c.mem_ = out.body;
-  if (ceilings) *ceilings = c;
-  else agentrt_ceilings_free(&c);
   return AGENTRT_STATUS_OK;
 }
 
