@@ -1351,10 +1351,12 @@ static inline void agentrt_llm_usage_add(agentrt_llm_usage_t *u, const agentrt_l
 
 /* The model's answer: its text and tool_call parts in the model's order,
  * and stop_reason, one of "end", "max_tokens", "stop_sequence",
- * "tool_use", "refusal", "content_filter", "pause", "other". Free with
- * agentrt_llm_response_free. */
+ * "tool_use", "refusal", "content_filter", "pause", "other". provider is
+ * the cell's provider that answered and credential the id of the
+ * credential it was called with ("env:OPENAI_API_KEY"), never the key
+ * (either may be empty). Free with agentrt_llm_response_free. */
 typedef struct agentrt_llm_response {
-  agentrt_str_t id, model, stop_reason;
+  agentrt_str_t id, model, stop_reason, provider, credential;
   agentrt_llm_usage_t usage;
   agentrt_llm_part_t *content;
   size_t ncontent;
@@ -1486,14 +1488,17 @@ static inline agentrt_status_t agentrt_llm_complete(const agentrt_llm_request_t 
   agentrt__rd r = {out.body, out.body + out.len};
   size_t pairs;
   bool empty;
-  /* Canonical order: id, model, usage, content, stop_reason. */
+  /* Canonical order: id, model, usage, content, provider, credential,
+   * stop_reason; provider and credential are omitempty. */
   bool ok = agentrt__rd_begin(&r, &pairs, &empty) && !empty && agentrt__rd_key(&r, &pairs, "id") &&
             agentrt__rd_text(&r, &resp->id) && agentrt__rd_key(&r, &pairs, "model") && agentrt__rd_text(&r, &resp->model) &&
             agentrt__rd_key(&r, &pairs, "usage") && agentrt__rd_llm_usage(&r, &resp->usage) &&
             agentrt__rd_key(&r, &pairs, "content") && agentrt__rd_array(&r, 1, &resp->ncontent);
   if (ok && resp->ncontent > 0) ok = (resp->content = (agentrt_llm_part_t *)calloc(resp->ncontent, sizeof *resp->content)) != NULL;
   for (size_t i = 0; ok && i < resp->ncontent; i++) ok = agentrt__rd_llm_part(&r, &resp->content[i]);
-  ok = ok && agentrt__rd_key(&r, &pairs, "stop_reason") && agentrt__rd_text(&r, &resp->stop_reason);
+  ok = ok && agentrt__rd_opt_text(&r, &pairs, "provider", &resp->provider) &&
+       agentrt__rd_opt_text(&r, &pairs, "credential", &resp->credential) && agentrt__rd_key(&r, &pairs, "stop_reason") &&
+       agentrt__rd_text(&r, &resp->stop_reason);
   if (!ok || !agentrt__rd_end(&r, pairs)) {
     free(resp->content);
     memset(resp, 0, sizeof *resp);
@@ -1502,6 +1507,8 @@ static inline agentrt_status_t agentrt_llm_complete(const agentrt_llm_request_t 
   agentrt__term_str(&resp->id);
   agentrt__term_str(&resp->model);
   agentrt__term_str(&resp->stop_reason);
+  agentrt__term_str(&resp->provider);
+  agentrt__term_str(&resp->credential);
   for (size_t i = 0; i < resp->ncontent; i++) {
     agentrt_llm_part_t *p = &resp->content[i];
     agentrt__term_str(&p->id);

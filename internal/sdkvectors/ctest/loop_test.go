@@ -198,13 +198,16 @@ func runAgent(t *testing.T, ctx context.Context, rt wazero.Runtime, mod wazero.C
 	return out
 }
 
+// text and callTool are answers as the host gives them, naming the
+// provider and the credential's id.
 func text(s string, usage abi.LLMUsage) *abi.LLMResponse {
-	return &abi.LLMResponse{ID: "r", Model: "m", Usage: usage, StopReason: abi.StopEnd, Content: []abi.LLMPart{{Type: abi.PartText, Text: s}}}
+	return &abi.LLMResponse{ID: "r", Model: "m", Usage: usage, StopReason: abi.StopEnd, Content: []abi.LLMPart{{Type: abi.PartText, Text: s}},
+		Provider: "fake", Credential: "env:FAKE_KEY"}
 }
 
 func callTool(id, name, args string, usage abi.LLMUsage) *abi.LLMResponse {
 	return &abi.LLMResponse{ID: "r", Model: "m", Usage: usage, StopReason: abi.StopToolUse,
-		Content: []abi.LLMPart{{Type: abi.PartToolCall, ID: id, Name: name, Arguments: []byte(args)}}}
+		Content: []abi.LLMPart{{Type: abi.PartToolCall, ID: id, Name: name, Arguments: []byte(args)}}, Provider: "fake", Credential: "env:FAKE_KEY"}
 }
 
 func budget(msg string) *abi.Error { return &abi.Error{Code: abi.StatusBudget, Message: msg} }
@@ -283,7 +286,8 @@ func llmVectors(t *testing.T, ctx context.Context, rt wazero.Runtime, mod wazero
 					t.Fatal(err)
 				}
 				u := r.Usage
-				want = fmt.Sprintf("ok id=%x model=%x stop=%x usage=%d/%d/%d/%d/%d", r.ID, r.Model, r.StopReason, u.Input, u.Output, u.Reasoning, u.CacheRead, u.CacheWrite)
+				want = fmt.Sprintf("ok id=%x model=%x stop=%x provider=%x credential=%x usage=%d/%d/%d/%d/%d",
+					r.ID, r.Model, r.StopReason, r.Provider, r.Credential, u.Input, u.Output, u.Reasoning, u.CacheRead, u.CacheWrite)
 				for _, p := range r.Content {
 					want += fmt.Sprintf(" part=%s,%x,%x,%x,%x", p.Type, p.ID, p.Name, p.Text, p.Arguments)
 				}

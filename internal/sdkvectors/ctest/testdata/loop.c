@@ -114,7 +114,8 @@ static int fingerprints(void) {
 }
 
 /* complete makes one model call and prints what agentrt_llm_complete
- * decoded: "ok id=<hex> model=<hex> stop=<hex> usage=<i>/<o>/<r>/<cr>/<cw>"
+ * decoded: "ok id=<hex> model=<hex> stop=<hex> provider=<hex> credential=<hex>
+ * usage=<i>/<o>/<r>/<cr>/<cw>"
  * and " part=<type>,<hex id>,<hex name>,<hex text>,<hex arguments>" per
  * part, or "status=<name> error=<hex message>". */
 static int complete(void) {
@@ -131,6 +132,8 @@ static int complete(void) {
   put_hex("id", r.id.data, r.id.len);
   put_hex("model", r.model.data, r.model.len);
   put_hex("stop", r.stop_reason.data, r.stop_reason.len);
+  put_hex("provider", r.provider.data, r.provider.len);
+  put_hex("credential", r.credential.data, r.credential.len);
   printf(" usage=%" PRIu64 "/%" PRIu64 "/%" PRIu64 "/%" PRIu64 "/%" PRIu64, r.usage.input, r.usage.output, r.usage.reasoning,
          r.usage.cache_read, r.usage.cache_write);
   for (size_t i = 0; i < r.ncontent; i++) {
