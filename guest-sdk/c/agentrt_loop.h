@@ -30,6 +30,25 @@
  * byte the Go SDK's agent.Fingerprint (guest-sdk/agent/testdata/
  * fingerprints.jsonl holds both to it). Everything is static inline, as in
  * agentrt.h; a module imports agentrt:clock only if it passes a clock.
+ *
+ * An agent with one tool (its grant needs run and llm):
+ *
+ *     static agentrt_status_t lookup(void *user, agentrt_bytes_t args, char **result) {
+ *       *result = strdup("2.1 million");  // what the model is told; the loop frees it
+ *       return AGENTRT_STATUS_OK;
+ *     }
+ *     static const agentrt_loop_tool_t tools[] = {
+ *         {"lookup", "{\"type\":\"object\"}", "population of a city", lookup}};
+ *     agentrt_llm_part_t ask = {.text = agentrt_str("How many people live in Paris?")};
+ *     agentrt_llm_message_t msgs[] = {{AGENTRT_ROLE_USER, &ask, 1}};
+ *     agentrt_loop_config_t cfg = {
+ *         .request = {.model = "gpt-4.1-mini", .max_output_tokens = 512, .messages = msgs, .nmessages = 1},
+ *         .tools = tools, .ntools = 1,
+ *         .max_iterations = 8, .max_output_tokens = 8192, .max_tool_calls = 16};
+ *     agentrt_loop_result_t res;
+ *     if (agentrt_loop(&cfg, &res) == AGENTRT_STATUS_OK)
+ *       ... agentrt_loop_reason_name(res.reason), res.response.content ...
+ *     agentrt_loop_result_free(&res);
  */
 #ifndef AGENTRT_LOOP_H
 #define AGENTRT_LOOP_H
