@@ -34,7 +34,8 @@
  * An agent with one tool (its grant needs run and llm):
  *
  *     static agentrt_status_t lookup(void *user, agentrt_bytes_t args, char **result) {
- *       *result = strdup("2.1 million");  // what the model is told; the loop frees it
+ *       *result = malloc(12);  // what the model is told; the loop frees it
+ *       if (*result) memcpy(*result, "2.1 million", 12);
  *       return AGENTRT_STATUS_OK;
  *     }
  *     static const agentrt_loop_tool_t tools[] = {
