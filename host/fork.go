@@ -98,6 +98,12 @@ func (h *Host) Fork(ctx context.Context, spec ForkSpec) (*Started, error) {
 			err = &DivergenceError{Step: step, Op: op, Reason: fmt.Sprintf("the guest ended after %d of the %d calls before the fork point", pt.rec.Served(), pt.rec.Len())}
 		}
 		if err != nil && !errors.Is(err, ErrRecordingEnd) {
+			// A divergence alone, without the engine's wrapping: it
+			// names the step and the guest function.
+			var div *DivergenceError
+			if errors.As(err, &div) {
+				err = div
+			}
 			return nil, fmt.Errorf("host: fork of %s at %d: %w", spec.Parent, spec.At, err)
 		}
 		pt.rec.next = 0
