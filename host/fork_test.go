@@ -137,6 +137,9 @@ func TestForkWithTheSameModuleSendsOnlyTheEffectsAfterTheForkPoint(t *testing.T)
 			t.Fatalf("call %+v of a fork with the same module", c)
 		}
 	}
+	if _, err := replay.CompareFork(context.Background(), env.Store, parent); !errors.Is(err, replay.ErrNotFork) {
+		t.Fatalf("comparing a run that is no fork: %v, want ErrNotFork", err)
+	}
 }
 
 func TestForkWithAnotherModuleReportsWhereItDiverges(t *testing.T) {
@@ -272,4 +275,20 @@ func runCount(t *testing.T, env *testutil.Env) int {
 		t.Fatal(err)
 	}
 	return len(runs)
+}
+
+func TestResumeRefusesAForkStoppedBeforeItsForkPoint(t *testing.T) {
+	env, parent, _, count, atB := forkParent(t)
+	ctx := context.Background()
+	st, err := env.Host.Fork(ctx, host.ForkSpec{Parent: parent, At: atB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Abandon() // its journal holds its start and none of the calls it answers from its parent
+	if _, err := env.Host.Resume(ctx, st.Run); !errors.Is(err, host.ErrForkIncomplete) || !strings.Contains(err.Error(), "fork "+parent.String()+" again at") {
+		t.Fatalf("resume of a fork stopped before its fork point: %v, want ErrForkIncomplete", err)
+	}
+	if count("/a") != 1 || count("/b") != 1 || count("/c") != 1 {
+		t.Fatalf("the refused resume sent requests: /a %d, /b %d, /c %d", count("/a"), count("/b"), count("/c"))
+	}
 }
