@@ -68,7 +68,10 @@ var ErrForkIncomplete = errors.New("host: the fork stopped before its fork point
 // answered with the parent's recorded responses, after checking that each
 // is the parent's op with the parent's request at the same step, and are
 // journaled in the new run as its own (an effect as an intent and its
-// outcome: it is not dispatched again); every call after it is live.
+// outcome: it is not dispatched again); every call after it is live. The
+// served calls do not pass the gate again: they were decided, and their
+// effects took place, in the parent; the live ones pass it as any call.
+// The parent's journal must verify against this cell's key.
 //
 // A module other than the parent's is first re-executed against the
 // parent's journal up to the fork point, writing nothing: a divergence

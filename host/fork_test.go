@@ -95,6 +95,10 @@ func TestForkWithTheSameModuleSendsOnlyTheEffectsAfterTheForkPoint(t *testing.T)
 	if f == nil || f.Parent != parent || f.Seq != atB || f.Step != pe[atB].Step {
 		t.Fatalf("fork header %+v, want parent %s seq %d step %d", f, parent, atB, pe[atB].Step)
 	}
+	// The fork is granted what its parent was, no more.
+	if !bytes.Equal(header(t, env, res.Run).Grant, header(t, env, parent).Grant) {
+		t.Fatal("the fork's grant is not its parent's")
+	}
 	raw := recordAt(t, env, parent, atB)
 	if !bytes.Equal(f.Entry, journal.Sum(raw)) {
 		t.Fatalf("fork header names entry hash %x, the parent's entry %d hashes to %x", f.Entry, atB, journal.Sum(raw))
