@@ -6,6 +6,8 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/host/caps"
@@ -27,7 +29,17 @@ type ForkSpec struct {
 	Code []byte
 	// Name is the module's name; "" with Code nil: the parent's.
 	Name string
+	// Provider and Model, when set, replace the provider and the model of
+	// every llm.complete the fork makes live, after the fork point (the
+	// calls before it are the parent's answers). They must be within the
+	// parent's grant and this cell's providers: an override loosens
+	// nothing. The fork's header records them (journal.Fork).
+	Provider, Model string
 }
+
+// ErrOverride is returned by Fork for a provider or model override the
+// run's grant or the cell's providers do not allow.
+var ErrOverride = errors.New("host: llm override refused")
 
 // ForkPointError is returned by Fork for a fork point that is not a call
 // boundary of the parent's journal: past its last entry, or between the
@@ -85,6 +97,14 @@ func (h *Host) Fork(ctx context.Context, spec ForkSpec) (*Started, error) {
 		return nil, err
 	}
 	hdr := pt.header
+	grant, err := DecodeGrant(hdr.Grant)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.checkOverride(grant, spec.Provider, spec.Model); err != nil {
+		return nil, err
+	}
+	pt.point.Provider, pt.point.Model = spec.Provider, spec.Model
 	code, name := spec.Code, spec.Name
 	if code == nil {
 		if code, err = h.deps.Store.Module(ctx, hdr.ModuleSHA256); err != nil {
@@ -111,12 +131,37 @@ func (h *Host) Fork(ctx context.Context, spec ForkSpec) (*Started, error) {
 		}
 		pt.rec.next = 0
 	}
-	grant, err := DecodeGrant(hdr.Grant)
-	if err != nil {
-		return nil, err
-	}
 	run := RunSpec{Code: code, Name: name, Input: hdr.Input, Grant: grant, Seed: hdr.Seed, WallBase: hdr.WallBase}
 	return h.start(ctx, run, pt)
+}
+
+// checkOverride refuses an llm override outside grant g or the cell's
+// providers.
+func (h *Host) checkOverride(g *Grant, provider, model string) error {
+	if provider == "" && model == "" {
+		return nil
+	}
+	switch {
+	case g.LLM == nil:
+		return fmt.Errorf("%w: the run's grant has no llm capability, so it makes no llm.complete to override", ErrOverride)
+	case provider != "" && !slices.Contains(g.LLM.Providers, provider):
+		return fmt.Errorf("%w: provider %q is not in the run's grant (granted: %s)", ErrOverride, provider, strings.Join(g.LLM.Providers, ", "))
+	case model != "" && !slices.Contains(g.LLM.Models, model):
+		return fmt.Errorf("%w: model %q is not in the run's grant (granted: %s)", ErrOverride, model, strings.Join(g.LLM.Models, ", "))
+	case h.deps.LLM == nil:
+		return fmt.Errorf("%w: this cell has no model providers (llm.yaml)", ErrOverride)
+	}
+	if provider == "" {
+		return nil
+	}
+	p := h.deps.LLM.Config().Providers[provider]
+	if p == nil {
+		return fmt.Errorf("%w: provider %q is not configured in this cell's llm.yaml (it has: %s)", ErrOverride, provider, strings.Join(h.deps.LLM.Config().ProviderNames(), ", "))
+	}
+	if _, ok := p.Models[model]; model != "" && !ok {
+		return fmt.Errorf("%w: provider %s of this cell does not offer model %q (it prices: %s)", ErrOverride, provider, model, strings.Join(p.ModelNames(), ", "))
+	}
+	return nil
 }
 
 // forked is what a fork starts from: the parent's header, its calls up to
@@ -210,7 +255,7 @@ func (p *forkPath) serve(ctx context.Context, s *session, c *Call, h caps.Handle
 		switch {
 		case err == nil:
 			p.past = p.rec.Served() == p.rec.Len()
-			return p.live.served(ctx, c, status, resp)
+			return p.live.served(ctx, c, h, status, resp)
 		case !errors.Is(err, ErrRecordingEnd):
 			return 0, nil, err // a divergence before the fork point
 		}
@@ -222,13 +267,16 @@ func (p *forkPath) serve(ctx context.Context, s *session, c *Call, h caps.Handle
 // served journals a call answered from another run's journal (a fork's
 // calls up to its fork point) as serve journals a live one, except that
 // an effect, which is not dispatched, is an intent and its outcome with no
-// executing entry between them.
-func (p *livePath) served(ctx context.Context, c *Call, status abi.Status, resp []byte) (abi.Status, []byte, error) {
+// executing entry between them. A conversation's payloads are stored by
+// hash, as serve stores them.
+func (p *livePath) served(ctx context.Context, c *Call, h caps.Handler, status abi.Status, resp []byte) (abi.Status, []byte, error) {
+	p.conv = h.Conversation
+	defer func() { p.conv = "" }()
 	if c.Op.Class != abi.Effect {
 		return p.record(ctx, c, true, status, resp)
 	}
 	intent := p.entry(journal.PhaseIntent, c)
-	intent.Request = c.Request
+	intent.Request = p.stored(c.Request, true)
 	if err := p.w.Add(intent); err != nil {
 		return 0, nil, err
 	}

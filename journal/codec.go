@@ -249,11 +249,17 @@ func appendHeader(dst []byte, h *Header) []byte {
 		dst = appendBytes(append(dst, 9), h.Token)
 	}
 	if f := h.Fork; f != nil {
-		dst = appendHead(append(dst, 10), majorMap, 4)
+		dst = appendHead(append(dst, 10), majorMap, 4+b2u(f.Provider != "")+b2u(f.Model != ""))
 		dst = appendBytes(append(dst, 1), f.Parent[:])
 		dst = appendHead(append(dst, 2), majorUint, f.Seq)
 		dst = appendBytes(append(dst, 3), f.Entry)
 		dst = appendHead(append(dst, 4), majorUint, f.Step)
+		if f.Provider != "" {
+			dst = appendText(append(dst, 5), f.Provider)
+		}
+		if f.Model != "" {
+			dst = appendText(append(dst, 6), f.Model)
+		}
 	}
 	return dst
 }
@@ -277,6 +283,12 @@ func headerSize(h *Header) int {
 	}
 	if f := h.Fork; f != nil {
 		n += 1 + 1 + 4 + bytesSize(f.Parent[:]) + headSize(f.Seq) + bytesSize(f.Entry) + headSize(f.Step)
+		if f.Provider != "" {
+			n += 1 + textSize(f.Provider)
+		}
+		if f.Model != "" {
+			n += 1 + textSize(f.Model)
+		}
 	}
 	return n
 }
@@ -674,11 +686,12 @@ func (p *parser) header() *Header {
 	return h
 }
 
-// fork reads a header's fork: all four fields, the first a 16-byte run id
-// (Entry.check checks the rest).
+// fork reads a header's fork: the four fields every fork has, the first a
+// 16-byte run id (Entry.check checks the rest), then the llm override's.
 func (p *parser) fork() *Fork {
 	f := new(Fork)
-	if p.head(majorMap) != 4 || p.key(0, 1) != 1 {
+	n := p.head(majorMap)
+	if n < 4 || n > 6 || p.key(0, 1) != 1 {
 		p.bad = true
 		return f
 	}
@@ -693,6 +706,15 @@ func (p *parser) fork() *Fork {
 	f.Entry = p.nullable()
 	p.key(3, 4)
 	f.Step = p.uint(math.MaxUint64)
+	k := uint64(4)
+	for range n - 4 {
+		switch k = p.key(k, 6); k {
+		case 5:
+			f.Provider = p.nonemptyText()
+		case 6:
+			f.Model = p.nonemptyText()
+		}
+	}
 	return f
 }
 

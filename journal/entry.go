@@ -146,6 +146,12 @@ type Fork struct {
 	// there is none: the fork's calls 1..Step were served from the
 	// parent's journal, those after it ran live.
 	Step uint64 `cbor:"4,keyasint"`
+	// Provider and Model, when set, replaced the provider and the model
+	// of every llm.complete the fork made live (agentrt fork --provider,
+	// --model): its journal holds the requests as the guest made them,
+	// and this is what was sent instead.
+	Provider string `cbor:"5,keyasint,omitempty"`
+	Model    string `cbor:"6,keyasint,omitempty"`
 }
 
 // End is carried by the end entry of a finished run.

@@ -110,6 +110,7 @@ func (e *Entry) check() error {
 	}
 	if !utf8.ValidString(e.Op) || !utf8.ValidString(e.Key) ||
 		(e.Header != nil && !utf8.ValidString(e.Header.ModuleName)) ||
+		(e.Header != nil && e.Header.Fork != nil && (!utf8.ValidString(e.Header.Fork.Provider) || !utf8.ValidString(e.Header.Fork.Model))) ||
 		(e.End != nil && (!utf8.ValidString(e.End.Error) || !utf8.ValidString(string(e.End.Status)))) {
 		return fmt.Errorf("a text field is not valid UTF-8")
 	}

@@ -635,6 +635,11 @@ func generateVectors(tb testing.TB) []*vector {
 		"a fork (header field 10): calls 1 and 2 were served from the parent's journal, the effect",
 		"journaled as intent and completed, never dispatched; step 3 ran live")
 
+	llmFork := forkHeader(tb)
+	llmFork.Fork.Provider, llmFork.Fork.Model = "openai", "gpt-4o-mini"
+	add("valid-fork-llm-override", "valid", 0, trustA(), enc(writeJournal(tb, runX, cellA, forkPlan(tb, llmFork), nil)),
+		"a fork whose live llm.complete calls went to another provider and model (fork fields 5 and 6)")
+
 	// Decode failures.
 	add("empty-journal", "decode", 0, trustA(), nil, "no records at all")
 

@@ -51,9 +51,12 @@ op and input hash), what changed in the request, and where the fork first
 diverges, and prints the fork's output. Without --module the fork makes RUN's
 calls; its live calls may still be answered otherwise than they were.
 
---provider and --model will replace the model of every llm.complete made
-after SEQ; they need the llm capability, which this build does not serve yet,
-and are refused.
+--provider P and --model M replace the provider and the model of every
+llm.complete the fork makes after SEQ: "what would another model have done
+from here?". They must be in RUN's grant (llm: providers, models) and in this
+cell's llm.yaml; the fork's journal keeps each request as the agent made it,
+and its header records the override, so that the fork replays and audits
+exactly.
 
 RUN is a run id, a unique prefix of one, or "last" for the newest run. The
 fork runs in this process: a data directory held by a cell daemon is
@@ -64,12 +67,6 @@ refused.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			for _, name := range []string{"provider", "model"} {
-				if cmd.Flags().Changed(name) {
-					return withHint(fmt.Errorf("--%s needs the llm capability, which this build of agentrt does not serve yet", name),
-						"fork without --provider and --model; with --module, a build of the agent that asks for another model")
-				}
-			}
 			if !cmd.Flags().Changed("at") {
 				return withHint(errors.New("fork needs the entry to fork at: --at SEQ"),
 					"find it in the SEQ column of: agentrt journal show %s", args[0])
@@ -96,7 +93,7 @@ refused.`,
 				return err
 			}
 			start := time.Now()
-			st, err := cl.Host.Fork(ctx, host.ForkSpec{Parent: parent, At: at, Code: code, Name: name})
+			st, err := cl.Host.Fork(ctx, host.ForkSpec{Parent: parent, At: at, Code: code, Name: name, Provider: provider, Model: model})
 			if err != nil {
 				return forkHint(err, parent)
 			}
@@ -130,8 +127,8 @@ refused.`,
 	}
 	cmd.Flags().Uint64Var(&at, "at", 0, "the entry of RUN to fork at (the SEQ column of agentrt journal show RUN), a call boundary")
 	cmd.Flags().StringVar(&moduleFile, "module", "", "run this module instead of RUN's after SEQ (it must make RUN's calls up to SEQ)")
-	cmd.Flags().StringVar(&provider, "provider", "", "the llm provider of every llm.complete after SEQ (needs the llm capability; refused by this build)")
-	cmd.Flags().StringVar(&model, "model", "", "the model of every llm.complete after SEQ (needs the llm capability; refused by this build)")
+	cmd.Flags().StringVar(&provider, "provider", "", "the provider (of llm.yaml) of every llm.complete after SEQ, within RUN's grant")
+	cmd.Flags().StringVar(&model, "model", "", "the model of every llm.complete after SEQ, within RUN's grant")
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print one JSON object: {"run_id","parent","seq","step","status","output","calls":[...],"diverged",...}`)
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "do not show the guest's stdout, stderr and log lines")
 	c.engineFlag(cmd)
@@ -143,6 +140,8 @@ func forkHint(err error, parent journal.RunID) error {
 	var fe *host.ForkPointError
 	var div *host.DivergenceError
 	switch {
+	case errors.Is(err, host.ErrOverride):
+		return withHint(err, "name a provider and a model that the run's grant lists (llm: providers, models) and this cell's llm.yaml configures")
 	case errors.As(err, &fe) && fe.Step == 0:
 		return withHint(err, "fork at or before entry %d; see: agentrt journal show %s", fe.Last, parent)
 	case errors.As(err, &fe) && fe.After == 0:
