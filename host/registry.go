@@ -30,7 +30,8 @@ var registry = [numCaps]capEntry{
 	register(tool.Capability{}, func(g *Grant) **ToolGrant { return &g.Tool }, func(s *session) tool.Deps { return s.deps.Tools }),
 	register(llm.Capability{}, func(g *Grant) **LLMGrant { return &g.LLM }, func(s *session) llm.Deps {
 		d := llm.Deps{Providers: s.deps.LLM}
-		if f := s.header.Fork; f != nil {
+		if s.header != nil && s.header.Fork != nil {
+			f := s.header.Fork
 			// A fork's override, from its header: its resumes send what
 			// it sent.
 			d.Override = llm.Override{Provider: f.Provider, Model: f.Model}
