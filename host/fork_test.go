@@ -296,3 +296,32 @@ func TestResumeRefusesAForkStoppedBeforeItsForkPoint(t *testing.T) {
 		t.Fatalf("the refused resume sent requests: /a %d, /b %d, /c %d", count("/a"), count("/b"), count("/c"))
 	}
 }
+
+func TestForkRefusesAForkPointPastACheckpoint(t *testing.T) {
+	env := testutil.NewEnv(t, host.Deps{}, host.Config{})
+	ctx := context.Background()
+	res, err := env.Host.Run(ctx, segmentsSpec(testutil.BuildGo(t, "host/testdata/agents/segments"), 6, 3))
+	if err != nil || res.Status != journal.StatusCompleted {
+		t.Fatalf("segments: %v %+v", err, res)
+	}
+	var cp uint64
+	for _, e := range entries(t, env, res.Run) {
+		if e.Op == "run.checkpoint" && cp == 0 {
+			cp = e.Seq
+		}
+	}
+	if cp == 0 {
+		t.Fatal("the segments agent did not checkpoint")
+	}
+	before := runCount(t, env)
+	want := fmt.Sprintf("past its checkpoint at entry %d; fork at or before entry %d", cp, cp-1)
+	if _, err := env.Host.Fork(ctx, host.ForkSpec{Parent: res.Run, At: cp}); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("fork at the checkpoint: %v, want %q", err, want)
+	}
+	if n := runCount(t, env); n != before {
+		t.Fatalf("the refused fork left %d runs", n-before)
+	}
+	if f := fork(t, env, res.Run, cp-1, nil); string(f.Output) != string(outputOf(t, env, res.Run)) {
+		t.Fatalf("fork before the checkpoint: output %s, parent %s", f.Output, outputOf(t, env, res.Run))
+	}
+}
