@@ -23,7 +23,8 @@ type modelCall struct {
 	step uint64
 	// turn is the script's turn that answers the call: the number of
 	// the model's answers the request holds (the fake matches in order).
-	turn int
+	turn   int
+	stream bool
 	// answered: the journal holds the whole answer (a non-streamed
 	// call's completed entry, or a stream's last batch).
 	answered bool
@@ -58,11 +59,16 @@ func modelCalls(t *testing.T, data, run string) []*modelCall {
 			return fmt.Errorf("entry %d: %w", e.Seq, err)
 		}
 		if e.Op == "llm.complete" && e.Phase == journal.PhaseIntent {
-			var req abi.LLMRequest
-			if err := abi.Unmarshal(g.Request, &req); err != nil {
+			// A request in blob form is the guest's once resolved.
+			raw, err := journal.ResolvePayload(ctx, st, e.Request, e.InputHash, 64<<20)
+			if err != nil {
 				return fmt.Errorf("entry %d: llm.complete request: %w", e.Seq, err)
 			}
-			c := &modelCall{step: e.Step}
+			var req abi.LLMRequest
+			if err := abi.Unmarshal(raw, &req); err != nil {
+				return fmt.Errorf("entry %d: llm.complete request: %w", e.Seq, err)
+			}
+			c := &modelCall{step: e.Step, stream: req.Stream}
 			for _, m := range req.Messages {
 				if m.Role == abi.RoleAssistant {
 					c.turn++
@@ -78,24 +84,21 @@ func modelCalls(t *testing.T, data, run string) []*modelCall {
 				c.ended = true
 			}
 		case journal.PhaseCompleted:
-			var b abi.LLMBatch
-			if e.Op == "llm.complete" {
-				var req abi.LLMRequest
-				if abi.Unmarshal(g.Request, &req) == nil && !req.Stream {
-					var r abi.LLMResponse
-					if err := abi.Unmarshal(g.Response, &r); err != nil {
-						return fmt.Errorf("entry %d: %s response: %w", e.Seq, e.Op, err)
-					}
-					b.Response = &r
-				} else if err := abi.Unmarshal(g.Response, &b); err != nil {
-					return fmt.Errorf("entry %d: %s batch: %w", e.Seq, e.Op, err)
-				}
-			} else if err := abi.Unmarshal(g.Response, &b); err != nil {
-				return fmt.Errorf("entry %d: %s batch: %w", e.Seq, e.Op, err)
-			}
 			c := callOf(byStep, e, g)
 			if c == nil {
 				return fmt.Errorf("entry %d: %s of no model call", e.Seq, e.Op)
+			}
+			// A streamed call answers batches, an unstreamed one the
+			// whole answer.
+			var b abi.LLMBatch
+			if e.Op == "llm.complete" && !c.stream {
+				var r abi.LLMResponse
+				if err := abi.Unmarshal(g.Response, &r); err != nil {
+					return fmt.Errorf("entry %d: %s response: %w", e.Seq, e.Op, err)
+				}
+				b.Response = &r
+			} else if err := abi.Unmarshal(g.Response, &b); err != nil {
+				return fmt.Errorf("entry %d: %s batch: %w", e.Seq, e.Op, err)
 			}
 			if b.Response != nil {
 				c.answered, c.ended, c.usage = true, true, b.Response.Usage
@@ -116,7 +119,7 @@ func callOf(byStep map[uint64]*modelCall, e, g *journal.Entry) *modelCall {
 		return byStep[e.Step]
 	}
 	var next abi.LLMNextRequest
-	if abi.Unmarshal(g.Request, &next) != nil {
+	if abi.Unmarshal(e.Request, &next) != nil {
 		return nil
 	}
 	return byStep[next.Step]

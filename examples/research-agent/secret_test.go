@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -170,8 +171,8 @@ func TestAPIKeyIsNowhere(t *testing.T) {
 					return err
 				}
 				entries++
-				found("store key "+string(item.Key()), item.Key())
-				found("the store's value under "+string(item.Key()), v)
+				found(fmt.Sprintf("store key %q", item.Key()), item.Key())
+				found(fmt.Sprintf("the store's value under %q", item.Key()), v)
 			}
 			return nil
 		})
