@@ -81,8 +81,9 @@ echo
 echo "== its journal: every model call and tool call, in order"
 "$agentrt" journal show "$run" --summary
 echo
-echo "== its log"
-"$agentrt" logs "$run"
+echo "== its first model call and the tools it asked for"
+"$agentrt" journal show "$run" | head -n 10
+echo "..."
 echo
 echo "== replay: the model is not called again, its answers come from the journal"
 "$agentrt" replay "$run"
