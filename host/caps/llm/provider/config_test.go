@@ -71,7 +71,7 @@ func TestParsePrice(t *testing.T) {
 
 func TestParseConfigErrors(t *testing.T) {
 	cases := []struct{ name, doc, want string }{
-		{"typo", "providers:\n  o:\n    kind: anthropic\n    modles: {}\n", `llm.yaml:4: unknown key "modles" in providers.o; allowed: kind, base_url, credential, models, timeout, retry (did you mean models?)`},
+		{"typo", "providers:\n  o:\n    kind: anthropic\n    modles: {}\n", `llm.yaml:4: unknown key "modles" in providers.o; allowed: kind, base_url, credential, models, timeout, retry, background (did you mean models?)`},
 		{"price typo", "providers:\n  o:\n    models:\n      m: {inptu: 1}\n", `unknown key "inptu" in providers.o.models.m; allowed: input, output, cache_read, cache_write`},
 		{"float price", "providers:\n  o:\n    kind: anthropic\n    credential: {env: X}\n    models:\n      m: {input: 1e-3}\n", "line 6: \"1e-3\": price must be"},
 		{"no providers", "providers: {}\n", "no providers"},
@@ -84,6 +84,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"bad url", "providers:\n  o:\n    kind: openai-compatible\n    base_url: ftp://x\n    models: {m: {}}\n", "not an http or https URL"},
 		{"attempts", "providers:\n  o:\n    kind: openai-compatible\n    base_url: http://x\n    retry: {attempts: 11}\n    models: {m: {}}\n", "retry.attempts 11 is not within 1..10"},
 		{"timeout", "providers:\n  o:\n    kind: openai-compatible\n    base_url: http://x\n    timeout: -1s\n    models: {m: {}}\n", "want a positive duration"},
+		{"background chat", "providers:\n  o:\n    kind: openai-chat\n    credential: {env: X}\n    background: true\n    models: {m: {}}\n", "background is for kind openai-responses: openai-chat cannot resume a stream"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
