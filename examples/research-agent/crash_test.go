@@ -144,9 +144,10 @@ func runStatus(t *testing.T, c *cell) (id, status string) {
 
 // TestResearchAgentSurvivesKills kills a real `agentrt run` of the agent
 // (streamed answers, slowed so that a kill lands inside one) with SIGKILL
-// at 26 points: as each of the five model calls arrives at the provider
-// and twice inside its stream, while each page fetch is in flight, and
-// at times spread over the run. Then `agentrt resume` finishes the run.
+// at 31 points: as each of the five model calls arrives at the provider
+// and twice inside its stream, the moment the provider has written each
+// whole answer, while each page fetch is in flight, and at times spread
+// over the run. Then `agentrt resume` finishes the run.
 // It asserts that the run completes with the uninterrupted run's
 // output; that no call the journal had answered was sent to the provider
 // again; and that the model usage the journal records equals what the
@@ -181,15 +182,21 @@ func TestResearchAgentSurvivesKills(t *testing.T) {
 	}
 
 	type point struct {
-		call  int           // kill after model call call arrived, plus after
-		fetch int           // or while page fetch fetch is in flight
-		after time.Duration // or after the first model call arrived
+		call     int           // kill after model call call arrived, plus after
+		answered int           // or as the fake has written the whole answer of this call
+		fetch    int           // or while page fetch fetch is in flight
+		after    time.Duration // or after the first model call arrived
 	}
 	var points []point
 	for k := 1; k <= 5; k++ {
 		for _, d := range []time.Duration{0, 2 * chunkDelay, 5 * chunkDelay} {
 			points = append(points, point{call: k, after: d})
 		}
+	}
+	// The provider has sent the whole answer, and the cell may not have
+	// journaled it yet: the one attempt whose cost a kill can hide.
+	for k := 1; k <= 5; k++ {
+		points = append(points, point{answered: k})
 	}
 	for j := 1; j <= 3; j++ {
 		points = append(points, point{fetch: j})
@@ -205,6 +212,8 @@ func TestResearchAgentSurvivesKills(t *testing.T) {
 		switch {
 		case p.call > 0:
 			name = fmt.Sprintf("call-%d+%v", p.call, p.after)
+		case p.answered > 0:
+			name = fmt.Sprintf("answered-%d", p.answered)
 		case p.fetch > 0:
 			name = fmt.Sprintf("fetch-%d", p.fetch)
 		}
@@ -214,8 +223,15 @@ func TestResearchAgentSurvivesKills(t *testing.T) {
 			trigger := make(chan struct{})
 			var once sync.Once
 			fire := func() { once.Do(func() { close(trigger) }) }
+			var kill func()
 			fake.arrived = func(n int, _ *http.Request) {
-				if p.call == n || (p.call == 0 && p.fetch == 0) {
+				if p.call == n || (p.call == 0 && p.answered == 0 && p.fetch == 0) {
+					fire()
+				}
+			}
+			fake.answered = func(n int) {
+				if p.answered == n {
+					kill() // at once, from the handler: the cell has the bytes, perhaps not the record
 					fire()
 				}
 			}
@@ -235,6 +251,7 @@ func TestResearchAgentSurvivesKills(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
+			kill = func() { cmd.Process.Signal(syscall.SIGKILL) }
 			select {
 			case <-trigger:
 				time.Sleep(p.after)
@@ -304,8 +321,16 @@ func TestResearchAgentSurvivesKills(t *testing.T) {
 				}
 			}
 			// The usage of an answer the provider wrote whole but the
-			// killed cell never journaled: the host cannot know it, and
-			// the ledger cannot hold it.
+			// killed cell never journaled (the answered-k points make
+			// it happen): the journal holds the call's intent and
+			// executing entries, perhaps batches, but no answer, so no
+			// usage. On resume the host sends a call with no batch again
+			// (it is in doubt), and a stream cut after a batch fails
+			// stream_interrupted, which the agent asks again: either way
+			// one request repeats an answered one, and its first
+			// answer's cost is known to the provider alone. The
+			// journaled usage is then the fake's sum less exactly that
+			// answer's.
 			var lost fakellm.Usage
 			for _, r := range again {
 				for _, q := range st.Requests {

@@ -107,10 +107,12 @@ type fakeServer struct {
 	Fake   *fakellm.Server
 	Script *fakellm.Script
 	// arrived, when set, is called as each model request arrives, before
-	// the fake answers it.
-	mu      sync.Mutex
-	arrived func(n int, r *http.Request)
-	n       int
+	// the fake answers it; answered once the fake has written its whole
+	// answer (flushed to the connection, as each streamed event is).
+	mu       sync.Mutex
+	arrived  func(n int, r *http.Request)
+	answered func(n int)
+	n        int
 }
 
 // loadScript reads script.yaml with {{site}} replaced by siteURL and edit
@@ -139,16 +141,21 @@ func startFake(t *testing.T, sc *fakellm.Script) *fakeServer {
 	}
 	s := &fakeServer{Fake: f, Script: sc}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost {
-			s.mu.Lock()
-			s.n++
-			n, arrived := s.n, s.arrived
-			s.mu.Unlock()
-			if arrived != nil {
-				arrived(n, r)
-			}
+		if r.Method != http.MethodPost {
+			f.ServeHTTP(w, r)
+			return
+		}
+		s.mu.Lock()
+		s.n++
+		n, arrived, answered := s.n, s.arrived, s.answered
+		s.mu.Unlock()
+		if arrived != nil {
+			arrived(n, r)
 		}
 		f.ServeHTTP(w, r)
+		if answered != nil {
+			answered(n)
+		}
 	}))
 	t.Cleanup(s.Close)
 	return s
