@@ -152,11 +152,17 @@ func (u LLMUsage) Add(v LLMUsage) LLMUsage {
 // LLMResponse answers llm.complete. Content holds the answer's text and
 // tool_call parts in the order the model produced them.
 type LLMResponse struct {
-	ID         string    `cbor:"id"` // the provider's response id
-	Model      string    `cbor:"model"`
-	Usage      LLMUsage  `cbor:"usage"`
-	Content    []LLMPart `cbor:"content"`
-	StopReason string    `cbor:"stop_reason"`
+	ID      string    `cbor:"id"` // the provider's response id
+	Model   string    `cbor:"model"`
+	Usage   LLMUsage  `cbor:"usage"`
+	Content []LLMPart `cbor:"content"`
+	// Provider is the cell's provider (llm.yaml) that answered, and
+	// Credential the id of the credential the call was made with
+	// ("env:OPENAI_API_KEY"), never the key: what the journal records
+	// of where the call went.
+	Provider   string `cbor:"provider,omitempty"`
+	Credential string `cbor:"credential,omitempty"`
+	StopReason string `cbor:"stop_reason"`
 }
 
 // ToolCalls returns the tool_call parts of r's content.

@@ -303,6 +303,14 @@ func failed(err error) (abi.Status, []byte) {
 
 // complete makes the call: the whole answer, or a stream's first batch.
 func (in *instance) complete(ctx context.Context, c *caps.Call) (abi.Status, []byte) {
+	if in.cur.step != c.Step {
+		// A call a crash left in doubt, sent again on resume: the gate
+		// checked it before its intent, in the run that crashed; its
+		// request is the same (the resume compared it).
+		if d := in.checkComplete(c); d != nil {
+			return d.Status, d.Body
+		}
+	}
 	cl, err := in.deps.Providers.client(in.cur.provider)
 	if err != nil {
 		return caps.Error(abi.StatusFailed, "%s: provider %s: %v", abi.LLMUnavailable, in.cur.provider, err)
@@ -314,6 +322,7 @@ func (in *instance) complete(ctx context.Context, c *caps.Call) (abi.Status, []b
 		if err != nil {
 			return failed(err)
 		}
+		res.Response.Provider, res.Response.Credential = in.cur.provider, cl.CredentialID()
 		return caps.OK(&res.Response)
 	}
 	var cursor *abi.LLMCursor
@@ -321,6 +330,7 @@ func (in *instance) complete(ctx context.Context, c *caps.Call) (abi.Status, []b
 		cursor = &abi.LLMCursor{Provider: in.cur.provider, Model: req.Model}
 	}
 	s := newStream(c.Step, in.cur.price, cursor)
+	s.provider, s.credential = in.cur.provider, cl.CredentialID()
 	in.streams[c.Step] = s
 	go s.run(in.ctx, cl, &req)
 	return in.batch(ctx, s)
@@ -367,7 +377,9 @@ func (in *instance) resumable(step uint64, cur *abi.LLMCursor) (*stream, *provid
 		return nil, nil
 	}
 	c := *cur
-	return newStream(step, price, &c), cl
+	s := newStream(step, price, &c)
+	s.provider, s.credential = cur.Provider, cl.CredentialID()
+	return s, cl
 }
 
 // seal is the MAC of cursor c of the stream of step in run.
@@ -386,6 +398,9 @@ func (in *instance) batch(ctx context.Context, s *stream) (abi.Status, []byte) {
 	}
 	if err != nil {
 		return failed(err)
+	}
+	if res != nil {
+		res.Provider, res.Credential = s.provider, s.credential
 	}
 	b := abi.LLMBatch{Step: s.step, Chunks: chunks, Response: res}
 	if b.Chunks == nil {
@@ -406,7 +421,7 @@ func (in *instance) Estimate(c *caps.Call) (budget.Amounts, error) {
 	if c.Op.Code != abi.OpLLMComplete {
 		return budget.Amounts{}, nil
 	}
-	return budget.WorstCase(provider.EstimateInputTokens(&in.cur.req), uint64(in.cur.req.MaxOutputTokens), price(in.cur.price))
+	return budget.WorstCase(provider.EstimateInputTokens(&in.cur.req), uint64(in.cur.req.MaxOutputTokens), in.cur.price.Price())
 }
 
 // Usage charges an unstreamed call every attempt's usage; a stream holds
@@ -454,14 +469,10 @@ func (in *instance) Settles(c *caps.Call, status abi.Status, resp []byte) (caps.
 	return caps.Settlement{}, false
 }
 
-func price(p provider.ModelPrice) budget.Price {
-	return budget.Price{Input: uint64(p.Input), Output: uint64(p.Output), CacheRead: uint64(p.CacheRead), CacheWrite: uint64(p.CacheWrite)}
-}
-
 // charge is what usage u costs at p; a cost past a uint64 of micro-USD
 // is charged as the most there is, which no ceiling admits.
 func charge(u abi.LLMUsage, p provider.ModelPrice) budget.Amounts {
-	a, err := budget.Charge(budget.Usage{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite}, price(p))
+	a, err := budget.Charge(budget.Usage{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite}, p.Price())
 	if err != nil {
 		a = budget.Amounts{budget.ModelCalls: 1, budget.InputTokens: u.Input + u.CacheRead + u.CacheWrite, budget.OutputTokens: u.Output, budget.MicroUSD: ^uint64(0)}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"strings"
@@ -141,7 +142,7 @@ func TestAgentCallsEachProvider(t *testing.T) {
 					}
 				}
 				trust := journal.TrustKeys(env.Key.Public().(ed25519.PublicKey))
-				ops, forms := map[string]int{}, 0
+				ops, forms, named := map[string]int{}, 0, 0
 				err = env.Store.Records(ctx, res.Run, 0, func(_ uint64, raw []byte) error {
 					r, err := journal.DecodeRecord(raw)
 					if err != nil {
@@ -157,6 +158,10 @@ func TestAgentCallsEachProvider(t *testing.T) {
 					if e.Op == "llm.complete" && e.Phase == journal.PhaseIntent && journal.IsBlobForm(e.Request) {
 						forms++
 					}
+					// The answers name the provider and the credential's id.
+					if bytes.Contains(e.Response, []byte("env:AGENTRT_TEST_FAKE_KEY")) && bytes.Contains(e.Response, []byte("fake")) {
+						named++
+					}
 					if bytes.Contains(raw, []byte(fakeKey)) {
 						t.Errorf("entry %d holds the API key", e.Seq)
 					}
@@ -167,6 +172,9 @@ func TestAgentCallsEachProvider(t *testing.T) {
 				}
 				if ops["llm.complete"] != 2 || forms != 2 {
 					t.Errorf("journal: %d llm.complete outcomes, %d requests in blob form; want 2 and 2 (%v)", ops["llm.complete"], forms, ops)
+				}
+				if named != 2 {
+					t.Errorf("%d answers name the provider and credential id, want 2", named)
 				}
 				if mode == "stream" && ops["llm.next"] == 0 {
 					t.Errorf("a streamed run journaled no llm.next (%v)", ops)
@@ -312,5 +320,52 @@ func TestForgedCursorIsNotResumed(t *testing.T) {
 	}
 	if n := len(srv.Stats().Requests); n != 0 {
 		t.Fatalf("the fake got %d requests for a forged cursor", n)
+	}
+}
+
+// TestResumeSendsACallInDoubtAgain: a run stopped while a model call was
+// in flight (its intent durable, no answer journaled) is resumed by
+// sending the call again, with the same request; the run completes and no
+// answered call is sent twice.
+func TestResumeSendsACallInDoubtAgain(t *testing.T) {
+	code := testutil.BuildGo(t, "host/testdata/agents/llm")
+	const slowFirst = `
+api_key: ` + fakeKey + `
+turns:
+  - expect: {model: m-test, last_role: user, tools: [lookup]}
+    reply:
+      tool_calls: [{name: lookup, arguments: {city: Paris}}]
+      delay: 1s
+    usage: {input_tokens: 120, output_tokens: 14}
+  - expect: {model: m-test}
+    reply: {text: "Paris has 2.1 million people."}
+    usage: {input_tokens: 160, output_tokens: 9}
+`
+	provs, srv := fakeProviders(t, provider.Anthropic, "", slowFirst)
+	env := testutil.NewEnv(t, host.Deps{LLM: provs}, host.Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := env.Host.Start(ctx, host.RunSpec{Code: code, Name: "llm", Input: []byte("complete"), Grant: llmGrant()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for len(srv.Stats().Requests) == 0 {
+			time.Sleep(2 * time.Millisecond)
+		}
+		cancel()
+	}()
+	if _, err := st.Execute(ctx); !errors.Is(err, host.ErrInterrupted) {
+		t.Fatalf("run: %v, want ErrInterrupted", err)
+	}
+	res, err := env.Host.Resume(context.Background(), st.Run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != journal.StatusCompleted || !strings.Contains(string(res.Output), `turn 1: stop=end text="Paris has 2.1 million people."`) {
+		t.Fatalf("status %s (%v):\n%s", res.Status, res.Err, res.Output)
+	}
+	s := settled(t, srv)
+	if len(s.Requests) != 3 || s.Requests[0].Outcome != fakellm.OutcomeCanceled || s.Requests[1].MatchKey != s.Requests[0].MatchKey || len(s.ResentAfterCompletion()) != 0 {
+		t.Fatalf("want the call in doubt sent again once, then the next: %+v", s.Requests)
 	}
 }

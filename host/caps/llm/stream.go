@@ -15,6 +15,8 @@ import (
 type stream struct {
 	step  uint64
 	price provider.ModelPrice
+	// provider and credential name where the call went, in its answer.
+	provider, credential string
 	// cursor is where the stream stands, for a provider that can resume
 	// it (nil otherwise): its response id is set when the stream names
 	// it, and Delivered counts the chunks taken.

@@ -122,6 +122,10 @@ func (c *Client) Complete(ctx context.Context, req *abi.LLMRequest, onChunk func
 	return c.CompleteResumable(ctx, req, onChunk, nil)
 }
 
+// CredentialID is the id of the client's credential ("env:VAR",
+// "file:PATH"), as the journal names it.
+func (c *Client) CredentialID() string { return c.cred.ID() }
+
 // Resumable reports whether the provider's streams can be resumed
 // (Resume): an openai-responses provider with background: true.
 func (c *Client) Resumable() bool { return c.p.Kind == OpenAIResponses && c.p.Background }
