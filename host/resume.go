@@ -173,14 +173,6 @@ func (p *resumePath) decide(ctx context.Context, s *session, c *Call, h caps.Han
 			"%s of step %d was in flight when the run stopped; it may have taken effect, and is not re-run", c.Op.Name, c.Step)
 		return p.live.record(ctx, c, false, status, body)
 	}
-	// The capability's own check runs again before the effect is sent
-	// again: it decodes the request for Serve (llm's provider and model),
-	// and a cell whose configuration changed since refuses it here.
-	if h.Check != nil {
-		if d := h.Check(c); d != nil {
-			return p.live.record(ctx, c, false, d.Status, d.Body)
-		}
-	}
 	status, resp := h.Serve(ctx, c)
 	if ctx.Err() != nil {
 		return 0, nil, fmt.Errorf("%w during step %d (%s), whose effect is in doubt", ErrInterrupted, c.Step, c.Op.Name)
