@@ -26,7 +26,9 @@ import (
 // command that shows a run (journal show, its JSON, logs, runs, replay,
 // audit verify) and in everything each command wrote to stdout and
 // stderr. It finds it nowhere; and the fake provider got it, in the
-// header its API reads, on every call, so the search is not vacuous.
+// header its API reads, on every call, and the bundle names the
+// credential's id where the answers record it, so the search is not
+// vacuous.
 func TestAPIKeyIsNowhere(t *testing.T) {
 	mod := module(t)
 	var r [18]byte
@@ -129,6 +131,11 @@ func TestAPIKeyIsNowhere(t *testing.T) {
 			t.Fatal(err)
 		}
 		found("the exported bundle", b)
+		// What the journal does record of the key: its id, naming where
+		// the cell read it.
+		if !bytes.Contains(b, []byte("env:FAKELLM_API_KEY")) {
+			t.Errorf("the bundle of run %s does not name the credential env:FAKELLM_API_KEY its answers were made with", run)
+		}
 		keys := filepath.Join(t.TempDir(), "cell.pub")
 		writeFile(t, keys, record("keys", c.cmd("keys")))
 		record("audit verify", c.cmd("audit", "verify", bundle, "--trust", keys))
