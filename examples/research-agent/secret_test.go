@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
@@ -11,22 +12,26 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	hostcell "github.com/agentrt/agentrt/host/cell"
 	badger "github.com/dgraph-io/badger/v4"
 )
 
 // TestAPIKeyIsNowhere runs the agent with a distinctive key in the
-// environment variable the cell's llm.yaml names, streamed and not, and
-// searches for the key (raw; hex in both cases; base64 in four
-// alphabets) in every byte of the data directory and the compilation
-// cache, in every key and value of the store as badger reads it (a table
-// block may be compressed), in an exported bundle, in the output of every
-// command that shows a run (journal show, its JSON, logs, runs, replay,
-// audit verify) and in everything each command wrote to stdout and
+// environment variable the cell's llm.yaml names: by agentrt run,
+// streamed and not, and in a cell serve daemon, to which a client without
+// the key submits. It searches for the key (raw; hex in both cases;
+// base64 in four alphabets) in every byte of the data directories and the
+// compilation cache, in every key and value of the stores as badger reads
+// them (a table block may be compressed), in exported bundles, in the
+// output of every command that shows a run (journal show, its JSON,
+// logs, runs, replay, audit verify; through the daemon's API for its
+// cell), in everything each command and the daemon wrote to stdout and
 // stderr. It finds it nowhere; and the fake provider got it, in the
-// header its API reads, on every call, and the bundle names the
+// header its API reads, on every call, and each bundle names the
 // credential's id where the answers record it, so the search is not
 // vacuous.
 func TestAPIKeyIsNowhere(t *testing.T) {
@@ -97,10 +102,33 @@ func TestAPIKeyIsNowhere(t *testing.T) {
 	cache := t.TempDir()
 	var cells []*cell
 	var runs []string
-	for _, stream := range []bool{false, true} {
+	// Three cells: agentrt run holding the key, unstreamed and streamed;
+	// and a cell serve daemon holding it, to which a client without the
+	// key submits, and through which the reads go while it runs.
+	var daemon *exec.Cmd
+	var daemonLog bytes.Buffer
+	for i, stream := range []bool{false, true, true} {
 		fake := startFake(t, sc)
 		c := newCell(t, fake, "openai-chat", key, cache)
-		res, _ := parseRun(t, record("agentrt run", c.cmd("run", mod, "--grant", exampleFile("grant.yaml"), "--json", "--input", input(site.URL, stream))))
+		args := []string{"run", mod, "--grant", exampleFile("grant.yaml"), "--json", "--input", input(site.URL, stream)}
+		if i == 2 {
+			daemon = c.cmd("cell", "serve")
+			daemon.Stdout, daemon.Stderr = &daemonLog, &daemonLog
+			if err := daemon.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { daemon.Process.Kill() })
+			waitForDaemon(t, c.data, &daemonLog)
+			var env []string
+			for _, kv := range c.env {
+				if !strings.HasPrefix(kv, "FAKELLM_API_KEY=") {
+					env = append(env, kv)
+				}
+			}
+			c.env = env
+			args = append(args, "--cell", "unix:"+hostcell.SocketPath(c.data))
+		}
+		res, _ := parseRun(t, record("agentrt run", c.cmd(args...)))
 		if res.Status != "completed" {
 			t.Fatalf("run %s: %s", res.Status, res.Error)
 		}
@@ -140,11 +168,21 @@ func TestAPIKeyIsNowhere(t *testing.T) {
 		writeFile(t, keys, record("keys", c.cmd("keys")))
 		record("audit verify", c.cmd("audit", "verify", bundle, "--trust", keys))
 	}
+	// The daemon drains on SIGTERM; what it printed is searched too.
+	daemon.Process.Signal(syscall.SIGTERM)
+	if err := daemon.Wait(); err != nil {
+		t.Fatalf("cell serve: %v\n%s", err, daemonLog.Bytes())
+	}
+	found("cell serve's output", daemonLog.Bytes())
 
 	// Every byte of every file the cells wrote: data directories (store,
 	// keys, llm.yaml, workspaces) and the compilation cache.
 	files := 0
-	for _, dir := range append([]string{cache}, cells[0].data, cells[1].data) {
+	dirs := []string{cache}
+	for _, c := range cells {
+		dirs = append(dirs, c.data)
+	}
+	for _, dir := range dirs {
 		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
 				return err
@@ -189,7 +227,27 @@ func TestAPIKeyIsNowhere(t *testing.T) {
 		}
 	}
 	t.Logf("searched %d files, %d store entries, %d command outputs for the key", files, entries, len(outputs))
-	if entries < 20 {
+	if entries < 30 {
 		t.Fatalf("the stores hold %d entries: the search read nothing", entries)
+	}
+}
+
+// waitForDaemon waits until the cell daemon on data answers its API.
+func waitForDaemon(t *testing.T, data string, log *bytes.Buffer) {
+	t.Helper()
+	client, err := hostcell.Dial("unix:" + hostcell.SocketPath(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ci, err := client.Cell(context.Background())
+		if err == nil && !ci.ControlOnly {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon's API did not answer: %v\n%s", err, log.Bytes())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
