@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -105,20 +104,13 @@ func TestAPIKeyIsNowhere(t *testing.T) {
 	// Three cells: agentrt run holding the key, unstreamed and streamed;
 	// and a cell serve daemon holding it, to which a client without the
 	// key submits, and through which the reads go while it runs.
-	var daemon *exec.Cmd
-	var daemonLog bytes.Buffer
+	var d *daemon
 	for i, stream := range []bool{false, true, true} {
 		fake := startFake(t, sc)
 		c := newCell(t, fake, "openai-chat", key, cache)
 		args := []string{"run", mod, "--grant", exampleFile("grant.yaml"), "--json", "--input", input(site.URL, stream)}
 		if i == 2 {
-			daemon = c.cmd("cell", "serve")
-			daemon.Stdout, daemon.Stderr = &daemonLog, &daemonLog
-			if err := daemon.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { daemon.Process.Kill() })
-			waitForDaemon(t, c.data, &daemonLog)
+			d = startDaemon(t, c)
 			var env []string
 			for _, kv := range c.env {
 				if !strings.HasPrefix(kv, "FAKELLM_API_KEY=") {
@@ -169,11 +161,8 @@ func TestAPIKeyIsNowhere(t *testing.T) {
 		record("audit verify", c.cmd("audit", "verify", bundle, "--trust", keys))
 	}
 	// The daemon drains on SIGTERM; what it printed is searched too.
-	daemon.Process.Signal(syscall.SIGTERM)
-	if err := daemon.Wait(); err != nil {
-		t.Fatalf("cell serve: %v\n%s", err, daemonLog.Bytes())
-	}
-	found("cell serve's output", daemonLog.Bytes())
+	d.stop(t)
+	found("cell serve's output", d.log.Bytes())
 
 	// Every byte of every file the cells wrote: data directories (store,
 	// keys, llm.yaml, workspaces) and the compilation cache.
@@ -232,8 +221,9 @@ func TestAPIKeyIsNowhere(t *testing.T) {
 	}
 }
 
-// waitForDaemon waits until the cell daemon on data answers its API.
-func waitForDaemon(t *testing.T, data string, log *bytes.Buffer) {
+// waitForDaemon waits until the cell daemon on data answers its API, or
+// fails the test if it exits first.
+func waitForDaemon(t *testing.T, data string, exited <-chan error) {
 	t.Helper()
 	client, err := hostcell.Dial("unix:" + hostcell.SocketPath(data))
 	if err != nil {
@@ -245,8 +235,13 @@ func waitForDaemon(t *testing.T, data string, log *bytes.Buffer) {
 		if err == nil && !ci.ControlOnly {
 			return
 		}
+		select {
+		case err := <-exited:
+			t.Fatalf("cell serve exited: %v", err)
+		default:
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the daemon's API did not answer: %v\n%s", err, log.Bytes())
+			t.Fatalf("the daemon's API did not answer: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
