@@ -335,3 +335,25 @@ func (l *Ledger) Spent() (spent, reserved Amounts) {
 	defer l.mu.Unlock()
 	return l.spent, l.reserved
 }
+
+// Lower lowers the ceiling of d to n when d is unlimited or its ceiling is
+// above n; a ceiling is never raised (a run narrows its own budget, ABI
+// run.limit). It returns the ceilings now in force. A ceiling lowered
+// below what is spent and reserved admits nothing more of d; what is
+// already held stays held.
+func (l *Ledger) Lower(d Dim, n uint64) Ceilings {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if max, ok := l.ceil.Get(d); !ok || n < max {
+		l.ceil = l.ceil.With(d, n)
+	}
+	return l.ceil
+}
+
+// Used returns what d has used of its ceiling: spent and reserved, the
+// amount Lower's "from now on, at most so much more" counts from.
+func (l *Ledger) Used(d Dim) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return sat(l.spent[d], l.reserved[d])
+}

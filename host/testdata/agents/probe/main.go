@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -21,6 +22,9 @@ type Step struct {
 	Size int    `json:"size"`
 	URL  string `json:"url"`
 	N    uint32 `json:"n"`
+	// Dim and Amount are a run.limit's (op "limit").
+	Dim    string `json:"dim"`
+	Amount uint64 `json:"amount"`
 }
 
 func main() {
@@ -57,6 +61,27 @@ func do(s Step) string {
 	case "introspect":
 		r, err := agent.Introspect()
 		return fmt.Sprintf("introspect %s %v %d %v", r.RunID, r.Capabilities, r.Steps, err)
+	case "http-loop":
+		// Requests URL up to N times, stopping at the first error: a
+		// guest that loops until the host stops it.
+		sent := 0
+		for range s.N {
+			if _, err := agent.HTTPGet(s.URL); err != nil {
+				return fmt.Sprintf("http-loop %d budget=%v %v", sent, errors.Is(err, agent.ErrBudget), err)
+			}
+			sent++
+		}
+		return fmt.Sprintf("http-loop %d", sent)
+	case "limit":
+		r, err := agent.Limit(agent.BudgetLimit{Dim: s.Dim, Amount: s.Amount})
+		if err != nil {
+			return fmt.Sprintf("limit %v", err)
+		}
+		var cs []string
+		for _, c := range r.Ceilings {
+			cs = append(cs, fmt.Sprintf("%s=%d", c.Dim, c.Amount))
+		}
+		return "limit " + strings.Join(cs, " ")
 	case "sleep":
 		before := time.Now()
 		time.Sleep(time.Hour)
