@@ -221,3 +221,62 @@ func TestChangedBudgetRecordFailsVerification(t *testing.T) {
 		t.Fatalf("verify of the changed journal: %v, want a failure at entry %d", err, settle)
 	}
 }
+
+// sameLedger fails t unless two reports agree on every dimension but the
+// wall clock (the runs took different times).
+func sameLedger(t *testing.T, got, want budget.Report) {
+	t.Helper()
+	for i := range want.Rows {
+		g, w := got.Rows[i], want.Rows[i]
+		if g.Dim == budget.WallSeconds {
+			continue
+		}
+		if g.Spent != w.Spent || g.Reserved != w.Reserved || (g.Ceiling == nil) != (w.Ceiling == nil) {
+			t.Fatalf("%s: resumed %+v, uninterrupted %+v", g.Name, g, w)
+		}
+	}
+	if got.Open != want.Open {
+		t.Fatalf("open reservations: resumed %d, uninterrupted %d", got.Open, want.Open)
+	}
+}
+
+// The ledger of a run cut off while an HTTP request was in flight, then
+// resumed, equals the ledger of the same run uninterrupted: the request
+// in doubt is charged once, whether it is answered in_doubt (its worst
+// case, on that answer's entry) or sent again under its idempotency key
+// (settled as live, under the reservation its intent made).
+func TestLedgerAfterResumeEqualsUninterrupted(t *testing.T) {
+	srv, _ := countingServer(t)
+	env := testutil.NewEnv(t, host.Deps{}, host.Config{})
+	code := testutil.BuildGo(t, "host/testdata/agents/probe")
+	steps := fmt.Sprintf(`[{"op":"http","url":"%s/a"},{"op":"kv.put","key":"k","size":3},{"op":"http","url":"%s/cut"},{"op":"clock"},{"op":"kv.get","key":"k"}]`, srv.URL, srv.URL)
+	res, err := env.Host.Run(context.Background(), host.RunSpec{Code: code, Grant: probeGrant(strings.TrimPrefix(srv.URL, "http://")), Input: []byte(steps)})
+	if err != nil || res.Status != journal.StatusCompleted {
+		t.Fatalf("uninterrupted run: %v %+v", err, res)
+	}
+	want := report(t, env, res.Run)
+	if r := row(t, want, budget.HTTPRequests); r.Spent != 2 || r.Reserved != 0 {
+		t.Fatalf("uninterrupted http_requests %+v, want 2 spent", r)
+	}
+	for _, idempotent := range []bool{false, true} {
+		t.Run(fmt.Sprintf("idempotent=%v", idempotent), func(t *testing.T) {
+			env, run, code, _ := interruptedRun(t, idempotent)
+			before := report(t, env, run)
+			if r := row(t, before, budget.HTTPRequests); r.Spent != 1 || r.Reserved != 1 || before.Open != 1 {
+				t.Fatalf("before the resume: http_requests %+v, %d open; want 1 spent and the request in doubt reserved", r, before.Open)
+			}
+			resumeAndCheck(t, env, run, code)
+			sameLedger(t, report(t, env, run), want)
+			var doubt *journal.Entry
+			for _, e := range entries(t, env, run) {
+				if e.Step == 4 && (e.Phase == journal.PhaseCompleted || e.Phase == journal.PhaseFailed) {
+					doubt = e
+				}
+			}
+			ops, err := budget.DecodeRecord(doubt.Budget)
+			if err != nil || len(ops) != 1 || ops[0].Kind != budget.OpSettle || ops[0].Orphan != !idempotent || ops[0].WorstCase != !idempotent {
+				t.Fatalf("the outcome of the request in doubt carries %v (%v)", ops, err)
+			}
+		})
+	}
+}
