@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -442,22 +443,54 @@ func (s *session) rebuildBudget(b *budgetJournal, doubt bool, doubtStep uint64) 
 // spent and what is left. Steps are the journal's last step, wall-clock
 // seconds its host time from the start entry to the last one.
 func BudgetReport(entries []*journal.Entry) (budget.Report, error) {
-	if len(entries) == 0 || entries[0].Header == nil {
-		return budget.Report{}, errors.New("budget: the journal has no start entry")
+	var r budgetReader
+	for _, e := range entries {
+		if err := r.add(e); err != nil {
+			return budget.Report{}, err
+		}
 	}
-	g, err := DecodeGrant(entries[0].Header.Grant)
-	if err != nil {
+	return r.report()
+}
+
+// LoadBudget verifies the journal of run in store, with seals by keys
+// trust approves, and returns its BudgetReport.
+func LoadBudget(ctx context.Context, store journal.Store, run journal.RunID, trust journal.TrustFunc) (budget.Report, error) {
+	var r budgetReader
+	v := journal.NewVerifier(trust)
+	v.OnEntry = func(e *journal.Entry, _ *journal.Record) error { return r.add(e) }
+	if _, err := journal.VerifyStoreWith(ctx, store, run, v); err != nil {
 		return budget.Report{}, err
 	}
-	var b budgetJournal
-	for _, e := range entries {
-		b.add(e)
+	return r.report()
+}
+
+// budgetReader collects a journal's budget, entry by entry.
+type budgetReader struct {
+	grant *Grant
+	b     budgetJournal
+}
+
+func (r *budgetReader) add(e *journal.Entry) error {
+	if e.Phase == journal.PhaseStart && e.Header != nil {
+		g, err := DecodeGrant(e.Header.Grant)
+		if err != nil {
+			return err
+		}
+		r.grant = g
+	}
+	r.b.add(e)
+	return nil
+}
+
+func (r *budgetReader) report() (budget.Report, error) {
+	if r.grant == nil {
+		return budget.Report{}, errors.New("budget: the journal has no start entry")
 	}
 	secs := uint64(0)
-	if b.last > b.first {
-		secs = uint64(time.Duration(b.last-b.first) / time.Second)
+	if r.b.last > r.b.first {
+		secs = uint64(time.Duration(r.b.last-r.b.first) / time.Second)
 	}
-	return budget.ReportFrom(b.ceilings(g), budget.Journal{Steps: b.lastStep, ElapsedSeconds: secs, Fields: b.fields})
+	return budget.ReportFrom(r.b.ceilings(r.grant), budget.Journal{Steps: r.b.lastStep, ElapsedSeconds: secs, Fields: r.b.fields})
 }
 
 // dropReserve undoes the reservation of a call that will not be journaled
