@@ -348,12 +348,6 @@ func generateVectors(t *testing.T) []*vector {
 	valid("run.checkpoint", "request", "json", "", &abi.CheckpointRequest{State: []byte(`{"i":1000,"sum":499500}`)})
 	valid("run.checkpoint", "request", "nil", "an empty state: a nil byte string is null", &abi.CheckpointRequest{})
 	valid("run.checkpoint", "response", "first", "what the host journals; the guest never reads it", &abi.CheckpointResponse{Segment: 1, Clock: 123456000, Header: sha})
-	valid("run.checkpoint", "response", "budget", "with the run's ledger before the checkpoint: its ceilings, what it spent, a reservation held open and the last id",
-		&abi.CheckpointResponse{Segment: 2, Clock: 9000, Header: sha, Journal: 4096, Budget: &abi.CheckpointBudget{
-			Ceilings: []abi.BudgetLimit{{Dim: "tool_calls", Amount: 5}, {Dim: "http_requests", Amount: 3}},
-			Spent:    []abi.BudgetLimit{{Dim: "model_calls", Amount: 1}, {Dim: "http_requests", Amount: 2}},
-			Open:     []abi.BudgetHolding{{ID: 3, Step: 7, Amounts: []abi.BudgetLimit{{Dim: "model_calls", Amount: 1}}}},
-			LastID:   3}})
 	valid("run.limit", "request", "two", "at most 3 more tool calls and $0.50 more from now on; amount 0 is written out",
 		&abi.LimitRequest{Limits: []abi.BudgetLimit{{Dim: "tool_calls", Amount: 3}, {Dim: "micro_usd", Amount: 500000}, {Dim: "http_requests", Amount: 0}}})
 	emptyBody("run.limit", "request", "no limits: changes nothing, and the response reports the ceilings")

@@ -73,6 +73,7 @@ typedef enum agentrt_status {
   AGENTRT_STATUS_INTERNAL = 8,
   AGENTRT_STATUS_NO_PENDING = 9,
   AGENTRT_STATUS_BUFFER_TOO_SMALL = 10,
+  AGENTRT_STATUS_BUDGET = 11, /* the call does not fit the run's budget; nothing was sent */
   /* Codes from 0x10000 on are this SDK's own; no host sends them. */
   AGENTRT_STATUS_SDK_NOMEM = 0x10000,     /* malloc failed */
   AGENTRT_STATUS_SDK_MALFORMED = 0x10001, /* the response broke the ABI */
@@ -85,6 +86,7 @@ enum {
   AGENTRT_OP_RUN_LOG = 3,
   AGENTRT_OP_RUN_INTROSPECT = 4,
   AGENTRT_OP_RUN_CHECKPOINT = 5,
+  AGENTRT_OP_RUN_LIMIT = 6,
   AGENTRT_OP_KV_GET = 1,
   AGENTRT_OP_KV_PUT = 2,
   AGENTRT_OP_KV_DELETE = 3,
@@ -246,6 +248,7 @@ static inline const char *agentrt_status_name(agentrt_status_t s) {
   case AGENTRT_STATUS_INTERNAL: return "internal";
   case AGENTRT_STATUS_NO_PENDING: return "no_pending";
   case AGENTRT_STATUS_BUFFER_TOO_SMALL: return "buffer_too_small";
+  case AGENTRT_STATUS_BUDGET: return "budget";
   case AGENTRT_STATUS_SDK_NOMEM: return "sdk_nomem";
   case AGENTRT_STATUS_SDK_MALFORMED: return "sdk_malformed";
   }
@@ -834,6 +837,71 @@ static inline agentrt_status_t agentrt_introspect(agentrt_introspect_t *in) {
   agentrt__term_bytes(&in->module_sha256);
   for (size_t i = 0; i < in->ncapabilities; i++) agentrt__term_str(&in->capabilities[i]);
   in->mem_ = out.body;
+  return AGENTRT_STATUS_OK;
+}
+
+/* An amount of one budget dimension (agentrt_limit): to agentrt_limit, at
+ * most amount more of dim from now on; from it, dim's ceiling. dim is one of
+ * agentrt_budget_dims; in a ceiling it points into that table. */
+typedef struct agentrt_budget_limit {
+  const char *dim;
+  uint64_t amount;
+} agentrt_budget_limit_t;
+
+/* The budget dimensions, in the order the host lists ceilings (money in
+ * micro-USD). */
+static const char *const agentrt_budget_dims[] = {"steps",      "model_calls", "input_tokens",  "output_tokens",
+                                                  "micro_usd",  "tool_calls",  "http_requests", "wall_seconds"};
+#define AGENTRT_BUDGET_DIMS 8
+
+/* agentrt_limit lowers the run's own budget ceilings (run.limit): for each
+ * of the nlimits limits the host allows at most its amount more of its
+ * dimension from now on, and never raises a ceiling. The ceilings now in
+ * force, which the host enforces whatever the guest does next, are written
+ * to ceilings (room for cap; AGENTRT_BUDGET_DIMS always suffices) and their
+ * number to *n. With no limits it changes nothing and reports the
+ * ceilings. An unknown dimension is AGENTRT_STATUS_BAD_REQUEST. */
+static inline agentrt_status_t agentrt_limit(const agentrt_budget_limit_t *limits, size_t nlimits,
+                                             agentrt_budget_limit_t *ceilings, size_t cap, size_t *n) {
+  agentrt__wr w = {0};
+  agentrt__resp out;
+  *n = 0;
+  if (nlimits > 0) {
+    agentrt__wr_head(&w, 5, 1);
+    agentrt__wr_cstr(&w, "limits");
+    agentrt__wr_head(&w, 4, nlimits);
+    for (size_t i = 0; i < nlimits; i++) {
+      agentrt__wr_head(&w, 5, 2);
+      agentrt__wr_cstr(&w, "dim");
+      agentrt__wr_cstr(&w, limits[i].dim);
+      agentrt__wr_cstr(&w, "amount");
+      agentrt__wr_uint(&w, limits[i].amount);
+    }
+  }
+  agentrt_status_t st = agentrt__run_roundtrip(AGENTRT_OP_RUN_LIMIT, &w, &out);
+  if (st) return st;
+  agentrt__rd r = {out.body, out.body + out.len};
+  size_t pairs, items = 0;
+  bool empty;
+  bool ok = agentrt__rd_begin(&r, &pairs, &empty);
+  if (ok && agentrt__rd_key(&r, &pairs, "ceilings")) ok = agentrt__rd_array(&r, 1, &items) && items > 0 && items <= cap;
+  for (size_t i = 0; ok && i < items; i++) {
+    int mt;
+    uint64_t a;
+    size_t kv = 2;
+    agentrt_str_t dim;
+    ok = agentrt__rd_head(&r, &mt, &a) && mt == 5 && a == 2 && agentrt__rd_key(&r, &kv, "dim") &&
+         agentrt__rd_text(&r, &dim) && agentrt__rd_key(&r, &kv, "amount") &&
+         agentrt__rd_uint(&r, UINT64_MAX, &ceilings[i].amount);
+    ceilings[i].dim = NULL;
+    for (size_t d = 0; ok && d < AGENTRT_BUDGET_DIMS; d++)
+      if (strlen(agentrt_budget_dims[d]) == dim.len && memcmp(agentrt_budget_dims[d], dim.data, dim.len) == 0)
+        ceilings[i].dim = agentrt_budget_dims[d];
+    ok = ok && ceilings[i].dim != NULL;
+  }
+  if (!ok || !agentrt__rd_end(&r, pairs)) return agentrt__malformed(&out, "run.limit");
+  *n = items;
+  free(out.body);
   return AGENTRT_STATUS_OK;
 }
 
