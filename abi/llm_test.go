@@ -1,9 +1,10 @@
 package abi_test
 
-// The llm vectors live in testdata/llm, apart from testdata/vectors,
-// because llm.complete is not yet in abi.Ops: the guest SDK runners of
-// testdata/vectors decode every op they find there, and would fail on one
-// they have no type for. They move into testdata/vectors with the op.
+// The llm vectors live in testdata/llm, apart from testdata/vectors: the
+// guest SDK runners of testdata/vectors (Go, C, Rust) decode every op they
+// find there, and only the Go SDK has the llm types. TestVectors leaves
+// the llm ops to TestLLMVectors, which requires a valid request and
+// response of each.
 //
 //	go test ./abi/ -run TestLLMVectorFiles -rewrite
 
@@ -22,7 +23,13 @@ const llmVectorDir = "testdata/llm"
 
 func u32(v uint32) *uint32 { return &v }
 
-func llmBody(kind string) (any, error) {
+func llmBody(op, kind string) (any, error) {
+	switch {
+	case op == "llm.next" && kind == "request":
+		return new(abi.LLMNextRequest), nil
+	case op == "llm.next" && kind == "response", kind == "batch":
+		return new(abi.LLMBatch), nil
+	}
 	switch kind {
 	case "request":
 		return new(abi.LLMRequest), nil
@@ -38,9 +45,10 @@ func llmBody(kind string) (any, error) {
 
 func generateLLMVectors(t *testing.T) []*vector {
 	var out []*vector
+	op := "llm.complete"
 	add := func(v *vector, name string) {
-		v.Op = "llm.complete"
-		v.File = fmt.Sprintf("llm.complete.%s.%s.txt", v.Kind, name)
+		v.Op = op
+		v.File = fmt.Sprintf("%s.%s.%s.txt", op, v.Kind, name)
 		for _, o := range out {
 			if o.File == v.File {
 				t.Fatalf("duplicate vector %s", v.File)
@@ -110,6 +118,21 @@ func generateLLMVectors(t *testing.T) []*vector {
 			cborText("content"), cborArray(0), cborText("stop_reason"), cborText("end"), cborText("stop_sequence"), cborText("x")))
 	invalid("chunk", "index-negative", "wrong-type", "index is unsigned",
 		cborCat(cborMap(2), cborText("type"), cborText("text"), cborText("index"), unhex("20")))
+	valid("batch", "first", "the answer of a streamed llm.complete: its first chunks, the stream's step and a cursor where the provider can resume",
+		&abi.LLMBatch{Step: 7, Chunks: []abi.LLMChunk{{Type: abi.ChunkText, Index: 0, Text: "Hel"}, {Type: abi.ChunkText, Index: 0, Text: "lo"}},
+			Cursor: &abi.LLMCursor{Provider: "openai", Model: "gpt-4.1-mini", ResponseID: "resp_1", Delivered: 2, MAC: bytes.Repeat([]byte{0xab}, 32)}})
+
+	op = "llm.next"
+	valid("request", "basic", "continue the stream opened at step 7", &abi.LLMNextRequest{Step: 7})
+	valid("request", "cursor", "from the last batch's cursor", &abi.LLMNextRequest{Step: 7, Cursor: &abi.LLMCursor{Provider: "openai", Model: "gpt-4.1-mini", ResponseID: "resp_1", Delivered: 2, MAC: bytes.Repeat([]byte{0xab}, 32)}})
+	valid("response", "more", "chunks that arrived since; no response yet", &abi.LLMBatch{Step: 7, Chunks: []abi.LLMChunk{{Type: abi.ChunkText, Index: 0, Text: "!"}}})
+	valid("response", "last", "the last batch: its chunks (maybe none) and the whole answer",
+		&abi.LLMBatch{Step: 7, Chunks: []abi.LLMChunk{{Type: abi.ChunkUsage, Usage: &abi.LLMUsage{Input: 9, Output: 3}}},
+			Response: &abi.LLMResponse{ID: "resp_1", Model: "gpt-4.1-mini", StopReason: abi.StopEnd, Content: []abi.LLMPart{{Type: abi.PartText, Text: "Hello!"}}, Usage: abi.LLMUsage{Input: 9, Output: 3}}})
+	valid("error", "lost", "a stream the host lost (a resume after a crash) and the provider cannot resume",
+		&abi.Error{Code: abi.StatusFailed, Message: "stream_interrupted: the stream of step 7 was lost when the run stopped"})
+	invalid("request", "step-text", "wrong-type", "step is an unsigned integer",
+		cborCat(cborMap(1), cborText("step"), cborText("7")))
 	return out
 }
 
@@ -128,7 +151,7 @@ func TestLLMVectors(t *testing.T) {
 	kinds := map[string]bool{}
 	for _, v := range vs {
 		t.Run(strings.TrimSuffix(v.File, ".txt"), func(t *testing.T) {
-			body, err := llmBody(v.Kind)
+			body, err := llmBody(v.Op, v.Kind)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -147,6 +170,7 @@ func TestLLMVectors(t *testing.T) {
 				t.Fatal(err)
 			}
 			kinds[v.Kind] = true
+			kinds[v.Op+"."+v.Kind] = true
 			again, err := abi.Marshal(body)
 			if err != nil {
 				t.Fatal(err)
@@ -161,9 +185,16 @@ func TestLLMVectors(t *testing.T) {
 			}
 		})
 	}
-	for _, k := range []string{"request", "response", "chunk", "error"} {
+	for _, k := range []string{"request", "response", "chunk", "error", "batch"} {
 		if !kinds[k] {
 			t.Errorf("no valid %s vector", k)
+		}
+	}
+	for _, op := range abi.Ops {
+		for _, kind := range []string{"request", "response"} {
+			if op.Cap == abi.CapLLM && !kinds[op.Name+"."+kind] {
+				t.Errorf("no valid %s vector for %s", kind, op.Name)
+			}
 		}
 	}
 }

@@ -222,6 +222,9 @@ func TestVectors(t *testing.T) {
 		})
 	}
 	for _, op := range abi.Ops {
+		if op.Cap == abi.CapLLM {
+			continue // testdata/llm: TestLLMVectors
+		}
 		for _, kind := range []string{"request", "response"} {
 			if !covered[cover{op.Name, kind}] {
 				t.Errorf("no valid %s vector for %s", kind, op.Name)

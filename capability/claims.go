@@ -43,6 +43,14 @@ type HTTP struct {
 	Idempotent bool `cbor:"idempotent,omitempty" json:"idempotent,omitempty" yaml:"idempotent,omitempty"`
 }
 
+// LLM allows model calls to the listed providers (names of the cell's
+// llm.yaml) and models, each answer at most MaxOutputTokens long.
+type LLM struct {
+	Providers       []string `cbor:"providers" json:"providers" yaml:"providers"`
+	Models          []string `cbor:"models" json:"models" yaml:"models"`
+	MaxOutputTokens uint32   `cbor:"max_output_tokens" json:"max_output_tokens" yaml:"max_output_tokens"`
+}
+
 // Caps are the capability families a token allows and the resources within
 // each. A nil family is not allowed. The families mirror the host's grant
 // (run, kv, http, clock, random) plus tool.
@@ -53,6 +61,7 @@ type Caps struct {
 	Clock  *Unit `cbor:"clock,omitempty" json:"clock,omitempty" yaml:"clock,omitempty"`
 	Random *Unit `cbor:"random,omitempty" json:"random,omitempty" yaml:"random,omitempty"`
 	Tool   *Tool `cbor:"tool,omitempty" json:"tool,omitempty" yaml:"tool,omitempty"`
+	LLM    *LLM  `cbor:"llm,omitempty" json:"llm,omitempty" yaml:"llm,omitempty"`
 }
 
 // Capability family names, as the ABI spells them (plus "tool").
@@ -63,6 +72,7 @@ const (
 	FamilyClock  = "clock"
 	FamilyRandom = "random"
 	FamilyTool   = "tool"
+	FamilyLLM    = "llm"
 )
 
 // Families lists the families c allows, in a stable order.
@@ -74,6 +84,7 @@ func (c Caps) Families() []string {
 	}{
 		{FamilyRun, c.Run != nil}, {FamilyKV, c.KV != nil}, {FamilyHTTP, c.HTTP != nil},
 		{FamilyClock, c.Clock != nil}, {FamilyRandom, c.Random != nil}, {FamilyTool, c.Tool != nil},
+		{FamilyLLM, c.LLM != nil},
 	} {
 		if f.on {
 			out = append(out, f.name)
@@ -138,6 +149,10 @@ func (c *Caps) Normalize() {
 		}
 		c.HTTP.Hosts = sortUnique(c.HTTP.Hosts)
 	}
+	if c.LLM != nil {
+		c.LLM.Providers = sortUnique(c.LLM.Providers)
+		c.LLM.Models = sortUnique(c.LLM.Models)
+	}
 }
 
 func sortUnique(s []string) []string {
@@ -166,6 +181,17 @@ func (c Caps) Check() error {
 	if c.Tool != nil {
 		if err := checkTools(c.Tool); err != nil {
 			return err
+		}
+	}
+	if c.LLM != nil {
+		if err := checkList("llm providers", c.LLM.Providers, checkName); err != nil {
+			return err
+		}
+		if err := checkList("llm models", c.LLM.Models, checkName); err != nil {
+			return err
+		}
+		if c.LLM.MaxOutputTokens == 0 {
+			return errors.New("llm: max_output_tokens is 0 (every model call needs a bound)")
 		}
 	}
 	return nil
@@ -250,6 +276,24 @@ func (c Caps) Within(parent Caps) error {
 	if c.Tool != nil {
 		if err := toolsWithin(c.Tool, parent.Tool); err != nil {
 			return err
+		}
+	}
+	if c.LLM != nil {
+		if parent.LLM == nil {
+			return widens("capability llm is not in the parent")
+		}
+		for _, p := range c.LLM.Providers {
+			if !slices.Contains(parent.LLM.Providers, p) {
+				return widens("llm provider %q is not in the parent's", p)
+			}
+		}
+		for _, m := range c.LLM.Models {
+			if !slices.Contains(parent.LLM.Models, m) {
+				return widens("llm model %q is not in the parent's", m)
+			}
+		}
+		if c.LLM.MaxOutputTokens > parent.LLM.MaxOutputTokens {
+			return widens("llm max_output_tokens %d is above the parent's %d", c.LLM.MaxOutputTokens, parent.LLM.MaxOutputTokens)
 		}
 	}
 	return nil
@@ -531,6 +575,8 @@ func (c Caps) String() string {
 			parts = append(parts, s)
 		case FamilyTool:
 			parts = append(parts, "tool["+strings.Join(c.Tool.Names(), " ")+"]")
+		case FamilyLLM:
+			parts = append(parts, fmt.Sprintf("llm[%s: %s ≤%d]", strings.Join(c.LLM.Providers, " "), strings.Join(c.LLM.Models, " "), c.LLM.MaxOutputTokens))
 		default:
 			parts = append(parts, f)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/agentrt/agentrt/host/caps/clock"
 	"github.com/agentrt/agentrt/host/caps/http"
 	"github.com/agentrt/agentrt/host/caps/kv"
+	"github.com/agentrt/agentrt/host/caps/llm"
 	"github.com/agentrt/agentrt/host/caps/random"
 	"github.com/agentrt/agentrt/host/caps/run"
 	"github.com/agentrt/agentrt/host/caps/tool"
@@ -31,6 +32,7 @@ type Grant struct {
 	Clock  *ClockGrant  `yaml:"clock,omitempty" cbor:"clock,omitempty"`
 	Random *RandomGrant `yaml:"random,omitempty" cbor:"random,omitempty"`
 	Tool   *ToolGrant   `yaml:"tool,omitempty" cbor:"tool,omitempty"`
+	LLM    *LLMGrant    `yaml:"llm,omitempty" cbor:"llm,omitempty"`
 	// Budget holds the budget ceilings of the run's token, when it has
 	// any. Not part of a grant file: it comes from the verified token.
 	Budget *capability.Budget `yaml:"-" cbor:"budget,omitempty"`
@@ -55,6 +57,8 @@ type (
 	RandomGrant = random.Grant
 	// ToolGrant allows running the native tools it registers.
 	ToolGrant = tool.Grant
+	// LLMGrant allows model calls to the providers and models it lists.
+	LLMGrant = llm.Grant
 )
 
 // DefaultGrant is the grant of a run started without one: the run

@@ -19,7 +19,8 @@ func (noKV) KVList(string, string, string, int) ([]string, bool, error) {
 // to every op, from the capability's package.
 func TestEveryOpHasAHandler(t *testing.T) {
 	g := &Grant{Run: &RunGrant{}, KV: &KVGrant{Namespace: "n"}, HTTP: &HTTPGrant{Hosts: []string{"example.com"}},
-		Clock: &ClockGrant{}, Random: &RandomGrant{}, Tool: &ToolGrant{}}
+		Clock: &ClockGrant{}, Random: &RandomGrant{}, Tool: &ToolGrant{},
+		LLM: &LLMGrant{Providers: []string{"p"}, Models: []string{"m"}, MaxOutputTokens: 1}}
 	if got := len(g.Capabilities()); got != len(abi.Capabilities) {
 		t.Fatalf("the grant has %d capabilities; want all %d", got, len(abi.Capabilities))
 	}

@@ -43,6 +43,35 @@ type livePath struct {
 	// budget holds the budget records for the next intent or outcome
 	// entry (the session's, shared).
 	budget *budgetLog
+	// conv is the conversation key of the call being journaled
+	// (caps.Handler.Conversation): its payloads are stored by hash.
+	conv string
+}
+
+// blobThreshold is the size from which a string in a conversation's
+// payloads is a blob of its own.
+const blobThreshold = 1024
+
+// stored returns payload as the entry of the current call stores it, and
+// buffers the blobs it references: itself, unless the call's op holds a
+// conversation (then its request is a chain of message blobs and its
+// large strings are blobs; a request without a message list is cut like
+// a response).
+func (p *livePath) stored(payload []byte, request bool) []byte {
+	if p.conv == "" || len(payload) == 0 {
+		return payload
+	}
+	var pl journal.Payload
+	if request {
+		var err error
+		if pl, err = journal.EncodeConversation(payload, p.conv, blobThreshold); err != nil {
+			pl = journal.Externalize(payload, blobThreshold)
+		}
+	} else {
+		pl = journal.Externalize(payload, blobThreshold)
+	}
+	p.w.AddBlobs(pl.Blobs...)
+	return pl.Stored
 }
 
 func (p *livePath) entry(phase journal.Phase, c *Call) *journal.Entry {
@@ -58,14 +87,23 @@ func (p *livePath) serve(ctx context.Context, s *session, c *Call, h caps.Handle
 	if err != nil {
 		return 0, nil, err
 	}
-	p.gate = gate
+	p.gate, p.conv = gate, h.Conversation
+	defer func() { p.conv = "" }()
 	if d != nil {
 		return p.record(ctx, c, true, d.Status, d.Body)
 	}
 	if c.Op.Class != abi.Effect {
 		status, resp := h.Serve(ctx, c)
+		if err := servedInterrupted(ctx, s, c, h); err != nil {
+			return 0, nil, err
+		}
 		s.settleBudget(c, status, resp)
 		status, resp, err := p.record(ctx, c, true, status, resp)
+		if err == nil && h.Flush {
+			// Its entry is seen at once (a stream's batch), durably or
+			// not: a crash that loses it loses a pure call, re-made.
+			err = p.commit(ctx, false)
+		}
 		if err == nil && status == abi.StatusOK && c.Op.Cap == abi.CapRun && c.Op.Code == abi.OpRunCheckpoint {
 			// The index names the checkpoint, where a resume starts.
 			p.meta.Checkpoint = p.w.Next() - 1
@@ -74,7 +112,7 @@ func (p *livePath) serve(ctx context.Context, s *session, c *Call, h caps.Handle
 		return status, resp, err
 	}
 	intent := p.entry(journal.PhaseIntent, c)
-	intent.Request, intent.Gate, p.gate = c.Request, p.gate, nil
+	intent.Request, intent.Gate, p.gate = p.stored(c.Request, true), p.gate, nil
 	executing := p.entry(journal.PhaseExecuting, c)
 	executing.Key = c.Key
 	if err := p.w.Add(intent); err != nil {
@@ -107,6 +145,25 @@ func (p *livePath) serve(ctx context.Context, s *session, c *Call, h caps.Handle
 	return p.record(ctx, c, false, status, resp)
 }
 
+// servedInterrupted returns the error that stops the run, with nothing of
+// pure call c recorded, when the run's context ended while c was served,
+// or, for a call that waits on the outside world (a stream's batch,
+// h.Flush), when the host asked the run to stop: its answer may be the
+// stop's doing (a stream cut by it), and a resume makes the call again.
+func servedInterrupted(ctx context.Context, s *session, c *Call, h caps.Handler) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w during step %d (%s)", ErrInterrupted, c.Step, c.Op.Name)
+	}
+	if h.Flush {
+		select {
+		case <-s.halt:
+			return s.haltError()
+		default:
+		}
+	}
+	return nil
+}
+
 // add appends the completed or failed entry of c. withRequest says whether
 // the entry carries the request (calls with no intent entry).
 func (p *livePath) add(c *Call, withRequest bool, status abi.Status, resp []byte) error {
@@ -116,10 +173,10 @@ func (p *livePath) add(c *Call, withRequest bool, status abi.Status, resp []byte
 	}
 	e := p.entry(phase, c)
 	if withRequest {
-		e.Request, e.Gate = c.Request, p.gate
+		e.Request, e.Gate = p.stored(c.Request, true), p.gate
 	}
 	p.gate = nil
-	e.Response, e.OutputHash, e.Status = resp, journal.Sum(resp), uint32(status)
+	e.Response, e.OutputHash, e.Status = p.stored(resp, false), journal.Sum(resp), uint32(status)
 	return p.w.Add(e)
 }
 

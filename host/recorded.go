@@ -86,8 +86,7 @@ func LoadRecording(ctx context.Context, store journal.Store, run journal.RunID, 
 	rec := &Recording{}
 	v := journal.NewVerifier(trust)
 	v.OnEntry = func(e *journal.Entry, _ *journal.Record) error {
-		rec.Add(e)
-		return nil
+		return rec.addFrom(ctx, store, e)
 	}
 	sum, err := journal.VerifyStoreWith(ctx, store, run, v)
 	if err != nil {
@@ -118,7 +117,9 @@ func loadLastSegment(ctx context.Context, store journal.Store, run journal.RunID
 		if e.Seq == 0 {
 			rec.startHash = journal.Sum(r.Entry)
 		}
-		rec.Add(e)
+		if err := rec.addFrom(ctx, store, e); err != nil {
+			return err
+		}
 		return rec.err
 	}
 	sum, err := journal.VerifyStoreWith(ctx, store, run, v)
@@ -169,7 +170,9 @@ func loadSuffix(ctx context.Context, store journal.Store, run journal.RunID, fro
 				return fmt.Errorf("host: the checkpoint at entry %d of %s names start entry %x, not %x", from, run, cp.Header, rec.startHash)
 			}
 		}
-		rec.Add(e)
+		if err := rec.addFrom(ctx, store, e); err != nil {
+			return err
+		}
 		return rec.err
 	}
 	sum, err := journal.VerifyStoreFrom(ctx, store, run, from, v)
@@ -186,6 +189,18 @@ func loadSuffix(ctx context.Context, store journal.Store, run journal.RunID, fro
 // ErrRecordingEnd is returned by Recording.Serve for a call past the end of
 // the journal of a run that has not finished.
 var ErrRecordingEnd = errors.New("host: the journal of an unfinished run ends here")
+
+// addFrom adds e, an entry of store's, as the guest got it: its payloads
+// in blob form resolved from the store's blob area (journal.ForGuest).
+func (r *Recording) addFrom(ctx context.Context, store journal.Store, e *journal.Entry) error {
+	blobs, _ := store.(journal.Blobs)
+	e, err := journal.ForGuest(ctx, blobs, e)
+	if err != nil {
+		return err
+	}
+	r.Add(e)
+	return nil
+}
 
 // Add collects entry e; call it with every entry of a verified journal, in
 // order.

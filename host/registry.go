@@ -9,6 +9,7 @@ import (
 	"github.com/agentrt/agentrt/host/caps/clock"
 	"github.com/agentrt/agentrt/host/caps/http"
 	"github.com/agentrt/agentrt/host/caps/kv"
+	"github.com/agentrt/agentrt/host/caps/llm"
 	"github.com/agentrt/agentrt/host/caps/random"
 	"github.com/agentrt/agentrt/host/caps/run"
 	"github.com/agentrt/agentrt/host/caps/tool"
@@ -27,10 +28,11 @@ var registry = [numCaps]capEntry{
 	register(clock.Capability{}, func(g *Grant) **ClockGrant { return &g.Clock }, func(s *session) clock.Deps { return clock.Deps{Now: s.deps.Now} }),
 	register(random.Capability{}, func(g *Grant) **RandomGrant { return &g.Random }, func(s *session) random.Deps { return random.Deps{Rand: s.deps.Rand} }),
 	register(tool.Capability{}, func(g *Grant) **ToolGrant { return &g.Tool }, func(s *session) tool.Deps { return s.deps.Tools }),
+	register(llm.Capability{}, func(g *Grant) **LLMGrant { return &g.LLM }, func(s *session) llm.Deps { return llm.Deps{Providers: s.deps.LLM} }),
 }
 
 // numCaps is the number of capabilities of the ABI.
-const numCaps = 6
+const numCaps = 7
 
 // maxOpCode bounds the op codes of every capability.
 const maxOpCode = 8

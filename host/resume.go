@@ -172,6 +172,8 @@ func (p *resumePath) goLive() {
 // decide answers the effect left in doubt. Its intent (and executing) entries
 // are in the journal already; only its outcome is added.
 func (p *resumePath) decide(ctx context.Context, s *session, c *Call, h caps.Handler) (abi.Status, []byte, error) {
+	p.live.conv = h.Conversation
+	defer func() { p.live.conv = "" }()
 	if !s.idempotent(c) || h.Serve == nil {
 		s.settleInDoubt()
 		status, body := errorResponse(abi.StatusInDoubt,

@@ -16,6 +16,7 @@ import (
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/capability"
 	"github.com/agentrt/agentrt/host/budget"
+	"github.com/agentrt/agentrt/host/caps/llm"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/policy"
 )
@@ -47,6 +48,9 @@ type Deps struct {
 	Leases journal.Leases
 	// Tools serves the tool capability (workspaces, sandbox options).
 	Tools ToolDeps
+	// LLM are the cell's model providers (its llm.yaml), which the llm
+	// capability calls; nil: none, and every model call is denied.
+	LLM *llm.Providers
 	// Policy is the gate's policy layer; nil: none (the capability layer
 	// alone decides).
 	Policy *policy.Engine

@@ -223,6 +223,7 @@ func ParseCapsFile(b []byte) (capability.Caps, capability.Budget, error) {
 				Names []string   `yaml:"names"`
 				Tools []ToolSpec `yaml:"tools"`
 			} `yaml:"tool"`
+			LLM *LLMGrant `yaml:"llm"`
 		} `yaml:"capabilities"`
 		Budget capability.Budget `yaml:"budget"`
 	}
@@ -245,6 +246,14 @@ func ParseCapsFile(b []byte) (capability.Caps, capability.Budget, error) {
 	}
 	d := doc.Capabilities
 	c := capability.Caps{Run: d.Run, HTTP: d.HTTP, Clock: d.Clock, Random: d.Random}
+	if d.LLM != nil {
+		if err := d.LLM.Check(); err != nil {
+			return capability.Caps{}, capability.Budget{}, err
+		}
+		if err := d.LLM.Token(&c); err != nil {
+			return capability.Caps{}, capability.Budget{}, err
+		}
+	}
 	if d.Tool != nil {
 		tg := &ToolGrant{Tools: d.Tool.Tools}
 		if err := tg.Check(); err != nil {

@@ -38,10 +38,11 @@ const (
 	CapClock  Capability = "clock"
 	CapRandom Capability = "random"
 	CapTool   Capability = "tool"
+	CapLLM    Capability = "llm"
 )
 
 // Capabilities lists every capability of this ABI version, in a stable order.
-var Capabilities = []Capability{CapRun, CapKV, CapHTTP, CapClock, CapRandom, CapTool}
+var Capabilities = []Capability{CapRun, CapKV, CapHTTP, CapClock, CapRandom, CapTool, CapLLM}
 
 // Module returns the import module name of c, e.g. "agentrt:kv".
 func (c Capability) Module() string { return ModulePrefix + string(c) }
@@ -142,6 +143,10 @@ var Ops = []Op{
 	// Whether a tool may run again after a crash is the grant's to say
 	// (each tool declares it), not the op's.
 	{CapTool, OpToolRun, "tool.run", Effect, false},
+	// A model call changes nothing outside its cost: one a crash left in
+	// doubt is sent again (SPEC.md §13).
+	{CapLLM, OpLLMComplete, "llm.complete", Effect, true},
+	{CapLLM, OpLLMNext, "llm.next", Pure, true},
 }
 
 // LookupOp returns the operation with the given code in capability c.

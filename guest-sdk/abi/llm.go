@@ -8,14 +8,8 @@ import (
 	"strings"
 )
 
-// The agentrt:llm capability (SPEC.md §13): one model call, provider
-// neutral. These are the types and their codec only. The op itself
-// (llm.complete) joins Ops when the host has a handler for it, so that no
-// module links against an import the host cannot serve.
-
-// CapLLM names the model-call capability; its import module is
-// "agentrt:llm". It is not in Capabilities until the host serves it.
-const CapLLM Capability = "llm"
+// The agentrt:llm capability (SPEC.md §13): model calls, provider
+// neutral, streamed or not.
 
 // Op codes of agentrt:llm: llm.complete makes one model call (an effect);
 // llm.next continues the stream a streamed llm.complete opened (pure: it
@@ -158,11 +152,17 @@ func (u LLMUsage) Add(v LLMUsage) LLMUsage {
 // LLMResponse answers llm.complete. Content holds the answer's text and
 // tool_call parts in the order the model produced them.
 type LLMResponse struct {
-	ID         string    `cbor:"id"` // the provider's response id
-	Model      string    `cbor:"model"`
-	Usage      LLMUsage  `cbor:"usage"`
-	Content    []LLMPart `cbor:"content"`
-	StopReason string    `cbor:"stop_reason"`
+	ID      string    `cbor:"id"` // the provider's response id
+	Model   string    `cbor:"model"`
+	Usage   LLMUsage  `cbor:"usage"`
+	Content []LLMPart `cbor:"content"`
+	// Provider is the cell's provider (llm.yaml) that answered, and
+	// Credential the id of the credential the call was made with
+	// ("env:OPENAI_API_KEY"), never the key: what the journal records
+	// of where the call went.
+	Provider   string `cbor:"provider,omitempty"`
+	Credential string `cbor:"credential,omitempty"`
+	StopReason string `cbor:"stop_reason"`
 }
 
 // ToolCalls returns the tool_call parts of r's content.
@@ -220,12 +220,19 @@ type LLMBatch struct {
 	Cursor   *LLMCursor   `cbor:"cursor,omitempty"`
 }
 
-// LLMCursor is a stream's position: the provider's response id and the
-// sequence number of the last event delivered. Empty when the provider
-// cannot resume a stream.
+// LLMCursor is where a stream stands, for a provider that can resume one
+// (OpenAI Responses in background mode): the cell's provider and the
+// model asked, the provider's response id and the number of chunks
+// delivered so far, sealed by MAC (the host's, keyed by the provider's
+// credential and bound to the run and step, so that a guest cannot make
+// the host read another response). The guest passes it back unchanged; it
+// holds nothing secret.
 type LLMCursor struct {
+	MAC        []byte `cbor:"mac"`
+	Model      string `cbor:"model"`
+	Provider   string `cbor:"provider"`
+	Delivered  uint64 `cbor:"delivered"`
 	ResponseID string `cbor:"response_id"`
-	Sequence   uint64 `cbor:"sequence"`
 }
 
 // LLMNextRequest asks for the next batch of the stream opened by the

@@ -73,7 +73,7 @@ typedef enum agentrt_status {
   AGENTRT_STATUS_INTERNAL = 8,
   AGENTRT_STATUS_NO_PENDING = 9,
   AGENTRT_STATUS_BUFFER_TOO_SMALL = 10,
-  AGENTRT_STATUS_BUDGET = 11, /* the call does not fit the run's budget; nothing was sent */
+  AGENTRT_STATUS_BUDGET = 11, /* a budget ceiling of the run: nothing was sent */
   /* Codes from 0x10000 on are this SDK's own; no host sends them. */
   AGENTRT_STATUS_SDK_NOMEM = 0x10000,     /* malloc failed */
   AGENTRT_STATUS_SDK_MALFORMED = 0x10001, /* the response broke the ABI */

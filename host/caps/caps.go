@@ -106,9 +106,15 @@ type Handler struct {
 	// (without waiting for the disk), so that a reader of the run's
 	// journal sees its entry at once: a stream's batches.
 	Flush bool
-	Check func(c *Call) *Denial
-	Serve func(ctx context.Context, c *Call) (abi.Status, []byte)
-	Stage func(c *Call) (abi.Status, []byte, journal.KVWrite)
+	// Conversation names the key under which the op's request holds a
+	// conversation's message list ("messages"): the journal stores the
+	// request as a chain of message blobs (journal.EncodeConversation),
+	// so that a conversation's journal grows with its new messages, and
+	// the op's large responses by hash too (journal.Externalize).
+	Conversation string
+	Check        func(c *Call) *Denial
+	Serve        func(ctx context.Context, c *Call) (abi.Status, []byte)
+	Stage        func(c *Call) (abi.Status, []byte, journal.KVWrite)
 }
 
 // Section is a capability's section of a grant (a *S of the capability's

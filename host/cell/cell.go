@@ -16,6 +16,8 @@ import (
 	"sync"
 
 	"github.com/agentrt/agentrt/host"
+	"github.com/agentrt/agentrt/host/caps/llm"
+	"github.com/agentrt/agentrt/host/caps/llm/provider"
 	"github.com/agentrt/agentrt/internal/fileread"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/journal/badgerstore"
@@ -122,6 +124,22 @@ type Options struct {
 	Approver host.Approver
 }
 
+// llmDeps returns the cell's model providers, from DATA/llm.yaml; nil
+// when the cell has none. Images in requests are read from the store's
+// blob area, by hash.
+func llmDeps(dir string, st *badgerstore.Store) (*llm.Providers, error) {
+	path := filepath.Join(dir, provider.FileName)
+	cfg, err := provider.Load(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cell: %w", err)
+	}
+	images := func(sum []byte) ([]byte, error) { return st.Blob(context.Background(), sum) }
+	return llm.NewProviders(cfg, nil, images), nil
+}
+
 // Files of a data directory that configure its gate.
 const (
 	// PoliciesDir holds the customer's Cedar policies (*.cedar).
@@ -159,7 +177,9 @@ func Open(ctx context.Context, dir string, opts Options) (*Cell, error) {
 		Listeners: c.Listeners}
 	deps.Tools = host.ToolDeps{Workspaces: WorkDir(dir), DataDir: dir}
 	if err = gateDeps(dir, opts, &deps); err == nil {
-		c.Host, err = host.New(eng, deps, host.Config{})
+		if deps.LLM, err = llmDeps(dir, st); err == nil {
+			c.Host, err = host.New(eng, deps, host.Config{})
+		}
 	}
 	if err != nil {
 		st.Close()

@@ -20,6 +20,7 @@ pub mod status {
     pub const INTERNAL: u32 = 8;
     pub const NO_PENDING: u32 = 9;
     pub const BUFFER_TOO_SMALL: u32 = 10;
+    pub const BUDGET: u32 = 11;
     /// The SDK could not allocate a buffer for a response.
     pub const SDK_NO_MEMORY: u32 = 0x10000;
     /// The host's response broke the ABI.
@@ -42,6 +43,7 @@ pub mod status {
             INTERNAL => "internal",
             NO_PENDING => "no_pending",
             BUFFER_TOO_SMALL => "buffer_too_small",
+            BUDGET => "budget",
             SDK_NO_MEMORY => "sdk_no_memory",
             SDK_MALFORMED => "sdk_malformed",
             SDK_NOT_WASM => "sdk_not_wasm",
@@ -80,6 +82,9 @@ pub enum Error {
     NoPending(String),
     /// `take` was given a buffer smaller than the pending response.
     BufferTooSmall(String),
+    /// The call's worst case does not fit in what is left of one of the
+    /// run's budget ceilings; nothing of it was sent.
+    Budget(String),
     /// A status this SDK does not know, with the message of its Error body.
     Unknown { status: u32, message: String },
     /// The host's response broke the ABI: not canonical CBOR of the
@@ -111,6 +116,7 @@ impl Error {
             status::INTERNAL => Error::Internal(msg),
             status::NO_PENDING => Error::NoPending(msg),
             status::BUFFER_TOO_SMALL => Error::BufferTooSmall(msg),
+            status::BUDGET => Error::Budget(msg),
             _ => Error::Unknown {
                 status: code,
                 message: msg,
@@ -130,6 +136,7 @@ impl Error {
             Error::Internal(_) => status::INTERNAL,
             Error::NoPending(_) => status::NO_PENDING,
             Error::BufferTooSmall(_) => status::BUFFER_TOO_SMALL,
+            Error::Budget(_) => status::BUDGET,
             Error::Unknown { status, .. } => *status,
             Error::Malformed(_) => status::SDK_MALFORMED,
             Error::NoMemory(_) => status::SDK_NO_MEMORY,
@@ -149,6 +156,7 @@ impl Error {
             | Error::Internal(m)
             | Error::NoPending(m)
             | Error::BufferTooSmall(m)
+            | Error::Budget(m)
             | Error::Malformed(m)
             | Error::NoMemory(m) => m,
             Error::Unknown { message, .. } => message,

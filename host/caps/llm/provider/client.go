@@ -3,6 +3,7 @@ package provider
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -118,6 +119,21 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // most retry.attempts in all, and never after a chunk was delivered: the
 // caller has the prefix, and a new attempt would not extend it.
 func (c *Client) Complete(ctx context.Context, req *abi.LLMRequest, onChunk func(abi.LLMChunk) error) (Result, error) {
+	return c.CompleteResumable(ctx, req, onChunk, nil)
+}
+
+// CredentialID is the id of the client's credential ("env:VAR",
+// "file:PATH"), as the journal names it.
+func (c *Client) CredentialID() string { return c.cred.ID() }
+
+// Resumable reports whether the provider's streams can be resumed
+// (Resume): an openai-responses provider with background: true.
+func (c *Client) Resumable() bool { return c.p.Kind == OpenAIResponses && c.p.Background }
+
+// CompleteResumable is Complete for a stream that a Resumable provider
+// can resume: onStart, when not nil, is told the response's id as soon as
+// the stream names it, before its first chunk.
+func (c *Client) CompleteResumable(ctx context.Context, req *abi.LLMRequest, onChunk func(abi.LLMChunk) error, onStart func(id string)) (Result, error) {
 	var res Result
 	if !c.p.Allowed(req.Model) {
 		return res, fmt.Errorf("%w: model %q is not allowed for provider %s (allowed: %s)", ErrModelNotAllowed, req.Model, c.p.Name, strings.Join(c.p.ModelNames(), ", "))
@@ -141,7 +157,7 @@ func (c *Client) Complete(ctx context.Context, req *abi.LLMRequest, onChunk func
 		counting = func(ch abi.LLMChunk) error { delivered.Add(1); return onChunk(ch) }
 	}
 	for n := 1; ; n++ {
-		resp, usage, err := c.attempt(ctx, body, counting)
+		resp, usage, err := c.attempt(ctx, http.MethodPost, "", body, counting, onStart)
 		res.Attempts = append(res.Attempts, Attempt{Usage: usage, Err: err})
 		if err == nil {
 			res.Response = resp
@@ -173,7 +189,39 @@ func (c *Client) Complete(ctx context.Context, req *abi.LLMRequest, onChunk func
 
 // attempt makes one HTTP request, under the provider's timeout between
 // reads.
-func (c *Client) attempt(ctx context.Context, body []byte, onChunk func(abi.LLMChunk) error) (abi.LLMResponse, abi.LLMUsage, error) {
+// Resume reads again the stream of response id, which a Resumable
+// provider keeps, and delivers its chunks after the first skip (those the
+// caller delivered before it lost the stream). The stream is read from its
+// start, so that its parts are numbered as they were the first time; one
+// attempt is made (a failure is the caller's to report as interrupted).
+func (c *Client) Resume(ctx context.Context, id string, skip uint64, onChunk func(abi.LLMChunk) error) (Result, error) {
+	if !c.Resumable() {
+		return Result{}, fmt.Errorf("provider %s: %w (only openai-responses with background: true)", c.p.Name, ErrUnsupported)
+	}
+	if id == "" || strings.ContainsAny(id, "/?#%") {
+		return Result{}, &Error{Kind: abi.LLMMalformed, Msg: fmt.Sprintf("provider %s: %q is not a response id", c.p.Name, id)}
+	}
+	var seen uint64
+	resp, usage, err := c.attempt(ctx, http.MethodGet, "/"+id+"?stream=true", nil, func(ch abi.LLMChunk) error {
+		if seen++; seen <= skip {
+			return nil
+		}
+		return onChunk(ch)
+	}, nil)
+	res := Result{Attempts: []Attempt{{Usage: usage, Err: err}}}
+	if err != nil {
+		return res, err
+	}
+	if seen < skip {
+		return res, &Error{Kind: abi.LLMMalformed, Msg: fmt.Sprintf("provider %s: the stored stream of %s has %d chunks, fewer than the %d delivered", c.p.Name, id, seen, skip)}
+	}
+	res.Response = resp
+	return res, nil
+}
+
+// attempt makes one HTTP request: method to the API's path plus suffix,
+// with body (nil: none).
+func (c *Client) attempt(ctx context.Context, method, suffix string, body []byte, onChunk func(abi.LLMChunk) error, onStart func(string)) (abi.LLMResponse, abi.LLMUsage, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var timedOut atomic.Bool
@@ -185,13 +233,22 @@ func (c *Client) attempt(ctx context.Context, body []byte, onChunk func(abi.LLMC
 	case Anthropic:
 		path, parse, stream = "/v1/messages", parseAnthropic, streamAnthropic
 	case OpenAIResponses:
-		path, parse, stream = "/responses", parseResponses, streamResponses
+		path, parse = "/responses", parseResponses
+		stream = func(r io.Reader, on func(abi.LLMChunk) error) (abi.LLMResponse, error) {
+			return streamResponsesFrom(r, on, onStart)
+		}
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(c.p.BaseURL, "/")+path, bytes.NewReader(body))
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.p.BaseURL, "/")+path+suffix, rd)
 	if err != nil {
 		return abi.LLMResponse{}, abi.LLMUsage{}, err
 	}
-	hreq.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		hreq.Header.Set("Content-Type", "application/json")
+	}
 	if k := c.cred.Key(); k != "" {
 		if c.p.Kind == Anthropic {
 			hreq.Header.Set("X-Api-Key", k)
@@ -673,4 +730,18 @@ func streamChat(r io.Reader, onChunk func(abi.LLMChunk) error) (abi.LLMResponse,
 			finish = *f
 		}
 	}
+}
+
+// Seal returns a MAC over parts, keyed by a key derived from the
+// provider's credential: every cell that holds the credential computes the
+// same one, and nothing of the credential can be learnt from it. The llm
+// capability seals a stream's cursor with it, so that a guest cannot make
+// the host resume a response other than the one it was streaming.
+func (c *Client) Seal(parts ...string) []byte {
+	k := sha256.Sum256([]byte("agentrt cursor key\x00" + c.p.Name + "\x00" + c.cred.Key()))
+	m := hmac.New(sha256.New, k[:])
+	for _, p := range parts {
+		fmt.Fprintf(m, "%d:%s", len(p), p)
+	}
+	return m.Sum(nil)
 }

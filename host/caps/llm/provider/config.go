@@ -76,6 +76,12 @@ type Provider struct {
 	Models     map[string]ModelPrice `yaml:"models"`
 	Timeout    Duration              `yaml:"timeout"`
 	Retry      Retry                 `yaml:"retry"`
+	// Background makes the streamed calls of an openai-responses provider
+	// background responses, which OpenAI stores (its data retention
+	// applies), so that a stream the cell lost (a crash, a takeover) is
+	// resumed where the journal left it instead of failing with
+	// stream_interrupted.
+	Background bool `yaml:"background"`
 }
 
 // Retry says how often a failed call (429, 5xx, a timeout, no
@@ -271,6 +277,9 @@ func (p *Provider) validate() error {
 	}
 	if len(p.Models) == 0 {
 		return errors.New("models is empty: list the models allowed, each with its prices")
+	}
+	if p.Background && p.Kind != OpenAIResponses {
+		return fmt.Errorf("background is for kind openai-responses: %s cannot resume a stream", p.Kind)
 	}
 	if c := p.Credential; c != nil {
 		if (c.Env == "") == (c.File == "") {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentrt/agentrt/host/budget"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,7 +72,7 @@ func TestParsePrice(t *testing.T) {
 
 func TestParseConfigErrors(t *testing.T) {
 	cases := []struct{ name, doc, want string }{
-		{"typo", "providers:\n  o:\n    kind: anthropic\n    modles: {}\n", `llm.yaml:4: unknown key "modles" in providers.o; allowed: kind, base_url, credential, models, timeout, retry (did you mean models?)`},
+		{"typo", "providers:\n  o:\n    kind: anthropic\n    modles: {}\n", `llm.yaml:4: unknown key "modles" in providers.o; allowed: kind, base_url, credential, models, timeout, retry, background (did you mean models?)`},
 		{"price typo", "providers:\n  o:\n    models:\n      m: {inptu: 1}\n", `unknown key "inptu" in providers.o.models.m; allowed: input, output, cache_read, cache_write`},
 		{"float price", "providers:\n  o:\n    kind: anthropic\n    credential: {env: X}\n    models:\n      m: {input: 1e-3}\n", "line 6: \"1e-3\": price must be"},
 		{"no providers", "providers: {}\n", "no providers"},
@@ -84,6 +85,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"bad url", "providers:\n  o:\n    kind: openai-compatible\n    base_url: ftp://x\n    models: {m: {}}\n", "not an http or https URL"},
 		{"attempts", "providers:\n  o:\n    kind: openai-compatible\n    base_url: http://x\n    retry: {attempts: 11}\n    models: {m: {}}\n", "retry.attempts 11 is not within 1..10"},
 		{"timeout", "providers:\n  o:\n    kind: openai-compatible\n    base_url: http://x\n    timeout: -1s\n    models: {m: {}}\n", "want a positive duration"},
+		{"background chat", "providers:\n  o:\n    kind: openai-chat\n    credential: {env: X}\n    background: true\n    models: {m: {}}\n", "background is for kind openai-responses: openai-chat cannot resume a stream"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -189,21 +191,28 @@ func TestKeyNeverPrinted(t *testing.T) {
 	}
 }
 
-func TestCost(t *testing.T) {
-	m := ModelPrice{Input: 2_500_000, Output: 10_000_000, CacheRead: 1_250_000, CacheWrite: 3_750_000}
-	cases := []struct {
-		u    abi.LLMUsage
+// TestPriceCosts: llm.yaml's prices, as the ledger takes them, cost what
+// the table says, rounded up to the micro-USD.
+func TestPriceCosts(t *testing.T) {
+	cfg, err := Parse("llm.yaml", []byte("providers:\n  o:\n    kind: anthropic\n    credential: {env: X}\n    models:\n      m: {input: \"2.50\", output: \"10\", cache_read: \"1.25\", cache_write: \"3.75\"}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := cfg.Providers["o"].Models["m"].Price()
+	if p != (budget.Price{Input: 2_500_000, Output: 10_000_000, CacheRead: 1_250_000, CacheWrite: 3_750_000}) {
+		t.Fatalf("price %+v", p)
+	}
+	for _, c := range []struct {
+		u    budget.Usage
 		want uint64
 	}{
-		{abi.LLMUsage{}, 0},
-		{abi.LLMUsage{Input: 1_000_000}, 2_500_000},
-		{abi.LLMUsage{Input: 1}, 3}, // 2.5 micro-USD rounds up
-		{abi.LLMUsage{Input: 1000, Output: 500, CacheRead: 2000, CacheWrite: 400}, 2500 + 5000 + 2500 + 1500},
-		{abi.LLMUsage{Input: 1 << 62, Output: 1 << 62}, ^uint64(0)}, // saturates
-	}
-	for _, c := range cases {
-		if got := m.Cost(c.u); got != c.want {
-			t.Errorf("Cost(%+v) = %d, want %d", c.u, got, c.want)
+		{budget.Usage{}, 0},
+		{budget.Usage{Input: 1_000_000}, 2_500_000},
+		{budget.Usage{Input: 1}, 3}, // 2.5 micro-USD rounds up
+		{budget.Usage{Input: 1000, Output: 500, CacheRead: 2000, CacheWrite: 400}, 2500 + 5000 + 2500 + 1500},
+	} {
+		if got, err := p.Cost(c.u); err != nil || got != c.want {
+			t.Errorf("Cost(%+v) = %d, %v; want %d", c.u, got, err, c.want)
 		}
 	}
 }

@@ -20,6 +20,7 @@ type respRequest struct {
 	Text            *respText  `json:"text,omitempty"`
 	Store           bool       `json:"store"`
 	Stream          bool       `json:"stream,omitempty"`
+	Background      bool       `json:"background,omitempty"`
 }
 
 type respItem struct {
@@ -60,7 +61,8 @@ type respFormat struct {
 
 // responsesBody maps req onto Responses. store is false: the host keeps
 // the conversation in its journal and sends it whole, so the provider need
-// not keep it. Stop sequences are refused: Responses has none.
+// not keep it; except for a streamed call to a provider configured with
+// background: true, whose response is stored for its stream to be resumed. Stop sequences are refused: Responses has none.
 func (c *Client) responsesBody(req *abi.LLMRequest, stream bool) ([]byte, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
@@ -69,6 +71,11 @@ func (c *Client) responsesBody(req *abi.LLMRequest, stream bool) ([]byte, error)
 		return nil, fmt.Errorf("stop sequences: %w by OpenAI Responses", ErrUnsupported)
 	}
 	out := respRequest{Model: req.Model, MaxOutputTokens: req.MaxOutputTokens, Temperature: thousandths(req.Temperature), TopP: thousandths(req.TopP), Stream: stream, Input: []respItem{}}
+	if stream && c.p.Background {
+		// A background response is stored (the API requires it) so that
+		// its stream can be read again after the connection is lost.
+		out.Background, out.Store = true, true
+	}
 	for _, t := range req.Tools {
 		if !json.Valid(t.Schema) {
 			return nil, fmt.Errorf("tool %s: schema is not JSON", t.Name)
@@ -242,6 +249,12 @@ type respEvent struct {
 // response.completed (or .incomplete). The final response is the one
 // that event carries, whole; the chunks are the deltas on the way.
 func streamResponses(r io.Reader, onChunk func(abi.LLMChunk) error) (abi.LLMResponse, error) {
+	return streamResponsesFrom(r, onChunk, nil)
+}
+
+// streamResponsesFrom is streamResponses that tells onStart the response's
+// id as soon as the stream names it (nil: no one asks).
+func streamResponsesFrom(r io.Reader, onChunk func(abi.LLMChunk) error, onStart func(id string)) (abi.LLMResponse, error) {
 	sr := newSSE(r, "response.completed")
 	out := abi.LLMResponse{Content: []abi.LLMPart{}}
 	textPart := map[int]int{}
@@ -261,6 +274,9 @@ func streamResponses(r io.Reader, onChunk func(abi.LLMChunk) error) (abi.LLMResp
 		case "response.created":
 			if ev.Response != nil {
 				out.ID, out.Model = ev.Response.ID, ev.Response.Model
+				if onStart != nil {
+					onStart(out.ID)
+				}
 			}
 		case "response.output_text.delta", "response.refusal.delta":
 			p, ok := textPart[ev.OutputIndex]
