@@ -280,3 +280,69 @@ func TestLedgerAfterResumeEqualsUninterrupted(t *testing.T) {
 		})
 	}
 }
+
+// A run that checkpoints, is cut off while a request is in flight, and is
+// resumed from its checkpoint rebuilds its ledger from the checkpoint's
+// snapshot and the records after it, without reading the journal before:
+// the spend before the checkpoint still counts, so the loop that follows
+// gets exactly what its http_requests ceiling leaves.
+func TestResumeFromACheckpointKeepsTheSpendBeforeIt(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var served atomic.Int64
+	var cut atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		if r.URL.Path == "/cut" && cut.CompareAndSwap(false, true) {
+			cancel()
+			<-r.Context().Done()
+			return
+		}
+		fmt.Fprint(w, "ok")
+	}))
+	t.Cleanup(srv.Close)
+	env, root, code := tokenEnv(t)
+	hostport := strings.TrimPrefix(srv.URL, "http://")
+	tok, err := capability.Issue(root, capability.Claims{Audience: env.Key.Public().(ed25519.PublicKey), Caps: probeCaps(hostport),
+		Budget: capability.Budget{HTTPRequests: capability.Limit(5)}, NotBefore: time.Now().Add(-time.Minute), Expires: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := fmt.Sprintf(`[{"op":"http","url":"%[1]s/a"},{"op":"http","url":"%[1]s/b"},{"op":"checkpoint"},{"op":"http","url":"%[1]s/cut"},{"op":"http-loop","url":"%[1]s/x","n":10}]`, srv.URL)
+	_, err = env.Host.Run(ctx, host.RunSpec{Code: code, Token: tok, Grant: probeGrant(hostport), Input: []byte(steps)})
+	if !errors.Is(err, host.ErrInterrupted) {
+		t.Fatalf("run: %v, want it interrupted", err)
+	}
+	runs, err := env.Store.Runs(context.Background())
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("runs %v %v", runs, err)
+	}
+	run := runs[0].ID
+	if meta, err := env.Store.Meta(context.Background(), run); err != nil || meta.Checkpoint == 0 {
+		t.Fatalf("the run's index names no checkpoint: %+v %v", meta, err)
+	}
+	// Damage an entry before the checkpoint: a resume does not read it.
+	if err := env.Store.RewriteJournal(run, func(recs [][]byte) [][]byte {
+		recs[3] = recs[3][:len(recs[3])-3]
+		return recs
+	}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := env.Host.Resume(context.Background(), run)
+	if err != nil || res.Status != journal.StatusCompleted {
+		t.Fatalf("resume: %v %+v", err, res)
+	}
+	var lines []string
+	if err := json.Unmarshal(res.Output, &lines); err != nil {
+		t.Fatal(err)
+	}
+	// /a and /b before the checkpoint, /cut in doubt (charged at its
+	// worst case): 2 of the 5 are left for the loop.
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "http in_doubt") || !strings.HasPrefix(lines[1], "http-loop 2 budget=true ") ||
+		!strings.Contains(lines[1], "0 left of 5 (5 spent, 0 reserved)") {
+		t.Fatalf("the resumed segment gave %q", lines)
+	}
+	if n := served.Load(); n != 5 {
+		t.Fatalf("the server saw %d requests, want 5", n)
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,9 +31,23 @@ type Step struct {
 
 func main() {
 	agent.MainJSON(func(_ context.Context, steps []Step) ([]string, error) {
+		// A "checkpoint" step continues the run as new from the step
+		// after it (run.checkpoint); only then does the probe ask which
+		// segment it runs, so that other inputs make the same calls.
+		start := 0
+		if slices.ContainsFunc(steps, func(s Step) bool { return s.Op == "checkpoint" }) {
+			if state, seg, err := agent.State(); err == nil && seg > 0 {
+				start, _ = strconv.Atoi(string(state))
+			}
+		}
 		var out []string
-		for _, s := range steps {
-			out = append(out, do(s))
+		for i := start; i < len(steps); i++ {
+			if steps[i].Op == "checkpoint" {
+				if err := agent.Checkpoint([]byte(strconv.Itoa(i + 1))); err != nil {
+					return nil, err
+				}
+			}
+			out = append(out, do(steps[i]))
 		}
 		return out, nil
 	})
@@ -82,6 +98,8 @@ func do(s Step) string {
 			cs = append(cs, fmt.Sprintf("%s=%d", c.Dim, c.Amount))
 		}
 		return "limit " + strings.Join(cs, " ")
+	case "checkpoint":
+		return "checkpoint"
 	case "sleep":
 		before := time.Now()
 		time.Sleep(time.Hour)
