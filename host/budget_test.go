@@ -346,3 +346,21 @@ func TestResumeFromACheckpointKeepsTheSpendBeforeIt(t *testing.T) {
 		t.Fatalf("the server saw %d requests, want 5", n)
 	}
 }
+
+// run.limit on wall_seconds moves the run's wall-time deadline: with no
+// seconds more, the run is stopped, between two calls or at one, with the
+// wall-time budget's reason, however long its loop would have gone on.
+func TestRunLimitOnWallSecondsStopsTheRun(t *testing.T) {
+	srv, served := countingServer(t)
+	env, lines, res, _ := budgetRun(t, capability.Budget{}, srv,
+		fmt.Sprintf(`[{"op":"limit","dim":"wall_seconds","amount":0},{"op":"http-loop","url":"%s/x","n":100000}]`, srv.URL))
+	if res.Status != journal.StatusFailed || res.Err == nil || !strings.Contains(res.Err.Error(), "stopped: budget: the run's wall-time budget") {
+		t.Fatalf("run ended %s: %v %q; want stopped by its wall clock", res.Status, res.Err, lines)
+	}
+	if n := served.Load(); n >= 100000 {
+		t.Fatalf("the loop ran to its end (%d requests)", n)
+	}
+	if r := row(t, report(t, env, res.Run), budget.WallSeconds); r.Ceiling == nil {
+		t.Fatalf("wall_seconds %+v: the report lacks the ceiling run.limit set", r)
+	}
+}
