@@ -233,6 +233,27 @@ func (s *session) applyCeilings(c budget.Ceilings) {
 	}
 }
 
+// applyLimit applies the ceilings of a run.limit answer: the steps cap,
+// and, in a run with a ledger, its ceilings and the wall-clock deadline.
+func (s *session) applyLimit(resp []byte) {
+	var r abi.LimitResponse
+	if abi.Unmarshal(resp, &r) != nil {
+		return
+	}
+	c := budget.Ceilings{}.With(budget.Steps, s.stepCap)
+	if s.ledger != nil {
+		for _, l := range r.Ceilings {
+			if d, ok := budget.ParseDim(l.Dim); ok {
+				s.ledger.Lower(d, l.Amount)
+			}
+		}
+		c = s.ledger.Ceilings()
+		s.applyCeilings(c)
+		return
+	}
+	s.stepCap = stepCap(lowerFrom(c, resp))
+}
+
 // limitResponse lists the ceilings of c, in dimension order.
 func limitResponse(c budget.Ceilings) abi.LimitResponse {
 	var r abi.LimitResponse

@@ -364,3 +364,51 @@ func TestRunLimitOnWallSecondsStopsTheRun(t *testing.T) {
 		t.Fatalf("wall_seconds %+v: the report lacks the ceiling run.limit set", r)
 	}
 }
+
+// A fork answers its calls up to the fork point from its parent's journal,
+// run.limit among them: the absolute ceilings that answer names hold in
+// the fork, live after the fork point, and in its replay. The fork is
+// charged what it sends, not the calls its parent made before the fork
+// point: under the parent's ceiling of 2 requests it sends 2 of its own.
+func TestForkKeepsTheCeilingsItsParentSet(t *testing.T) {
+	srv, served := countingServer(t)
+	env := testutil.NewEnv(t, host.Deps{}, host.Config{})
+	code := testutil.BuildGo(t, "host/testdata/agents/probe")
+	steps := fmt.Sprintf(`[{"op":"http","url":"%[1]s/a"},{"op":"limit","dim":"http_requests","amount":1},{"op":"http","url":"%[1]s/b"},{"op":"http","url":"%[1]s/c"},{"op":"http","url":"%[1]s/d"}]`, srv.URL)
+	res, err := env.Host.Run(context.Background(), host.RunSpec{Code: code, Grant: probeGrant(strings.TrimPrefix(srv.URL, "http://")), Input: []byte(steps)})
+	if err != nil || res.Status != journal.StatusCompleted {
+		t.Fatalf("parent: %v %+v", err, res)
+	}
+	var atLimit uint64
+	for _, e := range entries(t, env, res.Run) {
+		if e.Op == "run.limit" {
+			atLimit = e.Seq
+		}
+	}
+	if served.Load() != 2 {
+		t.Fatalf("the parent sent %d requests, want 2 (/c and /d refused)", served.Load())
+	}
+	st, err := env.Host.Fork(context.Background(), host.ForkSpec{Parent: res.Run, At: atLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fres, err := st.Execute(context.Background())
+	if err != nil || fres.Status != journal.StatusCompleted {
+		t.Fatalf("fork: %v %+v", err, fres)
+	}
+	var lines []string
+	if err := json.Unmarshal(fres.Output, &lines); err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != 5 || lines[1] != "limit http_requests=2" || !strings.HasPrefix(lines[2], "http 200") || !strings.HasPrefix(lines[3], "http 200") ||
+		!strings.Contains(lines[4], "budget exceeded: http_requests: asked 1, 0 left of 2 (2 spent, 0 reserved)") {
+		t.Fatalf("the fork gave %q; want /b and /c sent and /d refused under the parent's ceiling", lines)
+	}
+	if n := served.Load(); n != 4 {
+		t.Fatalf("the server saw %d requests, want the parent's 2 and the fork's 2", n)
+	}
+	replaysTo(t, env, fres.Run, code, fres.Output)
+	if r := row(t, report(t, env, fres.Run), budget.HTTPRequests); r.Spent != 2 || *r.Ceiling != 2 {
+		t.Fatalf("the fork's http_requests %+v, want its own 2 spent under the ceiling of 2", r)
+	}
+}

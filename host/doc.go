@@ -1,7 +1,9 @@
 // Package host runs agent modules: the engine adapters (wazero; wasmtime
 // behind the build tag wasmtime), the link check, the virtual WASI, the
 // session every import call enters, the gate, the journal path (write
-// ahead, group commit), resume and replay's serving of recorded calls.
+// ahead, group commit), resume and replay's serving of recorded calls, and
+// forks (a new run answered from another run's journal up to a fork point,
+// then live).
 //
 // The capabilities are not here: each is a package under host/caps/
 // behind the interface of host/caps, registered in registry.go, and the

@@ -28,7 +28,16 @@ var registry = [numCaps]capEntry{
 	register(clock.Capability{}, func(g *Grant) **ClockGrant { return &g.Clock }, func(s *session) clock.Deps { return clock.Deps{Now: s.deps.Now} }),
 	register(random.Capability{}, func(g *Grant) **RandomGrant { return &g.Random }, func(s *session) random.Deps { return random.Deps{Rand: s.deps.Rand} }),
 	register(tool.Capability{}, func(g *Grant) **ToolGrant { return &g.Tool }, func(s *session) tool.Deps { return s.deps.Tools }),
-	register(llm.Capability{}, func(g *Grant) **LLMGrant { return &g.LLM }, func(s *session) llm.Deps { return llm.Deps{Providers: s.deps.LLM} }),
+	register(llm.Capability{}, func(g *Grant) **LLMGrant { return &g.LLM }, func(s *session) llm.Deps {
+		d := llm.Deps{Providers: s.deps.LLM}
+		if s.header != nil && s.header.Fork != nil {
+			f := s.header.Fork
+			// A fork's override, from its header: its resumes send what
+			// it sent.
+			d.Override = llm.Override{Provider: f.Provider, Model: f.Model}
+		}
+		return d
+	}),
 }
 
 // numCaps is the number of capabilities of the ABI.

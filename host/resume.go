@@ -51,6 +51,9 @@ func (h *Host) Reopen(ctx context.Context, run journal.RunID) (*Started, error) 
 		return nil, fmt.Errorf("%w: run %s ended %s", ErrFinished, run, sum.End.Status)
 	}
 	hdr := sum.Header
+	if err := forkUnfinished(hdr, rec); err != nil {
+		return nil, fmt.Errorf("host: resume %s: %w", run, err)
+	}
 	code, err := st.Module(ctx, hdr.ModuleSHA256)
 	if err != nil {
 		return nil, err

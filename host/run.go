@@ -154,7 +154,8 @@ type Result struct {
 	Err   error
 	Steps uint64
 	// Replayed is, for a resumed run, the number of calls answered from
-	// its journal: those since its last checkpoint.
+	// its journal: those since its last checkpoint; for a fork, the number
+	// answered from its parent's.
 	Replayed uint64
 }
 
@@ -200,8 +201,13 @@ func (st *Started) Execute(ctx context.Context) (*Result, error) {
 	defer st.s.close()
 	defer st.armBudget()()
 	res, err := st.h.conclude(ctx, st.m, st.s, st.w, st.meta, st.lease, st.live)
-	if p, ok := st.s.path.(*resumePath); ok && res != nil {
-		res.Replayed = uint64(p.rec.Served())
+	if res != nil {
+		switch p := st.s.path.(type) {
+		case *resumePath:
+			res.Replayed = uint64(p.rec.Served())
+		case *forkPath:
+			res.Replayed = uint64(p.rec.Served())
+		}
 	}
 	return res, err
 }
@@ -271,6 +277,12 @@ func (st *Started) Abandon() {
 // Start journals the start of a run of spec.Code and returns it ready to
 // execute.
 func (h *Host) Start(ctx context.Context, spec RunSpec) (*Started, error) {
+	return h.start(ctx, spec, nil)
+}
+
+// start is Start; fork, when set, makes the run a fork that answers its
+// first calls from its parent's journal (Fork).
+func (h *Host) start(ctx context.Context, spec RunSpec, fork *forked) (*Started, error) {
 	if spec.Grant != nil {
 		if err := spec.Grant.Check(); err != nil {
 			return nil, fmt.Errorf("host: grant: %w", err)
@@ -322,6 +334,9 @@ func (h *Host) Start(ctx context.Context, spec RunSpec) (*Started, error) {
 	if !spec.Parent.IsZero() {
 		hdr.Parent = spec.Parent[:]
 	}
+	if fork != nil {
+		hdr.Fork = fork.point
+	}
 	if err := checkLink(m.Imports, grant); err != nil {
 		var le *LinkError
 		if errors.As(err, &le) && !le.malformed() {
@@ -361,8 +376,12 @@ func (h *Host) Start(ctx context.Context, spec RunSpec) (*Started, error) {
 	events := &eventBuffer{run: run, now: h.deps.Now, sink: h.deps.Sink, keep: h.deps.Events != nil, limit: limits.LogBytes}
 	blog := &budgetLog{}
 	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease, meta: &meta, budget: blog}
+	var path callPath = live
+	if fork != nil {
+		path = &forkPath{rec: fork.rec, live: live, past: fork.rec.Len() == 0}
+	}
 	ceilings := runCeilings(grant)
-	s := &session{run: run, header: hdr, grant: grant, path: live, deps: &h.deps, slots: &opSlots,
+	s := &session{run: run, header: hdr, grant: grant, path: path, deps: &h.deps, slots: &opSlots,
 		maxRequest: h.cfg.MaxRequest, events: events, startHash: startHash, limits: limits,
 		ledger: budget.New(ceilings), blog: blog, stepCap: stepCap(ceilings), started: meta.Started}
 	return &Started{Run: run, h: h, m: m, s: s, w: w, meta: &meta, lease: lease, live: lr}, nil

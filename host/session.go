@@ -350,11 +350,11 @@ func (s *session) call(ctx context.Context, ci int, opcode, reqPtr, reqLen, resp
 		case abi.OpRunCheckpoint:
 			s.checkpoint(c.Request, resp)
 		case abi.OpRunLimit:
-			// Live, the handler has applied it; in a replay and in a
-			// resume's recorded calls, the recorded ceilings apply.
-			if s.ledger == nil || s.src != nil {
-				s.stepCap = stepCap(lowerFrom(budget.Ceilings{}.With(budget.Steps, s.stepCap), resp))
-			}
+			// The ceilings the answer names apply, whoever gave it: the
+			// handler (which applied them already: lowering again is a
+			// no-op), a replay's or a resume's recording, a fork's
+			// parent. So a replay stops where the run stopped.
+			s.applyLimit(resp)
 		}
 	}
 	return s.deliver(mem, ci, respPtr, respCap, pendingResponse{true, status, resp})

@@ -234,7 +234,7 @@ func entrySize(e *Entry) int {
 }
 
 func appendHeader(dst []byte, h *Header) []byte {
-	n := 6 + b2u(len(h.Parent) > 0) + b2u(h.ModuleName != "") + b2u(len(h.Token) > 0)
+	n := 6 + b2u(len(h.Parent) > 0) + b2u(h.ModuleName != "") + b2u(len(h.Token) > 0) + b2u(h.Fork != nil)
 	dst = appendHead(dst, majorMap, n)
 	dst = appendBytes(append(dst, 1), h.ModuleSHA256)
 	dst = appendHead(append(dst, 2), majorUint, uint64(h.ABI))
@@ -250,6 +250,19 @@ func appendHeader(dst []byte, h *Header) []byte {
 	}
 	if len(h.Token) > 0 {
 		dst = appendBytes(append(dst, 9), h.Token)
+	}
+	if f := h.Fork; f != nil {
+		dst = appendHead(append(dst, 10), majorMap, 4+b2u(f.Provider != "")+b2u(f.Model != ""))
+		dst = appendBytes(append(dst, 1), f.Parent[:])
+		dst = appendHead(append(dst, 2), majorUint, f.Seq)
+		dst = appendBytes(append(dst, 3), f.Entry)
+		dst = appendHead(append(dst, 4), majorUint, f.Step)
+		if f.Provider != "" {
+			dst = appendText(append(dst, 5), f.Provider)
+		}
+		if f.Model != "" {
+			dst = appendText(append(dst, 6), f.Model)
+		}
 	}
 	return dst
 }
@@ -270,6 +283,15 @@ func headerSize(h *Header) int {
 	}
 	if len(h.Token) > 0 {
 		n += 1 + bytesSize(h.Token)
+	}
+	if f := h.Fork; f != nil {
+		n += 1 + 1 + 4 + bytesSize(f.Parent[:]) + headSize(f.Seq) + bytesSize(f.Entry) + headSize(f.Step)
+		if f.Provider != "" {
+			n += 1 + textSize(f.Provider)
+		}
+		if f.Model != "" {
+			n += 1 + textSize(f.Model)
+		}
 	}
 	return n
 }
@@ -637,8 +659,8 @@ func (p *parser) header() *Header {
 	h := new(Header)
 	n := p.head(majorMap)
 	var seen, k uint64
-	for range min(n, 9) {
-		k = p.key(k, 9)
+	for range min(n, 10) {
+		k = p.key(k, 10)
 		seen |= 1 << k
 		switch k {
 		case 1:
@@ -659,12 +681,46 @@ func (p *parser) header() *Header {
 			h.ModuleName = p.nonemptyText()
 		case 9:
 			h.Token = p.nonempty()
+		case 10:
+			h.Fork = p.fork()
 		}
 	}
-	if n > 9 || seen&headerRequired != headerRequired {
+	if n > 10 || seen&headerRequired != headerRequired {
 		p.bad = true
 	}
 	return h
+}
+
+// fork reads a header's fork: the four fields every fork has, the first a
+// 16-byte run id (Entry.check checks the rest), then the llm override's.
+func (p *parser) fork() *Fork {
+	f := new(Fork)
+	n := p.head(majorMap)
+	if n < 4 || n > 6 || p.key(0, 1) != 1 {
+		p.bad = true
+		return f
+	}
+	if run := p.bytes(); len(run) == len(f.Parent) {
+		f.Parent = RunID(run)
+	} else {
+		p.bad = true
+	}
+	p.key(1, 2)
+	f.Seq = p.uint(math.MaxUint64)
+	p.key(2, 3)
+	f.Entry = p.nullable()
+	p.key(3, 4)
+	f.Step = p.uint(math.MaxUint64)
+	k := uint64(4)
+	for range n - 4 {
+		switch k = p.key(k, 6); k {
+		case 5:
+			f.Provider = p.nonemptyText()
+		case 6:
+			f.Model = p.nonemptyText()
+		}
+	}
+	return f
 }
 
 func (p *parser) end() *End {

@@ -128,6 +128,36 @@ type Header struct {
 	// Token is the capability token the run was started with (a chain of
 	// COSE_Sign1 links, capability/SPEC.md); Grant is what it grants.
 	Token []byte `cbor:"9,keyasint,omitempty"`
+	// Fork, on a run started by agentrt fork, names the run it was forked
+	// from and where.
+	Fork *Fork `cbor:"10,keyasint,omitempty"`
+}
+
+// Fork is where a forked run branches off its parent. The fork's calls up
+// to the fork point were answered from the parent's journal and are
+// journaled again in the fork's own, so the fork verifies, replays and
+// audits alone; Fork says where they came from, and the hash of the
+// parent's entry at the fork point binds the fork to that journal.
+type Fork struct {
+	// Parent is the run forked. Unlike Header.Parent (the run that
+	// started this one), a fork's parent is a run it copies, not one
+	// that called it.
+	Parent RunID `cbor:"1,keyasint"`
+	// Seq is the fork point: the seq of the parent's last entry the fork
+	// follows, a call boundary (the end of a call, or a lifecycle entry).
+	Seq uint64 `cbor:"2,keyasint"`
+	// Entry is the hash of the parent's entry at Seq (32 bytes).
+	Entry []byte `cbor:"3,keyasint"`
+	// Step is the step of the parent's last call at or before Seq, 0 when
+	// there is none: the fork's calls 1..Step were served from the
+	// parent's journal, those after it ran live.
+	Step uint64 `cbor:"4,keyasint"`
+	// Provider and Model, when set, replaced the provider and the model
+	// of every llm.complete the fork made live (agentrt fork --provider,
+	// --model): its journal holds the requests as the guest made them,
+	// and this is what was sent instead.
+	Provider string `cbor:"5,keyasint,omitempty"`
+	Model    string `cbor:"6,keyasint,omitempty"`
 }
 
 // End is carried by the end entry of a finished run.

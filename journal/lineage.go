@@ -64,12 +64,18 @@ type Call struct {
 	Outcome    Outcome `cbor:"11,keyasint"`
 	// Status is the ABI status of a completed or failed call.
 	Status uint32 `cbor:"12,keyasint,omitempty"`
+	// ForkOf is the run that Run was forked from (its header's fork), or
+	// zero: the way from a fork to its parent, as Parent is from a
+	// sub-run to the run that started it.
+	ForkOf RunID `cbor:"13,keyasint,omitzero"`
 }
 
 // RunInfo is what lineage keeps of a run's header.
 type RunInfo struct {
 	Run    RunID
 	Parent RunID
+	// ForkOf is the run Run was forked from, or zero.
+	ForkOf RunID
 	// InputHash is the SHA-256 of the header's input; nil when the input
 	// is empty (an empty input names no data, so nothing consumes it).
 	InputHash []byte
@@ -132,9 +138,12 @@ type Lineage interface {
 // matches every call.
 type Filter struct {
 	// Run, when set, keeps the calls of that run, and with SubRuns also
-	// those of the runs it started, transitively (Header.Parent).
+	// those of the runs it started, transitively (Header.Parent); with
+	// Forks also those of the runs forked from it, transitively
+	// (Header.Fork). With both, the runs either relation reaches.
 	Run     *RunID
 	SubRuns bool
+	Forks   bool
 	// Op is an op name ("kv.put"), or a prefix of one ending in "." or "*"
 	// ("http.", "kv.*").
 	Op string
@@ -174,6 +183,8 @@ func (f *Filter) Check() error {
 		return bad("since %s is not before until %s", f.Since.Format(time.RFC3339), f.Until.Format(time.RFC3339))
 	case f.SubRuns && f.Run == nil:
 		return bad("sub-runs of no run")
+	case f.Forks && f.Run == nil:
+		return bad("forks of no run")
 	case strings.ContainsRune(strings.TrimSuffix(f.Op, "*"), '*'), strings.ContainsRune(strings.TrimSuffix(f.Resource, "*"), '*'):
 		return bad("a * may only end an op or a resource")
 	}
@@ -343,13 +354,15 @@ type TraceState struct {
 	// again so that its outcome finds its request.
 	Seen uint64 `cbor:"1,keyasint"`
 	Next uint64 `cbor:"2,keyasint"`
-	// Header says the start entry was read; Parent, InputHash, Namespace
-	// and Started come from it.
+	// Header says the start entry was read; Parent, InputHash, Namespace,
+	// Started and ForkOf come from it.
 	Header    bool   `cbor:"3,keyasint,omitempty"`
 	Parent    RunID  `cbor:"4,keyasint"`
 	InputHash []byte `cbor:"5,keyasint,omitempty"`
 	Namespace string `cbor:"6,keyasint,omitempty"`
 	Started   int64  `cbor:"7,keyasint,omitempty"`
+	// ForkOf is the header's fork parent.
+	ForkOf RunID `cbor:"8,keyasint,omitzero"`
 }
 
 // Tracer turns the records of one journal, read in seq order, into the
@@ -388,7 +401,7 @@ func (t *Tracer) State() TraceState { return t.state }
 // it has not read it.
 func (t *Tracer) Info() (RunInfo, bool) {
 	s := &t.state
-	return RunInfo{Run: t.run, Parent: s.Parent, InputHash: s.InputHash, Namespace: s.Namespace, Started: s.Started}, s.Header
+	return RunInfo{Run: t.run, Parent: s.Parent, ForkOf: s.ForkOf, InputHash: s.InputHash, Namespace: s.Namespace, Started: s.Started}, s.Header
 }
 
 // Add reads the record at seq and returns the calls it settles: when the
@@ -418,6 +431,10 @@ func (t *Tracer) Add(seq uint64, raw []byte) ([]Call, error) {
 		t.state.Parent = RunID{}
 		if len(h.Parent) == len(RunID{}) {
 			t.state.Parent = RunID(h.Parent)
+		}
+		t.state.ForkOf = RunID{}
+		if h.Fork != nil {
+			t.state.ForkOf = h.Fork.Parent
 		}
 		t.state.InputHash = nil
 		if len(h.Input) > 0 {
@@ -498,6 +515,7 @@ func (t *Tracer) call(seq uint64, e *Entry) Call {
 	return Call{
 		Run:       t.run,
 		Parent:    t.state.Parent,
+		ForkOf:    t.state.ForkOf,
 		Step:      e.Step,
 		Seq:       seq,
 		Op:        e.Op,

@@ -105,9 +105,12 @@ func (e *Entry) check() error {
 		return fmt.Errorf("an end record belongs to the end entry and only there")
 	case e.Phase == PhaseStart && e.Seq != 0, e.Phase != PhaseStart && e.Seq == 0:
 		return fmt.Errorf("the start entry is seq 0 and only seq 0 is a start entry")
+	case e.Header != nil && e.Header.Fork != nil && (e.Header.Fork.Parent.IsZero() || len(e.Header.Fork.Entry) != HashSize):
+		return fmt.Errorf("the header's fork names no parent run or no %d-byte entry hash", HashSize)
 	}
 	if !utf8.ValidString(e.Op) || !utf8.ValidString(e.Key) ||
 		(e.Header != nil && !utf8.ValidString(e.Header.ModuleName)) ||
+		(e.Header != nil && e.Header.Fork != nil && (!utf8.ValidString(e.Header.Fork.Provider) || !utf8.ValidString(e.Header.Fork.Model))) ||
 		(e.End != nil && (!utf8.ValidString(e.End.Error) || !utf8.ValidString(string(e.End.Status)))) {
 		return fmt.Errorf("a text field is not valid UTF-8")
 	}

@@ -351,6 +351,32 @@ func startEntry(tb testing.TB) *journal.Entry {
 	}}
 }
 
+// forkHeader is the header of startEntry forked from run 0x77.. at its
+// entry 7, after its step 2.
+func forkHeader(tb testing.TB) *journal.Header {
+	var parent journal.RunID
+	for i := range parent {
+		parent[i] = 0x77
+	}
+	h := *startEntry(tb).Header
+	h.Fork = &journal.Fork{Parent: parent, Seq: 7, Entry: journal.Sum([]byte("parent entry 7")), Step: 2}
+	return &h
+}
+
+// forkPlan is a fork's journal with header h: a pure call and an effect
+// served from the parent, then a live pure call.
+func forkPlan(tb testing.TB, h *journal.Header) []item {
+	put := putRequest(tb)
+	return []item{
+		{&journal.Entry{Phase: journal.PhaseStart, Header: h}, false},
+		{pureEntry(1, "run.input", nil, inputResponse(tb), abi.StatusOK), false},
+		{intentEntry(2, "kv.put", put), false},
+		{outcomeEntry(2, "kv.put", put, nil, abi.StatusOK), false},
+		{pureEntry(3, "run.set_output", outputRequest(tb), nil, abi.StatusOK), false},
+		{endEntry(3, []byte("done")), true},
+	}
+}
+
 func endEntry(steps uint64, output []byte) *journal.Entry {
 	return &journal.Entry{Phase: journal.PhaseEnd, End: &journal.End{Status: journal.StatusCompleted, Output: output, Steps: steps}}
 }
@@ -605,6 +631,15 @@ func generateVectors(tb testing.TB) []*vector {
 	add("valid-handoff", "valid", 0, trustAB(), enc(handoffTail(cellB)),
 		"cell A writes and seals entries 0..4, then trusted cell B continues the chain and seals 5..7")
 
+	add("valid-fork", "valid", 0, trustA(), enc(writeJournal(tb, runX, cellA, forkPlan(tb, forkHeader(tb)), nil)),
+		"a fork (header field 10): calls 1 and 2 were served from the parent's journal, the effect",
+		"journaled as intent and completed, never dispatched; step 3 ran live")
+
+	llmFork := forkHeader(tb)
+	llmFork.Fork.Provider, llmFork.Fork.Model = "openai", "gpt-4o-mini"
+	add("valid-fork-llm-override", "valid", 0, trustA(), enc(writeJournal(tb, runX, cellA, forkPlan(tb, llmFork), nil)),
+		"a fork whose live llm.complete calls went to another provider and model (fork fields 5 and 6)")
+
 	// Decode failures.
 	add("empty-journal", "decode", 0, trustA(), nil, "no records at all")
 
@@ -664,6 +699,12 @@ func generateVectors(tb testing.TB) []*vector {
 	add("header-on-call-entry", "decode", 2, trustA(), enc(base(map[uint64]func([]byte) []byte{
 		2: reencode(tb, func(e *journal.Entry) { e.Header = startEntry(tb).Header }),
 	})), "entry 2, a call, carries a run header; chain and seals recomputed")
+
+	badFork := forkHeader(tb)
+	badFork.Fork.Entry = badFork.Fork.Entry[:31]
+	add("fork-short-entry-hash", "decode", 0, trustA(), enc(writeJournal(tb, runX, cellA, forkPlan(tb, forkHeader(tb)), map[uint64]func([]byte) []byte{
+		0: withFields(tb, func(fs []field) []byte { return encodeFields(setField(fs, 17, mustCBOR(tb, badFork))) }),
+	})), "the header's fork names a 31-byte entry hash; a fork point binds a 32-byte one; chain and seals recomputed")
 
 	short := base(nil)
 	short[4].Seal.Sig = short[4].Seal.Sig[:63]

@@ -2,7 +2,8 @@
 // import call is answered with its recorded response, after checking that
 // the guest asked for the same op with the same input. Together with the
 // journal verifier (chain, hashes, seals) this proves that the journal is
-// what the module did.
+// what the module did. CompareFork compares a fork's calls after its fork
+// point with its parent's.
 //
 // Replay never dispatches an effect and never writes to a store.
 package replay

@@ -143,6 +143,7 @@ func (c *cli) printSummary(run journal.RunID, entries []journal.Inspected) error
 	var order []string
 	seals, bad := 0, 0
 	var end *journal.End
+	var fork *journal.Fork
 	for _, in := range entries {
 		if in.Err != nil || !in.SigOK {
 			bad++
@@ -156,6 +157,9 @@ func (c *cli) printSummary(run journal.RunID, entries []journal.Inspected) error
 		}
 		if e.End != nil {
 			end = e.End
+		}
+		if e.Header != nil && e.Header.Fork != nil {
+			fork = e.Header.Fork
 		}
 		if e.Op == "" {
 			continue
@@ -177,6 +181,9 @@ func (c *cli) printSummary(run journal.RunID, entries []journal.Inspected) error
 		}
 	}
 	fmt.Fprintf(c.stdout, "run %s: %d entries, %d seals, %d not covered by a valid signature\n", run, len(entries), seals, bad)
+	if fork != nil {
+		fmt.Fprintf(c.stdout, "forked from %s at entry %d: steps 1-%d answered from its journal\n", fork.Parent, fork.Seq, fork.Step)
+	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "OP\tCALLS\tFAILED\tJOURNALED AS")
 	for _, op := range order {
@@ -258,6 +265,9 @@ func entryJSON(in journal.Inspected) map[string]any {
 		if len(e.Header.Token) > 0 {
 			o["token_sha256"] = hex.EncodeToString(journal.Sum(e.Header.Token))
 		}
+		if f := e.Header.Fork; f != nil {
+			o["fork"] = map[string]any{"parent": f.Parent.String(), "seq": f.Seq, "entry_sha256": hex.EncodeToString(f.Entry), "step": f.Step}
+		}
 	}
 	if len(e.Gate) > 0 {
 		var g host.GateRecord
@@ -332,7 +342,7 @@ func budgetJSON(field []byte) any {
 // queryFlags are the flags of journal query, as typed.
 type queryFlags struct {
 	run, op, resource, cell, since, until, input, output, consumed string
-	subRuns, asJSON, reindex                                       bool
+	subRuns, forks, asJSON, reindex                                bool
 	limit                                                          int
 }
 
@@ -347,7 +357,8 @@ which input and output hashes and outcome. One row per call, oldest first.
 
 Filters combine (all must match):
   --run RUN         a run id, a unique prefix of one, or "last"; --sub-runs adds
-                    the runs it started, transitively
+                    the runs it started, --forks the runs forked from it
+                    (agentrt fork), transitively; with both, either relation
   --op OP           an op (kv.put), or a prefix ending in "." or "*" (http.)
   --resource R      a resource (example.com:8080, ns/key), or a prefix ending in
                     "*" (ns/*)
@@ -359,7 +370,8 @@ Filters combine (all must match):
 of theirs received a response hashing to H, or their input hashes to H.
 
 The index behind this is built from the journals on first use and caught up on
-every query; --reindex rebuilds it. It finds runs; it proves nothing: verify
+every query; --reindex rebuilds it. A row of a fork names the run it was
+forked from (the FORK OF column, "fork_of" in JSON). It finds runs; it proves nothing: verify
 what it finds with agentrt replay.`,
 		Example: `  agentrt journal query --op http. --since 24h
   agentrt journal query --resource 'smoke/*' --json
@@ -370,6 +382,7 @@ what it finds with agentrt replay.`,
 	fl := cmd.Flags()
 	fl.StringVar(&q.run, "run", "", "only the calls of this run (id, prefix or \"last\")")
 	fl.BoolVar(&q.subRuns, "sub-runs", false, "with --run, also the calls of the runs it started, transitively")
+	fl.BoolVar(&q.forks, "forks", false, "with --run, also the calls of the runs forked from it (agentrt fork), transitively")
 	fl.StringVar(&q.op, "op", "", "op name, or a prefix ending in \".\" or \"*\"")
 	fl.StringVar(&q.resource, "resource", "", "resource, or a prefix ending in \"*\"")
 	fl.StringVar(&q.cell, "cell", "", "hex prefix of the sealing cell's key")
@@ -395,7 +408,7 @@ func (c *cli) journalQuery(cmd *cobra.Command, q *queryFlags) error {
 		if consumed, err = parseHash("--consumed", q.consumed); err != nil {
 			return err
 		}
-		for _, name := range []string{"run", "sub-runs", "op", "resource", "cell", "since", "until", "input-hash", "output-hash"} {
+		for _, name := range []string{"run", "sub-runs", "forks", "op", "resource", "cell", "since", "until", "input-hash", "output-hash"} {
 			if cmd.Flags().Changed(name) {
 				return withHint(fmt.Errorf("--consumed takes no other filter (got --%s)", name),
 					"list the consumers with --consumed alone, then query their calls with --run")
@@ -447,7 +460,7 @@ func (c *cli) journalQuery(cmd *cobra.Command, q *queryFlags) error {
 
 // filter turns the flags, but --run, into a journal.Filter.
 func (q *queryFlags) filter(now time.Time) (journal.Filter, error) {
-	f := journal.Filter{Op: q.op, Resource: q.resource, Cell: strings.ToLower(q.cell), Limit: q.limit, SubRuns: q.subRuns}
+	f := journal.Filter{Op: q.op, Resource: q.resource, Cell: strings.ToLower(q.cell), Limit: q.limit, SubRuns: q.subRuns, Forks: q.forks}
 	var err error
 	if q.since != "" {
 		if f.Since, err = parseWhen("--since", q.since, now); err != nil {
@@ -472,8 +485,11 @@ func (q *queryFlags) filter(now time.Time) (journal.Filter, error) {
 	if q.subRuns && q.run == "" {
 		return f, withHint(errors.New("--sub-runs needs --run"), "name the parent run: --run RUN --sub-runs")
 	}
+	if q.forks && q.run == "" {
+		return f, withHint(errors.New("--forks needs --run"), "name the run forked: --run RUN --forks")
+	}
 	check := f
-	check.SubRuns = false // --run is resolved later, against the store
+	check.SubRuns, check.Forks = false, false // --run is resolved later, against the store
 	if err := check.Check(); err != nil {
 		return f, withHint(err, "see: agentrt journal query --help")
 	}
@@ -530,6 +546,9 @@ func (c *cli) printCalls(calls []journal.Call, asJSON bool) error {
 			if !call.Parent.IsZero() {
 				o["parent"] = call.Parent.String()
 			}
+			if !call.ForkOf.IsZero() {
+				o["fork_of"] = call.ForkOf.String()
+			}
 			if err := enc.Encode(o); err != nil {
 				return err
 			}
@@ -537,15 +556,19 @@ func (c *cli) printCalls(calls []journal.Call, asJSON bool) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TIME\tRUN\tSTEP\tOP\tRESOURCE\tOUTCOME\tCELL\tINPUT\tOUTPUT")
+	fmt.Fprintln(tw, "TIME\tRUN\tSTEP\tOP\tRESOURCE\tOUTCOME\tCELL\tINPUT\tOUTPUT\tFORK OF")
 	for i := range calls {
 		call := &calls[i]
 		res := call.Resource
 		if res == "" {
 			res = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", time.Unix(0, call.Time).UTC().Format("2006-01-02T15:04:05.000Z"),
-			call.Run, call.Step, call.Op, termtext.Line(res), outcomeText(call), short(call.Cell), short(call.InputHash), short(call.OutputHash))
+		forkOf := "-"
+		if !call.ForkOf.IsZero() {
+			forkOf = call.ForkOf.String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", time.Unix(0, call.Time).UTC().Format("2006-01-02T15:04:05.000Z"),
+			call.Run, call.Step, call.Op, termtext.Line(res), outcomeText(call), short(call.Cell), short(call.InputHash), short(call.OutputHash), forkOf)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

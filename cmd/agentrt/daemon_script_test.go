@@ -13,6 +13,7 @@ import (
 func scriptCmds() map[string]func(ts *testscript.TestScript, neg bool, args []string) {
 	cmds := tokenScriptCmds()
 	maps.Copy(cmds, daemonScriptCmds())
+	maps.Copy(cmds, forkScriptCmds())
 	return cmds
 }
 

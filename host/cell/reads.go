@@ -270,6 +270,7 @@ func (s *Server) lineageIndex(w http.ResponseWriter, r *http.Request) {
 type CallInfo struct {
 	Run        string `json:"run"`
 	Parent     string `json:"parent,omitempty"`
+	ForkOf     string `json:"fork_of,omitempty"`
 	Step       uint64 `json:"step"`
 	Seq        uint64 `json:"seq"`
 	Op         string `json:"op"`
@@ -305,7 +306,7 @@ func idText(id journal.RunID) string {
 // Client.Query writes it.
 func (s *Server) filterOf(r *http.Request) (journal.Filter, error) {
 	q := r.URL.Query()
-	f := journal.Filter{Op: q.Get("op"), Resource: q.Get("resource"), Cell: q.Get("cell"), SubRuns: q.Get("sub_runs") != ""}
+	f := journal.Filter{Op: q.Get("op"), Resource: q.Get("resource"), Cell: q.Get("cell"), SubRuns: q.Get("sub_runs") != "", Forks: q.Get("forks") != ""}
 	bad := func(name string, err error) error {
 		return fmt.Errorf("%w: %s=%q: %v", journal.ErrBadFilter, name, q.Get(name), err)
 	}
@@ -356,7 +357,7 @@ func (s *Server) lineageCalls(w http.ResponseWriter, r *http.Request) {
 	}
 	writeArray(w, len(calls), func(i int) any {
 		c := &calls[i]
-		return CallInfo{Run: c.Run.String(), Parent: idText(c.Parent), Step: c.Step, Seq: c.Seq, Op: c.Op, Resource: c.Resource,
+		return CallInfo{Run: c.Run.String(), Parent: idText(c.Parent), ForkOf: idText(c.ForkOf), Step: c.Step, Seq: c.Seq, Op: c.Op, Resource: c.Resource,
 			Cell: hex.EncodeToString(c.Cell), Time: timeText(c.Time), InputHash: hex.EncodeToString(c.InputHash),
 			OutputHash: hex.EncodeToString(c.OutputHash), Outcome: string(c.Outcome), Status: c.Status}
 	})

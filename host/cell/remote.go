@@ -233,6 +233,9 @@ func (s *RemoteStore) Query(ctx context.Context, f journal.Filter) ([]journal.Ca
 	if f.SubRuns {
 		q.Set("sub_runs", "1")
 	}
+	if f.Forks {
+		q.Set("forks", "1")
+	}
 	set("op", f.Op)
 	set("resource", f.Resource)
 	set("cell", f.Cell)
@@ -262,6 +265,9 @@ func (s *RemoteStore) Query(ctx context.Context, f journal.Filter) ([]journal.Ca
 		var err error
 		if c.Run, c.Parent, c.Time, err = runParentTime(r.Run, r.Parent, r.Time); err == nil {
 			c.Cell, err = hex.DecodeString(r.Cell)
+		}
+		if err == nil && r.ForkOf != "" {
+			c.ForkOf, err = journal.ParseRunID(r.ForkOf)
 		}
 		if err == nil {
 			c.InputHash, err = hex.DecodeString(r.InputHash)

@@ -37,6 +37,7 @@ const (
 	xOut          = "x/out/"  // x/out/<output hash><tail>, for calls with an outcome
 	xRin          = "x/rin/"  // x/rin/<header input hash><run>, for runs with an input
 	xKid          = "x/kid/"  // x/kid/<parent><child>, for runs with a parent
+	xFork         = "x/fork/" // x/fork/<parent><fork>, for forks
 )
 
 const tailSize = 8 + 16 + 8
@@ -115,6 +116,9 @@ func runKeys(run journal.RunID, st *journal.TraceState) [][]byte {
 	}
 	if !st.Parent.IsZero() {
 		keys = append(keys, cat([]byte(xKid), st.Parent[:], run[:]))
+	}
+	if !st.ForkOf.IsZero() {
+		keys = append(keys, cat([]byte(xFork), st.ForkOf[:], run[:]))
 	}
 	return keys
 }
@@ -480,24 +484,34 @@ func (s *Store) Query(ctx context.Context, f journal.Filter) ([]journal.Call, er
 	return out, nil
 }
 
-// queryRuns scans the rows of f.Run and, with f.SubRuns, of its sub-runs.
+// queryRuns scans the rows of f.Run and, with f.SubRuns, of its sub-runs,
+// with f.Forks, of its forks, transitively.
 func (s *Store) queryRuns(ctx context.Context, txn *badger.Txn, f *journal.Filter, out *[]journal.Call) error {
 	runs := []journal.RunID{*f.Run}
 	seen := map[journal.RunID]bool{*f.Run: true}
 	opts := badger.DefaultIteratorOptions
 	opts.PrefetchValues = false
-	for i := 0; f.SubRuns && i < len(runs); i++ {
-		opts.Prefix = runKey(xKid, runs[i])
-		it := txn.NewIterator(opts)
-		for it.Rewind(); it.Valid(); it.Next() {
-			var kid journal.RunID
-			copy(kid[:], it.Item().Key()[len(opts.Prefix):])
-			if !seen[kid] {
-				seen[kid] = true
-				runs = append(runs, kid)
+	var follow []string
+	if f.SubRuns {
+		follow = append(follow, xKid)
+	}
+	if f.Forks {
+		follow = append(follow, xFork)
+	}
+	for i := 0; len(follow) > 0 && i < len(runs); i++ {
+		for _, rel := range follow {
+			opts.Prefix = runKey(rel, runs[i])
+			it := txn.NewIterator(opts)
+			for it.Rewind(); it.Valid(); it.Next() {
+				var kid journal.RunID
+				copy(kid[:], it.Item().Key()[len(opts.Prefix):])
+				if !seen[kid] {
+					seen[kid] = true
+					runs = append(runs, kid)
+				}
 			}
+			it.Close()
 		}
-		it.Close()
 	}
 	opts = badger.DefaultIteratorOptions
 	for _, run := range runs {

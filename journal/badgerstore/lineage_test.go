@@ -54,12 +54,21 @@ func grantWithNamespace(ns string) []byte {
 
 func startRun(t tb, st *badgerstore.Store, key ed25519.PrivateKey, at int64, ns string, input []byte, parent *journal.RunID) *agentRun {
 	t.Helper()
+	return startFork(t, st, key, at, ns, input, parent, nil)
+}
+
+// startFork is startRun for a run forked from forkOf, when it is set.
+func startFork(t tb, st *badgerstore.Store, key ed25519.PrivateKey, at int64, ns string, input []byte, parent, forkOf *journal.RunID) *agentRun {
+	t.Helper()
 	id := journal.NewRunID(time.Unix(0, at))
 	c := journal.NewChain(id, key)
 	r := &agentRun{t: t, st: st, id: id, cell: key.Public().(ed25519.PublicKey), w: journal.NewWriter(st, c), c: c}
 	h := &journal.Header{ModuleSHA256: make([]byte, 32), ABI: abi.Version, Input: input, Seed: make([]byte, 32), WallBase: at, Grant: grantWithNamespace(ns)}
 	if parent != nil {
 		h.Parent = parent[:]
+	}
+	if forkOf != nil {
+		h.Fork = &journal.Fork{Parent: *forkOf, Seq: 1, Entry: make([]byte, journal.HashSize), Step: 0}
 	}
 	r.add(&journal.Entry{Phase: journal.PhaseStart, Time: at, Header: h})
 	r.commitMeta(&journal.RunMeta{ID: id, Status: journal.StatusRunning, ModuleSHA256: make([]byte, 32), Started: at, Cell: r.cell})
@@ -313,6 +322,55 @@ func TestLineageFollowsSubRuns(t *testing.T) {
 	}
 }
 
+func TestLineageFollowsForksBothWays(t *testing.T) {
+	st := open(t)
+	key := newKey(t)
+	t0 := time.Now().UnixNano()
+	log := func(r *agentRun, at int64, msg string) {
+		r.pure(at, "run.log", enc(t, &abi.LogRequest{Message: msg}), nil, 0)
+		r.end(at + 1)
+	}
+	p := startRun(t, st, key, t0, "n", nil, nil)
+	log(p, t0+1, "p")
+	f := startFork(t, st, key, t0+10, "n", nil, nil, &p.id)
+	log(f, t0+11, "f")
+	ff := startFork(t, st, key, t0+20, "n", nil, nil, &f.id)
+	log(ff, t0+21, "ff")
+	kid := startRun(t, st, key, t0+30, "n", nil, &f.id)
+	log(kid, t0+31, "kid")
+
+	runsOf := func(calls []journal.Call) []journal.RunID {
+		var runs []journal.RunID
+		for _, c := range calls {
+			runs = append(runs, c.Run)
+		}
+		return runs
+	}
+	// Parent to forks, transitively; a sub-run is no fork.
+	got := query(t, st, journal.Filter{Run: &p.id, Forks: true})
+	if !slices.Equal(runsOf(got), []journal.RunID{p.id, f.id, ff.id}) {
+		t.Fatalf("run and forks: %q", steps(got))
+	}
+	// Fork to parent: every row of a fork names it.
+	if !got[0].ForkOf.IsZero() || got[1].ForkOf != p.id || got[2].ForkOf != f.id {
+		t.Fatalf("fork parents of the rows: %s %s %s", got[0].ForkOf, got[1].ForkOf, got[2].ForkOf)
+	}
+	// Both relations together reach the fork's sub-run too.
+	if got := query(t, st, journal.Filter{Run: &p.id, Forks: true, SubRuns: true}); !slices.Equal(runsOf(got), []journal.RunID{p.id, f.id, ff.id, kid.id}) {
+		t.Fatalf("forks and sub-runs: %q", steps(got))
+	}
+	if got := query(t, st, journal.Filter{Run: &p.id, SubRuns: true}); len(got) != 1 {
+		t.Fatalf("sub-runs of a run that has only forks: %q", steps(got))
+	}
+	// A rebuilt index says the same.
+	if _, err := st.Reindex(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if again := query(t, st, journal.Filter{Run: &p.id, Forks: true}); !reflect.DeepEqual(again, got) {
+		t.Fatalf("after a reindex: %q, before %q", steps(again), steps(got))
+	}
+}
+
 func TestPurgeRemovesTheRunsLineageKeys(t *testing.T) {
 	st := open(t)
 	key := newKey(t)
@@ -445,6 +503,7 @@ func TestBadFiltersAreRefused(t *testing.T) {
 		{Cell: "XYZ"},
 		{Since: now, Until: now.Add(-time.Second)},
 		{SubRuns: true},
+		{Forks: true},
 		{Op: "kv*put"},
 		{Run: &run, Resource: "a*b*"},
 	} {
@@ -474,16 +533,22 @@ func bruteQuery(t tb, st *badgerstore.Store, f journal.Filter) ([]journal.Call, 
 	keep := func(run journal.RunID) bool { return true }
 	if f.Run != nil {
 		keep = func(run journal.RunID) bool {
-			for hops := 0; hops <= len(infos); hops++ {
+			// A run is kept when a path of the relations f follows
+			// leads from it up to f.Run: each run has at most one
+			// parent and one fork parent.
+			var reaches func(run journal.RunID, hops int) bool
+			reaches = func(run journal.RunID, hops int) bool {
 				if run == *f.Run {
 					return true
 				}
-				if !f.SubRuns || infos[run].Parent.IsZero() {
+				if hops > len(infos) {
 					return false
 				}
-				run = infos[run].Parent
+				in := infos[run]
+				return f.SubRuns && !in.Parent.IsZero() && reaches(in.Parent, hops+1) ||
+					f.Forks && !in.ForkOf.IsZero() && reaches(in.ForkOf, hops+1)
 			}
-			return false
+			return reaches(run, 0)
 		}
 	}
 	var out []journal.Call
@@ -592,7 +657,7 @@ func TestLineageAgreesWithAScanOfEveryJournal(t *testing.T) {
 			}
 			if len(ids) > 0 && rapid.IntRange(0, 2).Draw(rt, "by run") == 0 {
 				id := rapid.SampledFrom(ids).Draw(rt, "run")
-				f.Run, f.SubRuns = &id, rapid.Bool().Draw(rt, "sub-runs")
+				f.Run, f.SubRuns, f.Forks = &id, rapid.Bool().Draw(rt, "sub-runs"), rapid.Bool().Draw(rt, "forks")
 			}
 			return f
 		}
@@ -627,7 +692,12 @@ func TestLineageAgreesWithAScanOfEveryJournal(t *testing.T) {
 					parent = &p
 				}
 				input := rapid.SampledFrom([][]byte{nil, []byte("in1"), []byte("in2"), []byte("a")}).Draw(rt, "input")
-				r := startRun(rt, st, rapid.SampledFrom(keys).Draw(rt, "key"), tick(), rapid.SampledFrom([]string{"ns1", "ns2"}).Draw(rt, "ns"), input, parent)
+				var forkOf *journal.RunID
+				if len(ids) > 0 && rapid.Bool().Draw(rt, "forked") {
+					p := rapid.SampledFrom(ids).Draw(rt, "fork parent")
+					forkOf = &p
+				}
+				r := startFork(rt, st, rapid.SampledFrom(keys).Draw(rt, "key"), tick(), rapid.SampledFrom([]string{"ns1", "ns2"}).Draw(rt, "ns"), input, parent, forkOf)
 				runs, ids = append(runs, r), append(ids, r.id)
 			case action <= 5:
 				r := rapid.SampledFrom(runs).Draw(rt, "call run")

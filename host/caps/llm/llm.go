@@ -29,6 +29,11 @@
 // reported (caps.Meter); a stream holds its reservation until its last
 // batch (caps.Settler), and one that breaks is charged its worst case.
 //
+// A run may have an Override (a fork's --provider and --model): it
+// replaces the request's provider and model before any check, so the
+// grant, the cell's providers, the policy and the budget see the model
+// called.
+//
 // The grant section is llm: {providers: [...], models: [...],
 // max_output_tokens: N}; the policy sees the resource Model::NAME and the
 // context attributes provider and max_output_tokens. It needs the cell's
@@ -107,6 +112,17 @@ type Deps struct {
 	// Providers are the cell's; nil: the cell has no llm.yaml, and every
 	// call is denied saying so.
 	Providers *Providers
+	// Override replaces the provider and the model of every llm.complete
+	// of the run (a fork's, journal.Fork), before the grant checks them.
+	Override Override
+}
+
+// Override names the provider and the model that replace a request's
+// when set: an experiment on a recorded run (agentrt fork --provider
+// --model). The journal keeps the request as the guest made it; the run's
+// header records the override.
+type Override struct {
+	Provider, Model string
 }
 
 // Providers are a cell's model providers, from its llm.yaml, with a
@@ -231,6 +247,12 @@ func (in *instance) checkComplete(c *caps.Call) *caps.Denial {
 	}
 	if err := r.Validate(); err != nil {
 		return caps.Deny(abi.StatusBadRequest, "llm.complete: %v", err)
+	}
+	if o := in.deps.Override; o.Provider != "" {
+		r.Provider = o.Provider
+	}
+	if o := in.deps.Override; o.Model != "" {
+		r.Model = o.Model
 	}
 	name := r.Provider
 	if name == "" {

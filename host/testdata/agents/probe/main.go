@@ -42,12 +42,13 @@ func main() {
 		}
 		var out []string
 		for i := start; i < len(steps); i++ {
-			if steps[i].Op == "checkpoint" {
+			s := steps[i]
+			if s.Op == "checkpoint" {
 				if err := agent.Checkpoint([]byte(strconv.Itoa(i + 1))); err != nil {
 					return nil, err
 				}
 			}
-			out = append(out, do(steps[i]))
+			out = append(out, do(s))
 		}
 		return out, nil
 	})
