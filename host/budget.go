@@ -186,7 +186,7 @@ func (s *session) closeBudget() []byte {
 	return s.blog.take()
 }
 
-// limit serves run.limit: it lowers the run's ceilings (never raises them)
+// Limit serves run.limit: it lowers the run's ceilings (never raises them)
 // to what is used of each dimension now plus the amount asked, and returns
 // the ceilings in force. Steps count this call; wall-clock seconds count
 // from the run's start, and a lowered wall clock moves the run's deadline.
