@@ -52,10 +52,13 @@ examples: build deps
 	$(AGENTRT) build examples/wordfreq-c -o $(BUILD)/wordfreq-c.wasm
 	$(AGENTRT) build examples/wordfreq-rust -o $(BUILD)/wordfreq-rust.wasm
 	$(AGENTRT) build examples/repo-report -o $(BUILD)/repo-report.wasm
+	$(AGENTRT) build examples/research-agent -o $(BUILD)/research-agent.wasm
 
-## demo: run the crawler example on the embedded store, show its journal, replay and verify it.
+## demo: run the crawler example on the embedded store, show its journal, replay and verify it;
+## then the research agent against the fake model provider on loopback (no network, no API key).
 demo: examples
 	$(GO) build -o $(BIN)/siteserver ./examples/crawler/siteserver
+	$(GO) build -o $(BIN)/fakellm ./cmd/fakellm
 	@sh examples/demo.sh
 
 ## test: the whole test suite, then the concurrent parts (the store's
@@ -79,7 +82,7 @@ check:
 	  echo "vet and build -tags wasmtime (cgo)"; \
 	  CGO_ENABLED=1 $(GO) vet -tags wasmtime ./... && CGO_ENABLED=1 $(GO) build -tags wasmtime ./... || exit 1; \
 	fi
-	GOOS=wasip1 GOARCH=wasm $(GO) vet ./abi/... $(SDK) ./examples/crawler/ ./examples/repo-report/
+	GOOS=wasip1 GOARCH=wasm $(GO) vet ./abi/... $(SDK) ./examples/crawler/ ./examples/repo-report/ ./examples/research-agent/
 	@for p in $(PLATFORMS); do \
 	  echo "build $$p"; \
 	  GOOS=$${p%/*} GOARCH=$${p#*/} CGO_ENABLED=0 $(GO) build ./... $(SDK) || exit 1; \

@@ -111,7 +111,7 @@ func TestQuickHarness(t *testing.T) {
 	if runtime.GOOS == "linux" {
 		want = append(want, "10")
 	}
-	want = append(want, "11a", "11b", "12a", "12b", "13a", "13b")
+	want = append(want, "11a", "11b", "12a", "12b", "13a", "13b", "14a", "14b", "14c", "14d", "15a", "15b")
 	var got []string
 	for _, f := range rep.Figures {
 		got = append(got, f.ID)
@@ -544,5 +544,49 @@ func TestBudgetFigure(t *testing.T) {
 	}
 	if figs[0].Extra["record_encode_ns"] <= 0 {
 		t.Errorf("no record encoding time: %v", figs[0].Extra)
+	}
+}
+
+// TestLLMFigures runs figures 14 and 15 alone, at quick sizes, through
+// the real op against the fake provider, and checks what they must hold
+// whatever the machine: a first token no later than the whole answer,
+// floors measured, and a conversation journal far below the naive sum of
+// its requests, which resend the history.
+func TestLLMFigures(t *testing.T) {
+	cfg := QuickConfig()
+	h := &harness{cfg: cfg, root: t.TempDir(), log: io.Discard, engine: engine(t)}
+	ctx := context.Background()
+	figs, err := h.llmOverhead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv, err := h.llmConversation(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	figs = append(figs, conv...)
+	var ids []string
+	byID := map[string]Figure{}
+	for _, f := range figs {
+		f.settle()
+		ids = append(ids, f.ID)
+		byID[f.ID] = f
+		if f.Value <= 0 || f.Measures == "" || (f.Goal == nil) != (f.Met == nil) {
+			t.Errorf("figure %s: %+v", f.ID, f)
+		}
+	}
+	if strings.Join(ids, " ") != "14a 14b 14c 14d 15a 15b" {
+		t.Fatalf("figures %v", ids)
+	}
+	for _, id := range []string{"14a", "14b", "14c", "14d"} {
+		if f := byID[id]; f.Floor == nil || f.Floor.Value <= 0 || len(f.Samples) != cfg.Reps {
+			t.Errorf("figure %s: floor %+v, %d samples", id, f.Floor, len(f.Samples))
+		}
+	}
+	if byID["14a"].Value > byID["14c"].Value || byID["14b"].Value > byID["14d"].Value {
+		t.Errorf("a first token after the whole answer: 14a %v > 14c %v or 14b %v > 14d %v", byID["14a"].Value, byID["14c"].Value, byID["14b"].Value, byID["14d"].Value)
+	}
+	if f := byID["15a"]; f.Floor == nil || f.Value*10 > f.Floor.Value {
+		t.Errorf("the conversation's journal is %v MB against %+v: payloads by hash should keep it under a tenth of the requests", f.Value, f.Floor)
 	}
 }

@@ -50,7 +50,10 @@ type Config struct {
 	ScaleEntries int `json:"scale_entries"`
 	// BudgetCalls is the number of reserve + settle pairs of figure 12.
 	BudgetCalls int `json:"budget_calls"`
-	// Only, when set, names the figure groups (1 to 13) to measure.
+	// LLMCalls is the number of streamed model calls of figure 14, per
+	// repetition.
+	LLMCalls int `json:"llm_calls"`
+	// Only, when set, names the figure groups (1 to 15) to measure.
 	Only []int `json:"only,omitempty"`
 
 	// TempDir is where the harness makes its temporary directory; empty:
@@ -63,14 +66,14 @@ type Config struct {
 // DefaultConfig is the configuration of make bench.
 func DefaultConfig() Config {
 	return Config{Reps: 5, RoundTripCalls: 1_000_000, PureCalls: 100_000, DurableCalls: 2000,
-		Agents: 64, AgentCalls: 250, ColdReps: 3, GoAgent: true, ScaleEntries: 10_000_000, BudgetCalls: 1_000_000}
+		Agents: 64, AgentCalls: 250, ColdReps: 3, GoAgent: true, ScaleEntries: 10_000_000, BudgetCalls: 1_000_000, LLMCalls: 200}
 }
 
 // QuickConfig runs every path with tiny sizes: a check that the harness
 // works, not a measurement.
 func QuickConfig() Config {
 	return Config{Reps: 1, RoundTripCalls: 2000, PureCalls: 2000, DurableCalls: 20,
-		Agents: 8, AgentCalls: 5, ColdReps: 1, ScaleEntries: 20_000, BudgetCalls: 2000}
+		Agents: 8, AgentCalls: 5, ColdReps: 1, ScaleEntries: 20_000, BudgetCalls: 2000, LLMCalls: 10}
 }
 
 // Run measures every figure.
@@ -102,7 +105,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	steps := []func(context.Context) ([]Figure, error){
 		h.roundTrip, h.pureCalls, h.durable, h.groupCommit, h.replay, h.coldStart, h.resume, h.gate,
-		h.interrupt, h.memory, h.scale, h.budget, h.conversation,
+		h.interrupt, h.memory, h.scale, h.budget, h.conversation, h.llmOverhead, h.llmConversation,
 	}
 	defer h.closeRecorded()
 	var noisy []string

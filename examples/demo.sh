@@ -1,6 +1,8 @@
 #!/bin/sh
 # make demo: run the crawler example against a site served on loopback, on a
-# fresh embedded store, then show the journal, replay and verify the run.
+# fresh embedded store, then show the journal, replay and verify the run;
+# then the research agent against the fake model provider (cmd/fakellm) on
+# loopback: no network, no API key of a real provider.
 set -eu
 root=$(pwd)
 data="$root/.demo/data"
@@ -11,7 +13,8 @@ agentrt="$root/bin/agentrt"
 
 "$root/bin/siteserver" > "$root/.demo/site.url" &
 site=$!
-trap 'kill $site 2>/dev/null || true' EXIT INT TERM
+fake=
+trap 'kill $site $fake 2>/dev/null || true' EXIT INT TERM
 for _ in 1 2 3 4 5 6 7 8 9 10; do
 	[ -s "$root/.demo/site.url" ] && break
 	sleep 0.2
@@ -54,5 +57,37 @@ echo "== the Rust example: the same calls with the same bytes, and the same gran
 "$agentrt" run build/wordfreq-rust.wasm --grant examples/wordfreq-rust/grant.yaml --input-file "$root/.demo/words.txt"
 run=$("$agentrt" runs --json | head -n 1 | sed 's/.*"run_id":"\([0-9a-f]*\)".*/\1/')
 "$agentrt" replay "$run"
+echo
+echo "== the research agent: a model (the fake provider, scripted) asks for tools, the agent runs them"
+site_base=${url%/}
+sed "s#{{site}}#$site_base#g" examples/research-agent/script.yaml > "$root/.demo/script.yaml"
+"$root/bin/fakellm" --script "$root/.demo/script.yaml" > "$root/.demo/fake.url" &
+fake=$!
+for _ in 1 2 3 4 5 6 7 8 9 10; do
+	[ -s "$root/.demo/fake.url" ] && break
+	sleep 0.2
+done
+fake_url=$(head -n 1 "$root/.demo/fake.url")
+[ -n "$fake_url" ] || { echo "demo: the fake provider did not start" >&2; exit 1; }
+# The cell's provider configuration, and the key where the cell reads it:
+# the agent and its grant name only the provider and the model.
+sed "s#{{fake}}#$fake_url#" examples/research-agent/llm.yaml > "$data/llm.yaml"
+export FAKELLM_API_KEY=sk-fake-research
+question="How does a durable agent avoid repeating an effect after a crash? Use the handbook at $site_base/"
+"$agentrt" run build/research-agent.wasm --grant examples/research-agent/grant.yaml \
+	--input "{\"question\":\"$question\",\"model\":\"fake-mini\",\"stream\":true}"
+run=$("$agentrt" runs --json | head -n 1 | sed 's/.*"run_id":"\([0-9a-f]*\)".*/\1/')
+echo
+echo "== its journal: every model call and tool call, in order"
+"$agentrt" journal show "$run" --summary
+echo
+echo "== its first model call and the tools it asked for"
+"$agentrt" journal show "$run" | head -n 10
+echo "..."
+echo
+echo "== replay: the model is not called again, its answers come from the journal"
+"$agentrt" replay "$run"
+"$agentrt" audit export "$run" -o "$root/.demo/research.bundle"
+(cd "$root/.demo" && "$agentrt" audit verify research.bundle --trust cell.pub)
 echo
 "$agentrt" runs

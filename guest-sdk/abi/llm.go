@@ -202,13 +202,12 @@ type LLMChunk struct {
 }
 
 // LLMBatch is what a streamed call delivers at a time: the answer of a
-// streamed llm.complete (the first chunks) and of each llm.next. The host
-// gathers the chunks that arrive within about 50 ms, or 4 KiB of them,
-// into one batch, so that the journal records a stream in a few entries
-// and a reader of the run's journal sees it as it comes. Step is the step
-// of the llm.complete that opened the stream, which llm.next names.
-// Response is set
-// in the last batch: the whole answer, as an unstreamed call returns it
+// streamed llm.complete (the first chunk) and of each llm.next. The host
+// sends the first chunk at once, then gathers the chunks that arrive into
+// batches about 50 ms apart (sooner at 4 KiB), so that the journal records
+// a stream in a few entries and a reader of the run's journal sees it as
+// it comes. Step is the step of the llm.complete that opened the stream,
+// which llm.next names. Response is set in the last batch: the whole answer, as an unstreamed call returns it
 // (every chunk of every batch, assembled). Cursor is where the stream
 // stands, for the next llm.next to name: a provider that can resume a
 // stream (OpenAI Responses in background mode) is asked from there after

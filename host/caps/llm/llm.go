@@ -7,9 +7,9 @@
 //
 // A model call changes nothing outside its cost, so one a crash left in
 // doubt is sent again on resume; one the journal completed never is. A
-// streamed call answers as soon as its first chunks are in, and each
-// llm.next answers the chunks that arrived since, gathered for about 50 ms
-// or 4 KiB (a batch), so that the journal holds a stream in a few entries
+// streamed call answers as soon as its first chunk is in, and each
+// llm.next answers the chunks that arrived since, no sooner than 50 ms
+// after the batch before unless they hold 4 KiB (a batch), so that the journal holds a stream in a few entries
 // and commits each as it comes (caps.Handler.Flush). The last batch holds
 // the whole answer. A stream this process no longer holds (the run was
 // resumed after a crash) cannot be continued: llm.next answers failed
@@ -61,7 +61,8 @@ import (
 
 // Batching of streamed answers.
 const (
-	// BatchWait is how long a batch gathers chunks after its first.
+	// BatchWait is the least time between two batches of a stream (the
+	// first goes at once).
 	BatchWait = 50 * time.Millisecond
 	// BatchBytes ends a batch early once its chunks hold this many bytes
 	// of text and arguments.

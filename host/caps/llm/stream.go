@@ -31,6 +31,8 @@ type stream struct {
 	done bool
 	res  abi.LLMResponse
 	err  error
+	// taken is when the last batch was taken (zero: none yet).
+	taken time.Time
 }
 
 func newStream(step uint64, p provider.ModelPrice, cursor *abi.LLMCursor) *stream {
@@ -92,23 +94,31 @@ func (s *stream) signal() {
 	s.more = make(chan struct{})
 }
 
-// take waits until a chunk has arrived or the stream has ended, then
-// gathers chunks for BatchWait or until they hold BatchBytes, and returns
-// them. When the stream has ended and every chunk is taken, done is true
-// with the whole answer (res) or the stream's error (err, and no chunks:
-// the chunks before an error are delivered in a batch of their own first).
-// A stop (ctx, halt) while it waits ends the stream as interrupted.
+// take waits until a chunk has arrived or the stream has ended, and
+// returns the chunks that have arrived: at once for the stream's first
+// batch (the time to the first token is the provider's), and for a later
+// one no sooner than BatchWait after the batch before it was taken, unless
+// its chunks hold BatchBytes, so that a stream is journaled about every
+// 50 ms whatever its rate. When the stream has ended and every chunk is
+// taken, done is true with the whole answer (res) or the stream's error
+// (err, and no chunks: the chunks before an error are delivered in a
+// batch of their own first). A stop (ctx, halt) while it waits ends the
+// stream as interrupted.
 func (s *stream) take(ctx context.Context, halt <-chan struct{}) (chunks []abi.LLMChunk, res *abi.LLMResponse, err error, done bool) {
 	var deadline <-chan time.Time
 	s.mu.Lock()
 	for !s.done && s.bytes < BatchBytes {
 		more, have := s.more, len(s.chunks) > 0
-		s.mu.Unlock()
 		if have && deadline == nil {
-			t := time.NewTimer(BatchWait)
+			wait := time.Until(s.taken.Add(BatchWait))
+			if s.taken.IsZero() || wait <= 0 {
+				break
+			}
+			t := time.NewTimer(wait)
 			defer t.Stop()
 			deadline = t.C
 		}
+		s.mu.Unlock()
 		expired := false
 		select {
 		case <-more:
@@ -124,6 +134,7 @@ func (s *stream) take(ctx context.Context, halt <-chan struct{}) (chunks []abi.L
 			break
 		}
 	}
+	s.taken = time.Now()
 	defer s.mu.Unlock()
 	chunks, s.chunks, s.bytes = s.chunks, nil, 0
 	if s.cursor != nil {
