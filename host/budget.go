@@ -419,40 +419,43 @@ func (b *budgetJournal) ops() ([]budget.Op, error) {
 }
 
 // rebuildBudget rebuilds a resumed run's ledger from its journal. The
-// resolver: the reservation of the call left in doubt (doubt, at step
-// doubtStep) is kept, for its re-dispatch to settle or for the in-doubt
-// answer to charge at its worst case (resumePath.decide); every other
-// orphan, a reservation held open by a call whose settling call never
-// came, is settled at its worst case, which never counts less than was
-// spent. The resolutions wait for the first entry the resumed run writes.
+// resolver keeps every orphan open, so that what settles it is what would
+// have settled it live: the reservation of the call left in doubt (doubt,
+// at step doubtStep) is settled by its re-dispatch, or at its worst case
+// by the in-doubt answer (resumePath.decide); a reservation a call held
+// open for a later one (a stream's) is held again, for that later call
+// (a resumed stream's last batch, at its actual usage; a broken one, at
+// its worst case) or for the run's end, at its worst case. No orphan is
+// resolved at the rebuild, so it journals nothing.
 func (s *session) rebuildBudget(b *budgetJournal, doubt bool, doubtStep uint64) error {
 	ops, err := b.ops()
 	if err != nil {
 		return err
 	}
-	c := b.ceilings(s.grant)
 	snap := budget.Snapshot{}
 	if b.snapshot != nil {
 		snap = *b.snapshot
 	}
-	snap.Ceilings = snap.Ceilings.Tighter(c)
-	l, resolved, err := budget.RebuildFrom(snap, b.lastStep, ops, func(r budget.Reservation) budget.Resolution {
-		if doubt && r.Step == doubtStep {
-			return budget.Resolution{Kind: budget.ResolveKeep}
-		}
-		return budget.Resolution{Kind: budget.ResolveWorstCase}
-	})
+	snap.Ceilings = snap.Ceilings.Tighter(b.ceilings(s.grant))
+	keep := func(budget.Reservation) budget.Resolution { return budget.Resolution{Kind: budget.ResolveKeep} }
+	l, resolved, err := budget.RebuildFrom(snap, b.lastStep, ops, keep)
 	if err != nil {
 		return err
 	}
 	s.ledger = l
 	s.blog.add(resolved...)
 	s.stepCap = stepCap(l.Ceilings())
-	if doubt {
-		for _, r := range l.Open() {
-			if r.Step == doubtStep {
-				s.resv, s.reserved = r, true
+	for _, r := range l.Open() {
+		switch {
+		case r.Carve:
+			// A child's ceilings: the budget bridge's to adopt.
+		case doubt && r.Step == doubtStep:
+			s.resv, s.reserved = r, true
+		default:
+			if s.held == nil {
+				s.held = map[uint64]budget.Reservation{}
 			}
+			s.held[r.Step] = r
 		}
 	}
 	return nil

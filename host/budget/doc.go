@@ -60,11 +60,11 @@
 //     end settles any still open at their worst case, on the end entry.
 //   - On resume: the budget fields of the journal (from the last
 //     checkpoint, whose response carries the ledger's Snapshot) and the
-//     run.limit responses rebuild it (RebuildFrom). The resolver keeps the
-//     reservation of the call in doubt: re-dispatched, it is settled as
-//     live; answered in_doubt, at its worst case. Every other orphan is
-//     settled at its worst case. The resolutions go on the first entry
-//     the resumed run writes.
+//     run.limit responses rebuild it (RebuildFrom). The resolver keeps
+//     every orphan open (ResolveKeep), to be settled as live: the call in
+//     doubt's by its re-dispatch, or at its worst case by the in_doubt
+//     answer; a held one by the call that settles it (a resumed stream's
+//     last batch, at its actual usage), or at its worst case at the end.
 //   - run.limit: Lower each dimension to Used (or the steps made, or the
 //     seconds since the run's start) plus the amount asked.
 //   - Steps and wall clock are not stepped or ticked live: a steps ceiling

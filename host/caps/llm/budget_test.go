@@ -105,3 +105,27 @@ func TestModelCallsCeilingRefusesTheSecondTurn(t *testing.T) {
 		t.Fatalf("model_calls %+v", r)
 	}
 }
+
+// A stream lost with its process holds its reservation in the journal (a
+// reserve, no settle). The resumed run keeps it held, and the resumed
+// stream's last batch settles it at the usage the provider reported, not
+// at its worst case (the request's max output tokens): the ledger after the resume is
+// the one an uninterrupted run would have.
+func TestResumedStreamSettlesItsHeldReservationAtItsUsage(t *testing.T) {
+	code := testutil.BuildGo(t, "host/testdata/agents/llm")
+	provs, _ := fakeProvidersWith(t, provider.OpenAIResponses, "/v1", slowAnswer, "    background: true\n")
+	env := testutil.NewEnv(t, host.Deps{LLM: provs}, host.Config{})
+	run := stopMidStream(t, env, code)
+	if rows, open := budgetRows(t, env, run); open != 1 || rows[budget.OutputTokens].Reserved <= 19 {
+		t.Fatalf("before the resume: %d open, output_tokens %+v; want the lost stream's worst case held", open, rows[budget.OutputTokens])
+	}
+	res, err := env.Host.Resume(context.Background(), run)
+	if err != nil || res.Status != journal.StatusCompleted {
+		t.Fatalf("resume: %v %+v", err, res)
+	}
+	rows, open := budgetRows(t, env, run)
+	if open != 0 || rows[budget.ModelCalls].Spent != 2 || rows[budget.OutputTokens].Spent != 14+19 || rows[budget.OutputTokens].Reserved != 0 {
+		t.Fatalf("after the resume: %d open, model_calls %+v, output_tokens %+v; want 2 calls and 33 output tokens, nothing held",
+			open, rows[budget.ModelCalls], rows[budget.OutputTokens])
+	}
+}
