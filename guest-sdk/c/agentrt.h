@@ -86,6 +86,7 @@ enum {
   AGENTRT_OP_RUN_LOG = 3,
   AGENTRT_OP_RUN_INTROSPECT = 4,
   AGENTRT_OP_RUN_CHECKPOINT = 5,
+  AGENTRT_OP_RUN_LIMIT = 6,
   AGENTRT_OP_KV_GET = 1,
   AGENTRT_OP_KV_PUT = 2,
   AGENTRT_OP_KV_DELETE = 3,
@@ -836,6 +837,95 @@ static inline agentrt_status_t agentrt_introspect(agentrt_introspect_t *in) {
   agentrt__term_bytes(&in->module_sha256);
   for (size_t i = 0; i < in->ncapabilities; i++) agentrt__term_str(&in->capabilities[i]);
   in->mem_ = out.body;
+  return AGENTRT_STATUS_OK;
+}
+
+/* A limit of agentrt_limit: at most amount more of dim from now on. dim is
+ * one of "steps", "model_calls", "input_tokens", "output_tokens",
+ * "micro_usd", "tool_calls", "http_requests", "wall_seconds" (money in
+ * micro-USD). */
+typedef struct agentrt_budget_limit {
+  const char *dim;
+  uint64_t amount;
+} agentrt_budget_limit_t;
+
+/* A ceiling in force: dim's most, absolute. */
+typedef struct agentrt_budget_ceiling {
+  agentrt_str_t dim;
+  uint64_t amount;
+} agentrt_budget_ceiling_t;
+
+/* The ceilings agentrt_limit returns, one per limited dimension, in the
+ * order above. Free with agentrt_ceilings_free. */
+typedef struct agentrt_ceilings {
+  agentrt_budget_ceiling_t *items;
+  size_t n;
+  void *mem_;
+} agentrt_ceilings_t;
+
+/* agentrt_ceilings_free releases what agentrt_limit returned. */
+static inline void agentrt_ceilings_free(agentrt_ceilings_t *c) {
+  free(c->items);
+  free(c->mem_);
+  memset(c, 0, sizeof *c);
+}
+
+/* agentrt_limit lowers the run's own budget ceilings (run.limit): for each
+ * of the nlimits limits the host allows at most its amount more of its
+ * dimension from now on, and never raises a ceiling. It returns the
+ * ceilings now in force, which the host enforces whatever the guest does
+ * next: a loop's caps set here hold even for code that ignores the loop.
+ * With no limits it changes nothing and reports the ceilings. An unknown
+ * dimension is AGENTRT_STATUS_BAD_REQUEST. */
+static inline agentrt_status_t agentrt_limit(const agentrt_budget_limit_t *limits, size_t nlimits, agentrt_ceilings_t *out_ceilings) {
+  agentrt__wr w = {0};
+  agentrt__resp out;
+  memset(out_ceilings, 0, sizeof *out_ceilings);
+  if (nlimits > 0) {
+    /* "dim" (3 bytes) before "amount" (6). */
+    agentrt__wr_head(&w, 5, 1);
+    agentrt__wr_cstr(&w, "limits");
+    agentrt__wr_head(&w, 4, nlimits);
+    for (size_t i = 0; i < nlimits; i++) {
+      agentrt__wr_head(&w, 5, 2);
+      agentrt__wr_cstr(&w, "dim");
+      agentrt__wr_cstr(&w, limits[i].dim);
+      agentrt__wr_cstr(&w, "amount");
+      agentrt__wr_uint(&w, limits[i].amount);
+    }
+  }
+  agentrt_status_t st = agentrt__run_roundtrip(AGENTRT_OP_RUN_LIMIT, &w, &out);
+  if (st) return st;
+  agentrt__rd r = {out.body, out.body + out.len};
+  size_t pairs, n = 0;
+  bool empty;
+  agentrt_budget_ceiling_t *items = NULL;
+  bool ok = agentrt__rd_begin(&r, &pairs, &empty);
+  if (ok && agentrt__rd_key(&r, &pairs, "ceilings")) {
+    /* omitempty: present means at least one. */
+    int mt;
+    uint64_t a;
+    ok = agentrt__rd_head(&r, &mt, &a) && mt == 4 && a > 0 && a <= AGENTRT__MAX_ITEMS && a <= (uint64_t)(r.end - r.p);
+    if (ok) {
+      n = (size_t)a;
+      items = (agentrt_budget_ceiling_t *)calloc(n, sizeof *items);
+      ok = items != NULL;
+    }
+    for (size_t i = 0; ok && i < n; i++) {
+      size_t kv = 2;
+      ok = agentrt__rd_head(&r, &mt, &a) && mt == 5 && a == 2 && agentrt__rd_key(&r, &kv, "dim") &&
+           agentrt__rd_text(&r, &items[i].dim) && agentrt__rd_key(&r, &kv, "amount") &&
+           agentrt__rd_uint(&r, UINT64_MAX, &items[i].amount);
+    }
+  }
+  if (!ok || !agentrt__rd_end(&r, pairs)) {
+    free(items);
+    return agentrt__malformed(&out, "run.limit");
+  }
+  for (size_t i = 0; i < n; i++) agentrt__term_str(&items[i].dim);
+  out_ceilings->items = items;
+  out_ceilings->n = n;
+  out_ceilings->mem_ = out.body;
   return AGENTRT_STATUS_OK;
 }
 
