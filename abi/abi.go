@@ -116,6 +116,7 @@ const (
 	OpRunLog        uint32 = 3
 	OpRunIntrospect uint32 = 4
 	OpRunCheckpoint uint32 = 5
+	OpRunLimit      uint32 = 6
 
 	OpKVGet    uint32 = 1
 	OpKVPut    uint32 = 2
@@ -138,6 +139,7 @@ var Ops = []Op{
 	{CapRun, OpRunLog, "run.log", Pure, true},
 	{CapRun, OpRunIntrospect, "run.introspect", Pure, true},
 	{CapRun, OpRunCheckpoint, "run.checkpoint", Pure, true},
+	{CapRun, OpRunLimit, "run.limit", Pure, true},
 	{CapKV, OpKVGet, "kv.get", Pure, true},
 	{CapKV, OpKVPut, "kv.put", Effect, true},
 	{CapKV, OpKVDelete, "kv.delete", Effect, true},

@@ -31,6 +31,10 @@ var bodies = []fuzzBody{
 	{"IntrospectResponse", func() any { return new(abi.IntrospectResponse) }, []any{
 		abi.IntrospectResponse{RunID: "00", ModuleSHA256: make([]byte, 32), ABI: abi.Version,
 			Capabilities: []string{"run", "kv"}, Steps: 1 << 40}}},
+	{"LimitRequest", func() any { return new(abi.LimitRequest) }, []any{
+		abi.LimitRequest{Limits: []abi.BudgetLimit{{Dim: "tool_calls", Amount: 0}, {Dim: "steps", Amount: 1 << 40}}}}},
+	{"LimitResponse", func() any { return new(abi.LimitResponse) }, []any{
+		abi.LimitResponse{Ceilings: []abi.BudgetLimit{{Dim: "micro_usd", Amount: 10_000_000}}}}},
 	{"KVGetRequest", func() any { return new(abi.KVGetRequest) }, []any{abi.KVGetRequest{Key: "k"}}},
 	{"KVGetResponse", func() any { return new(abi.KVGetResponse) }, []any{abi.KVGetResponse{Value: []byte{0}}}},
 	{"KVPutRequest", func() any { return new(abi.KVPutRequest) }, []any{

@@ -43,6 +43,7 @@ var opBodies = map[string]struct{ req, resp func() any }{
 	"run.log":        {func() any { return new(abi.LogRequest) }, nil},
 	"run.introspect": {nil, func() any { return new(abi.IntrospectResponse) }},
 	"run.checkpoint": {func() any { return new(abi.CheckpointRequest) }, func() any { return new(abi.CheckpointResponse) }},
+	"run.limit":      {func() any { return new(abi.LimitRequest) }, func() any { return new(abi.LimitResponse) }},
 	"kv.get":         {func() any { return new(abi.KVGetRequest) }, func() any { return new(abi.KVGetResponse) }},
 	"kv.put":         {func() any { return new(abi.KVPutRequest) }, nil},
 	"kv.delete":      {func() any { return new(abi.KVDeleteRequest) }, func() any { return new(abi.KVDeleteResponse) }},
@@ -350,6 +351,12 @@ func generateVectors(t *testing.T) []*vector {
 	valid("run.checkpoint", "request", "json", "", &abi.CheckpointRequest{State: []byte(`{"i":1000,"sum":499500}`)})
 	valid("run.checkpoint", "request", "nil", "an empty state: a nil byte string is null", &abi.CheckpointRequest{})
 	valid("run.checkpoint", "response", "first", "what the host journals; the guest never reads it", &abi.CheckpointResponse{Segment: 1, Clock: 123456000, Header: sha})
+	valid("run.limit", "request", "two", "at most 3 more tool calls and $0.50 more from now on; amount 0 is written out",
+		&abi.LimitRequest{Limits: []abi.BudgetLimit{{Dim: "tool_calls", Amount: 3}, {Dim: "micro_usd", Amount: 500000}, {Dim: "http_requests", Amount: 0}}})
+	emptyBody("run.limit", "request", "no limits: changes nothing, and the response reports the ceilings")
+	valid("run.limit", "response", "ceilings", "the absolute ceilings in force, in dimension order",
+		&abi.LimitResponse{Ceilings: []abi.BudgetLimit{{Dim: "steps", Amount: 40}, {Dim: "tool_calls", Amount: 5}, {Dim: "http_requests", Amount: 2}}})
+	emptyBody("run.limit", "response", "a run without ceilings")
 	valid("run.set_output", "request", "json", "", &abi.SetOutputRequest{Output: []byte(`{"words":3}`)})
 	valid("run.set_output", "request", "nil", "clears the output: a nil byte string is null", &abi.SetOutputRequest{})
 	valid("run.set_output", "request", "binary", "", &abi.SetOutputRequest{Output: []byte{0, 1, 0xfe, 0xff}})
@@ -496,6 +503,8 @@ func generateVectors(t *testing.T) []*vector {
 		cborCat(cborMap(2), cborText("existed"), cborTrue, cborText("existed"), cborTrue))
 	invalid("kv.get", "request", "unknown-field", "unknown-field", "a field v1 does not define, in canonical position",
 		cborCat(cborMap(2), cborText("key"), cborText("a"), cborText("extra"), cborUint(1)))
+	invalid("run.limit", "request", "missing-amount", "not-canonical", "amount is not omitempty: 0 MUST be written out",
+		cborCat(cborMap(1), cborText("limits"), cborArray(1), cborMap(1), cborText("dim"), cborText("steps")))
 	invalid("run.input", "response", "unknown-field", "unknown-field", "",
 		cborCat(cborMap(2), cborText("input"), cborBytes([]byte("x")), cborText("input2"), cborBytes(nil)))
 	invalid("kv.put", "error", "unknown-field", "unknown-field", "",

@@ -22,8 +22,15 @@ import (
 //     (its check stage), which alone can read its request.
 //  2. policy: the cell's Cedar policies (Deps.Policy), platform and
 //     customer sets, both of which must allow the call.
-//  3. budget: not built yet; a later change adds it here, between policy
-//     and approval, from the token's budget ceilings.
+//  3. budget: when the call's capability meters it (caps.Meter: a tool
+//     launch, an HTTP request, a model call), its worst case is reserved
+//     in the run's ledger (host/budget.go), whose ceilings are the
+//     token's, lowered by the run's own run.limit calls. One that does not
+//     fit is refused with StatusBudget, naming the dimension and the
+//     amounts, and nothing is reserved or sent. This layer runs whether or
+//     not the cell has a policy or modes. The reserve is journaled on the
+//     call's first entry, and settled at the actual usage on its outcome
+//     (released when the approval layer then refuses).
 //  4. approval: the permission modes (Deps.Modes) can turn an allow into
 //     ask or deny, never a deny into allow; ask parks the call until the
 //     Approver answers.
@@ -31,14 +38,13 @@ import (
 // Then the journal. A denial is journaled as the call's failed entry, with
 // the reason in its response, and returned to the guest with StatusDenied
 // (StatusBadRequest, StatusTooLarge for malformed calls). When the cell runs
-// a policy or modes, the gate's record of the decision (GateRecord) is
-// journaled with the call: on an effect's intent, or on a pure or refused
-// call's one entry.
+// a policy or modes, or when the budget layer refuses, the gate's record of
+// the decision (GateRecord) is journaled with the call: on an effect's
+// intent, or on a pure or refused call's one entry.
 //
-// The capability layer's resource check and the policy layer's facts come
-// from the call's capability (caps.Handler.Check, caps.Instance.Facts); the
-// budget layer will ask the capability for a call's cost the same way
-// (caps.Meter).
+// The capability layer's resource check, the policy layer's facts and the
+// budget layer's costs come from the call's capability (caps.Handler.Check,
+// caps.Instance.Facts, caps.Meter).
 type denial = caps.Denial
 
 // Gate layers, as GateRecord names the one that refused a call.
@@ -46,6 +52,7 @@ const (
 	LayerCapability = "capability"
 	LayerPolicy     = "policy"
 	LayerMode       = "mode"
+	LayerBudget     = "budget"
 )
 
 // GateRecord is what the gate decided on a call, as the journal records it
@@ -92,9 +99,16 @@ var ErrNoApprover = errors.New("the permission modes ask for approval, and no on
 // policy or modes). An error is a stop: the run's context ended while the
 // call waited for an approval; nothing of the call is journaled.
 func (s *session) gate(ctx context.Context, c *Call, h caps.Handler) (*denial, []byte, error) {
-	if d := s.capabilityLayer(c, h); d != nil || (s.deps.Policy == nil && s.deps.Modes == nil) {
-		if d != nil && (s.deps.Policy != nil || s.deps.Modes != nil) && s.known {
+	s.reserved = false
+	gated := s.deps.Policy != nil || s.deps.Modes != nil
+	if d := s.capabilityLayer(c, h); d != nil || !gated {
+		if d != nil && gated && s.known {
 			return d, s.record(&GateRecord{Layer: LayerCapability, Reason: errorMessage(d.Body)}), nil
+		}
+		if d == nil {
+			if d = s.budgetLayer(c); d != nil {
+				return d, s.record(&GateRecord{Layer: LayerBudget, Reason: errorMessage(d.Body)}), nil
+			}
 		}
 		return d, nil, nil
 	}
@@ -120,6 +134,10 @@ func (s *session) gate(ctx context.Context, c *Call, h caps.Handler) (*denial, [
 			return caps.Deny(abi.StatusDenied, "%s", rec.Reason), s.record(rec), nil
 		}
 	}
+	if d := s.budgetLayer(c); d != nil {
+		rec.Allow, rec.Layer, rec.Reason = false, LayerBudget, errorMessage(d.Body)
+		return d, s.record(rec), nil
+	}
 	v := policy.Verdict{}
 	if s.deps.Modes != nil {
 		v = s.deps.Modes.Apply(cd.dec, call)
@@ -136,6 +154,9 @@ func (s *session) gate(ctx context.Context, c *Call, h caps.Handler) (*denial, [
 	case policy.Ask:
 		ok, who, err := s.ask(ctx, c, call, v.Rule)
 		if err != nil {
+			// Nothing of the call is journaled: a resume asks again, and
+			// reserves again.
+			s.dropReserve()
 			return nil, nil, err
 		}
 		rec.Approved, rec.Approver = ok, who
@@ -150,6 +171,7 @@ func (s *session) gate(ctx context.Context, c *Call, h caps.Handler) (*denial, [
 		rec.Reason = fmt.Sprintf("%s is denied by permission mode rule %q", c.Op.Name, v.Rule)
 	}
 	rec.Allow, rec.Layer = false, LayerMode
+	s.releaseBudget()
 	return caps.Deny(abi.StatusDenied, "%s", rec.Reason), s.record(rec), nil
 }
 

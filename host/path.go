@@ -40,6 +40,9 @@ type livePath struct {
 	// gate is the gate's record of the call being journaled, for its
 	// intent or its one entry.
 	gate []byte
+	// budget holds the budget records for the next intent or outcome
+	// entry (the session's, shared).
+	budget *budgetLog
 	// conv is the conversation key of the call being journaled
 	// (caps.Handler.Conversation): its payloads are stored by hash.
 	conv string
@@ -72,7 +75,11 @@ func (p *livePath) stored(payload []byte, request bool) []byte {
 }
 
 func (p *livePath) entry(phase journal.Phase, c *Call) *journal.Entry {
-	return &journal.Entry{Phase: phase, Step: c.Step, Op: c.Op.Name, InputHash: c.InputHash(), Time: p.now().UnixNano(), Epoch: p.lease.epoch()}
+	e := &journal.Entry{Phase: phase, Step: c.Step, Op: c.Op.Name, InputHash: c.InputHash(), Time: p.now().UnixNano(), Epoch: p.lease.epoch()}
+	if phase != journal.PhaseExecuting {
+		e.Budget = p.budget.take()
+	}
+	return e
 }
 
 func (p *livePath) serve(ctx context.Context, s *session, c *Call, h caps.Handler) (abi.Status, []byte, error) {
@@ -90,6 +97,7 @@ func (p *livePath) serve(ctx context.Context, s *session, c *Call, h caps.Handle
 		if err := servedInterrupted(ctx, s, c, h); err != nil {
 			return 0, nil, err
 		}
+		s.settleBudget(c, status, resp)
 		status, resp, err := p.record(ctx, c, true, status, resp)
 		if err == nil && h.Flush {
 			// Its entry is seen at once (a stream's batch), durably or
@@ -118,6 +126,7 @@ func (p *livePath) serve(ctx context.Context, s *session, c *Call, h caps.Handle
 		if status == abi.StatusOK {
 			p.w.AddKV(write)
 		}
+		s.settleBudget(c, status, resp)
 		if err := p.add(c, false, status, resp); err != nil {
 			return 0, nil, err
 		}
@@ -132,6 +141,7 @@ func (p *livePath) serve(ctx context.Context, s *session, c *Call, h caps.Handle
 		// outcome is recorded. The journal ends with the step in doubt.
 		return 0, nil, fmt.Errorf("%w during step %d (%s), whose effect is in doubt", ErrInterrupted, c.Step, c.Op.Name)
 	}
+	s.settleBudget(c, status, resp)
 	return p.record(ctx, c, false, status, resp)
 }
 

@@ -34,6 +34,9 @@ type Recording struct {
 	// from; ops interns the op names.
 	buf []byte
 	ops map[string]string
+	// budget is what the journal says of the run's budget, from every
+	// entry read (a resume rebuilds the run's ledger from it).
+	budget budgetJournal
 }
 
 // keepChunk is the size of the chunks a Recording copies the bytes it
@@ -152,6 +155,7 @@ func loadSuffix(ctx context.Context, store journal.Store, run journal.RunID, fro
 	if err != errStop {
 		return nil, nil, fmt.Errorf("host: read the start of %s: %v", run, err)
 	}
+
 	v := journal.NewVerifier(trust)
 	v.StartAt(from)
 	first := true
@@ -201,6 +205,7 @@ func (r *Recording) addFrom(ctx context.Context, store journal.Store, e *journal
 // Add collects entry e; call it with every entry of a verified journal, in
 // order.
 func (r *Recording) Add(e *journal.Entry) {
+	r.budget.add(e)
 	switch e.Phase {
 	case journal.PhaseIntent:
 		r.calls = append(r.calls, recordedCall{step: e.Step, op: r.op(e.Op), inputHash: r.keep(e.InputHash), request: r.keep(e.Request)})
@@ -219,6 +224,9 @@ func (r *Recording) Add(e *journal.Entry) {
 				return
 			}
 			r.base, r.baseStep, r.calls = *next, e.Step, r.calls[:0]
+			if err := r.budget.restart(e.Response); err != nil {
+				r.err = fmt.Errorf("checkpoint of step %d: %w", e.Step, err)
+			}
 			return
 		}
 		r.calls = append(r.calls, recordedCall{step: e.Step, op: r.op(e.Op), inputHash: r.keep(e.InputHash), request: r.keep(e.Request),

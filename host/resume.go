@@ -110,7 +110,8 @@ func (h *Host) Reopen(ctx context.Context, run journal.RunID) (*Started, error) 
 			return nil
 		})
 	}
-	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease, meta: &meta}
+	blog := &budgetLog{}
+	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease, meta: &meta, budget: blog}
 	p := &resumePath{rec: rec, live: live, events: events}
 	p.doubtStep, _, p.doubt = rec.InDoubt()
 	p.past = rec.Len() == 0
@@ -119,7 +120,12 @@ func (h *Host) Reopen(ctx context.Context, run journal.RunID) (*Started, error) 
 	// calls before it are not re-executed.
 	s := &session{run: run, header: hdr, grant: grant, path: p, deps: &h.deps, slots: &opSlots,
 		maxRequest: maxRequest, events: events, seg: rec.base, steps: rec.baseStep, startHash: rec.startHash,
-		limits: limits, journaled: rec.base.journaled}
+		limits: limits, journaled: rec.base.journaled, blog: blog, started: meta.Started}
+	if err := s.rebuildBudget(&rec.budget, p.doubt, p.doubtStep); err != nil {
+		lease.release(ctx)
+		h.live.leave(run)
+		return nil, fmt.Errorf("host: resume %s: %w", run, err)
+	}
 	return &Started{Run: run, h: h, m: m, s: s, w: w, meta: &meta, lease: lease, live: lr}, nil
 }
 
@@ -172,6 +178,7 @@ func (p *resumePath) decide(ctx context.Context, s *session, c *Call, h caps.Han
 	p.live.conv = h.Conversation
 	defer func() { p.live.conv = "" }()
 	if !s.idempotent(c) || h.Serve == nil {
+		s.settleInDoubt()
 		status, body := errorResponse(abi.StatusInDoubt,
 			"%s of step %d was in flight when the run stopped; it may have taken effect, and is not re-run", c.Op.Name, c.Step)
 		return p.live.record(ctx, c, false, status, body)
@@ -180,6 +187,7 @@ func (p *resumePath) decide(ctx context.Context, s *session, c *Call, h caps.Han
 	if ctx.Err() != nil {
 		return 0, nil, fmt.Errorf("%w during step %d (%s), whose effect is in doubt", ErrInterrupted, c.Step, c.Op.Name)
 	}
+	s.settleBudget(c, status, resp)
 	return p.live.record(ctx, c, false, status, resp)
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/capability"
+	"github.com/agentrt/agentrt/host/budget"
 	"github.com/agentrt/agentrt/host/caps/llm"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/policy"
@@ -211,36 +212,51 @@ func (st *Started) Execute(ctx context.Context) (*Result, error) {
 	return res, err
 }
 
-// armBudget starts the clock of the run's wall-time budget (its token's
-// wall_seconds), counted from the run's start across resumes: when it
-// runs out the run is stopped, between two calls or at one, and ends
-// failed. A resumed run's clock starts once it is past its recorded calls,
-// so that the end always follows them. It returns the function that stops
-// the clock.
+// armBudget starts the clock of the run's wall-time budget (its ledger's
+// wall_seconds ceiling: its token's, or what run.limit lowered it to),
+// counted from the run's start across resumes: when it runs out the run is
+// stopped, between two calls or at one, and ends failed. A resumed run's
+// clock starts once it is past its recorded calls, so that the end always
+// follows them; a run.limit that lowers the ceiling moves the deadline
+// (session.setWall). It returns the function that stops the clock.
 func (st *Started) armBudget() func() {
-	b := st.s.grant.Budget
-	if b == nil || b.WallSeconds == nil {
-		return func() {}
-	}
-	budget := time.Duration(*b.WallSeconds) * time.Second
-	deadline := time.Unix(0, st.meta.Started).Add(budget)
-	st.s.wallDeadline = deadline
-	stop := &stopError{reason: fmt.Sprintf("budget: the run's wall-time budget of %v (its token's wall_seconds) ran out", budget)}
 	var mu sync.Mutex
 	var t *time.Timer
-	disarmed := false
+	var deadline time.Time
+	disarmed, live := false, true
+	start := time.Unix(0, st.meta.Started)
 	arm := func() {
+		if disarmed || !live || deadline.IsZero() {
+			return
+		}
+		if t != nil {
+			t.Stop()
+		}
+		stop := &stopError{reason: fmt.Sprintf("budget: the run's wall-time budget of %v (its token's wall_seconds, or run.limit) ran out", deadline.Sub(start))}
+		t = time.AfterFunc(deadline.Sub(st.h.deps.Now()), func() { st.live.stop(stop) })
+	}
+	setWall := func(d time.Time) {
 		mu.Lock()
 		defer mu.Unlock()
-		if !disarmed {
-			t = time.AfterFunc(deadline.Sub(st.h.deps.Now()), func() { st.live.stop(stop) })
+		if deadline.IsZero() || d.Before(deadline) {
+			deadline = d
+			st.s.wallDeadline = d
+			arm()
 		}
 	}
 	if p, ok := st.s.path.(*resumePath); ok && !p.past {
-		p.onPast = arm
-	} else {
-		arm()
+		live = false
+		p.onPast = func() {
+			mu.Lock()
+			defer mu.Unlock()
+			live = true
+			arm()
+		}
 	}
+	if n, ok := st.s.ledger.Ceilings().Get(budget.WallSeconds); ok {
+		setWall(start.Add(time.Duration(n) * time.Second))
+	}
+	st.s.setWall = setWall
 	return func() {
 		mu.Lock()
 		defer mu.Unlock()
@@ -358,13 +374,16 @@ func (h *Host) start(ctx context.Context, spec RunSpec, fork *forked) (*Started,
 	}
 
 	events := &eventBuffer{run: run, now: h.deps.Now, sink: h.deps.Sink, keep: h.deps.Events != nil, limit: limits.LogBytes}
-	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease, meta: &meta}
+	blog := &budgetLog{}
+	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease, meta: &meta, budget: blog}
 	var path callPath = live
 	if fork != nil {
 		path = &forkPath{rec: fork.rec, live: live, past: fork.rec.Len() == 0}
 	}
+	ceilings := runCeilings(grant)
 	s := &session{run: run, header: hdr, grant: grant, path: path, deps: &h.deps, slots: &opSlots,
-		maxRequest: h.cfg.MaxRequest, events: events, startHash: startHash, limits: limits}
+		maxRequest: h.cfg.MaxRequest, events: events, startHash: startHash, limits: limits,
+		ledger: budget.New(ceilings), blog: blog, stepCap: stepCap(ceilings), started: meta.Started}
 	return &Started{Run: run, h: h, m: m, s: s, w: w, meta: &meta, lease: lease, live: lr}, nil
 }
 
@@ -378,12 +397,12 @@ func (h *Host) conclude(ctx context.Context, m *Module, s *session, w *journal.W
 	defer lease.release(ctx)
 	if s.fatal != nil && !errors.Is(guestErr, errGuest) {
 		res := &Result{Run: s.run, Status: journal.StatusRunning, Steps: s.steps}
-		var budget *stopError
-		if errors.Is(s.fatal, ErrInterrupted) && errors.As(lr.why(), &budget) {
+		var stop *stopError
+		if errors.Is(s.fatal, ErrInterrupted) && errors.As(lr.why(), &stop) {
 			// The run's wall-time budget ran out, between two calls or
 			// at one: it ends failed, as if the guest had trapped there,
 			// with nothing in doubt (a step under way completed first).
-			guestErr = &GuestError{Stopped: fmt.Sprintf("%s after %d calls", budget.reason, s.steps)}
+			guestErr = &GuestError{Stopped: fmt.Sprintf("%s after %d calls", stop.reason, s.steps)}
 		} else if errors.Is(s.fatal, ErrInterrupted) {
 			// Keep every call made so far; the context is over, the
 			// journal's work is not. A cancelled run says so in its
@@ -423,7 +442,7 @@ func (h *Host) conclude(ctx context.Context, m *Module, s *session, w *journal.W
 	}
 	done := h.deps.Now()
 	meta.Status, meta.Output, meta.Error, meta.Ended, meta.Steps = end.Status, end.Output, end.Error, done.UnixNano(), s.steps
-	if err := w.Add(&journal.Entry{Phase: journal.PhaseEnd, End: end, Time: done.UnixNano(), Epoch: lease.epoch()}); err != nil {
+	if err := w.Add(&journal.Entry{Phase: journal.PhaseEnd, End: end, Time: done.UnixNano(), Epoch: lease.epoch(), Budget: s.closeBudget()}); err != nil {
 		return res, err
 	}
 	if err := events.flushTo(w); err != nil {
@@ -616,7 +635,7 @@ func (e *Engine) Execute(ctx context.Context, spec ExecSpec) (*Outcome, error) {
 	}
 	events := &eventBuffer{run: spec.Run, now: time.Now, sink: spec.Sink}
 	s := &session{run: spec.Run, header: spec.Header, grant: grant, src: spec.Source, slots: &opSlots,
-		maxRequest: maxReq, events: events, limits: limits}
+		maxRequest: maxReq, events: events, limits: limits, stepCap: stepCap(runCeilings(grant))}
 	if spec.Stopped != "" {
 		halt := make(chan struct{})
 		s.halt, s.haltStop = halt, &stopError{reason: spec.Stopped}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/host/budget"
 	"github.com/agentrt/agentrt/host/caps"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/cedar-policy/cedar-go/types"
@@ -98,6 +99,24 @@ type session struct {
 	// wallDeadline is when the run's wall-time budget runs out (zero:
 	// none): a tool launched now may run only until then (caps.Run.Deadline).
 	wallDeadline time.Time
+	// ledger is the run's budget (host/budget.go); nil in a replay, whose
+	// answers are recorded. resv is the reservation of the call being
+	// served when reserved is set; held are the reservations calls left
+	// open for a later call to settle, by step; blog holds the records
+	// for the next entry.
+	ledger   *budget.Ledger
+	resv     budget.Reservation
+	reserved bool
+	held     map[uint64]budget.Reservation
+	blog     *budgetLog
+	// stepCap is the most steps the run's budget allows (its steps
+	// ceiling, lowered by run.limit); math.MaxUint64 for none.
+	stepCap uint64
+	// started is the run's start, Unix ns (wall-clock seconds count from
+	// it); setWall, set while the run executes, moves its wall-time
+	// deadline.
+	started int64
+	setWall func(deadline time.Time)
 }
 
 // segment is where a segment of a run starts: a run that checkpoints is
@@ -297,6 +316,9 @@ func (s *session) call(ctx context.Context, ci int, opcode, reqPtr, reqLen, resp
 	if s.steps >= s.limits.Calls {
 		s.overQuota("calls: the run has made its %d calls (limits.calls)", s.limits.Calls)
 	}
+	if s.steps >= s.stepCap {
+		panic(&stopError{reason: fmt.Sprintf("budget: steps: the run has made its %d calls (its token's steps, or run.limit)", s.stepCap)})
+	}
 	if s.journaled+journaled > s.limits.JournalBytes {
 		s.overQuota("journal: the call's %d-byte request would take the run's journal past %d bytes of requests and responses (limits.journal)", journaled, s.limits.JournalBytes)
 	}
@@ -327,6 +349,12 @@ func (s *session) call(ctx context.Context, ci int, opcode, reqPtr, reqLen, resp
 			}
 		case abi.OpRunCheckpoint:
 			s.checkpoint(c.Request, resp)
+		case abi.OpRunLimit:
+			// The ceilings the answer names apply, whoever gave it: the
+			// handler (which applied them already: lowering again is a
+			// no-op), a replay's or a resume's recording, a fork's
+			// parent. So a replay stops where the run stopped.
+			s.applyLimit(resp)
 		}
 	}
 	return s.deliver(mem, ci, respPtr, respCap, pendingResponse{true, status, resp})
@@ -373,7 +401,8 @@ func (s *session) Input() (input, state []byte, segment uint32) {
 
 // Checkpoint returns the response of a checkpoint made now.
 func (s *session) Checkpoint() abi.CheckpointResponse {
-	return abi.CheckpointResponse{Segment: s.seg.number + 1, Clock: s.clock.now, Header: s.startHash, Journal: s.journaled}
+	return abi.CheckpointResponse{Segment: s.seg.number + 1, Clock: s.clock.now, Header: s.startHash, Journal: s.journaled,
+		Budget: checkpointBudget(s.ledger)}
 }
 
 // Log adds a guest's log line to the run's event log.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentrt/agentrt/capability"
+	"github.com/agentrt/agentrt/host/budget"
 	"github.com/agentrt/agentrt/host/caps/tool"
 	"github.com/agentrt/agentrt/internal/yamlkeys"
 	"go.yaml.in/yaml/v3"
@@ -28,10 +29,11 @@ import (
 const devTokenLife = time.Hour
 
 // ErrUnenforcedCeiling is returned when a token carries a budget ceiling
-// that no layer of this host enforces yet (every one but wall_seconds:
-// steps, http_requests, tool_calls and the model ceilings): the token is
-// refused rather than run under a ceiling that would be ignored.
-// wall_seconds is enforced (it caps tool launches).
+// that no layer of this host enforces (a dimension this host does not
+// know): the token is refused rather than run under a ceiling that would
+// be ignored. Every dimension of host/budget is enforced: the reservable
+// ones by the gate's budget layer (the model dimensions charged by the llm
+// capability's meter), steps and wall_seconds by stopping the run.
 var ErrUnenforcedCeiling = errors.New("budget ceiling not enforced by this host")
 
 // CheckEnforced returns an error wrapping ErrUnenforcedCeiling, naming the
@@ -39,18 +41,18 @@ var ErrUnenforcedCeiling = errors.New("budget ceiling not enforced by this host"
 // and attenuate refuse to write such a token, and a cell refuses one
 // presented to it.
 func CheckEnforced(b capability.Budget) error {
-	// Every ceiling but wall_seconds, by name, so that a dimension added to
-	// capability.Budget is refused here until a layer enforces it.
+	// By name, so that a dimension added to capability.Budget is refused
+	// here until the ledger has it.
 	var names []string
 	for _, n := range b.Set() {
-		if n != "wall_seconds" {
+		if _, ok := budget.ParseDim(n); !ok {
 			names = append(names, n)
 		}
 	}
 	if len(names) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: %s (only wall_seconds is enforced today; the budget layer to come enforces the others)", ErrUnenforcedCeiling, strings.Join(names, ", "))
+	return fmt.Errorf("%w: %s (this host enforces %s)", ErrUnenforcedCeiling, strings.Join(names, ", "), strings.Join(budget.DimNames(), ", "))
 }
 
 // ErrGrantWidensToken is returned when a grant file given with a token

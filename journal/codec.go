@@ -135,7 +135,7 @@ func appendEntry(dst []byte, e *Entry) []byte {
 	n := 7 + b2u(e.Step != 0) + b2u(e.Op != "") + b2u(len(e.InputHash) > 0) +
 		b2u(len(e.Request) > 0) + b2u(len(e.OutputHash) > 0) + b2u(len(e.Response) > 0) +
 		b2u(e.Status != 0) + b2u(e.Epoch != 0) + b2u(e.Key != "") + b2u(e.Header != nil) + b2u(e.End != nil) +
-		b2u(len(e.Gate) > 0)
+		b2u(len(e.Gate) > 0) + b2u(len(e.Budget) > 0)
 	dst = appendHead(dst, majorMap, n)
 	dst = appendHead(append(dst, 1), majorUint, uint64(e.Version))
 	dst = appendHead(append(dst, 2), majorBytes, uint64(len(e.Run)))
@@ -181,6 +181,9 @@ func appendEntry(dst []byte, e *Entry) []byte {
 	if len(e.Gate) > 0 {
 		dst = appendBytes(append(dst, 19), e.Gate)
 	}
+	if len(e.Budget) > 0 {
+		dst = appendBytes(append(dst, 20), e.Budget)
+	}
 	return dst
 }
 
@@ -191,7 +194,7 @@ func entrySize(e *Entry) int {
 	if e == nil {
 		return 1
 	}
-	// The map head (at most 19 pairs) and the seven keys always present
+	// The map head (at most 20 pairs) and the seven keys always present
 	// are one byte each.
 	n := 1 + 7 +
 		headSize(uint64(e.Version)) +
@@ -207,7 +210,7 @@ func entrySize(e *Entry) int {
 	if e.Op != "" {
 		n += 1 + textSize(e.Op)
 	}
-	for _, b := range [...][]byte{e.InputHash, e.Request, e.OutputHash, e.Response, e.Gate} {
+	for _, b := range [...][]byte{e.InputHash, e.Request, e.OutputHash, e.Response, e.Gate, e.Budget} {
 		if len(b) > 0 {
 			n += 1 + bytesSize(b)
 		}
@@ -596,8 +599,8 @@ func parseEntryOwned(b []byte, e *Entry) bool {
 	p := parser{b: b}
 	n := p.head(majorMap)
 	var seen, k uint64
-	for range min(n, 19) {
-		k = p.key(k, 19)
+	for range min(n, 20) {
+		k = p.key(k, 20)
 		seen |= 1 << k
 		switch k {
 		case 1:
@@ -642,12 +645,14 @@ func parseEntryOwned(b []byte, e *Entry) bool {
 			e.End = p.end()
 		case 19:
 			e.Gate = p.nonempty()
+		case 20:
+			e.Budget = p.nonempty()
 		}
 		if p.bad {
 			return false
 		}
 	}
-	return !p.bad && n <= 19 && seen&entryRequired == entryRequired && p.off == len(p.b)
+	return !p.bad && n <= 20 && seen&entryRequired == entryRequired && p.off == len(p.b)
 }
 
 func (p *parser) header() *Header {

@@ -103,6 +103,12 @@ type Entry struct {
 	// pure or refused call, when the cell runs a policy or permission
 	// modes.
 	Gate []byte `cbor:"19,keyasint,omitempty"`
+	// Budget is the budget layer's records of the call, canonical CBOR
+	// (budget-record, SPEC.md section 6.1): a reserve on the intent, its
+	// settle or release on the outcome, the resolutions of a crash's
+	// orphans on the first entry a resumed run writes. The entry hash
+	// covers it, so a changed charge breaks the chain.
+	Budget []byte `cbor:"20,keyasint,omitempty"`
 }
 
 // Header describes a run. It is carried by the start entry (seq 0).

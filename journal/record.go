@@ -135,6 +135,9 @@ func (e *Entry) check() error {
 	if len(e.Gate) > 0 && e.Phase != PhaseIntent && e.Phase != PhaseCompleted && e.Phase != PhaseFailed {
 		return fmt.Errorf("a gate record belongs to a call's intent or its one outcome entry, not to the %s entry", e.Phase)
 	}
+	if len(e.Budget) > 0 && (e.Phase == PhaseStart || e.Phase == PhaseLease) {
+		return fmt.Errorf("budget records belong to a call's entries or the end, not to the %s entry", e.Phase)
+	}
 	return nil
 }
 

@@ -673,8 +673,8 @@ func generateVectors(tb testing.TB) []*vector {
 	})), "entry 2 holds key 14 (time) twice with the same value; chain and seals recomputed")
 
 	add("unknown-field", "decode", 2, trustA(), enc(base(map[uint64]func([]byte) []byte{
-		2: withFields(tb, func(fs []field) []byte { return encodeFields(append(fs, field{20, []byte{0x00}})) }),
-	})), "entry 2 carries key 20, which format version 1 does not define; chain and seals recomputed")
+		2: withFields(tb, func(fs []field) []byte { return encodeFields(append(fs, field{21, []byte{0x00}})) }),
+	})), "entry 2 carries key 21, which format version 1 does not define; chain and seals recomputed")
 
 	add("wrong-version", "decode", 2, trustA(), enc(base(map[uint64]func([]byte) []byte{
 		2: withFields(tb, func(fs []field) []byte { return encodeFields(setField(fs, 1, []byte{0x02})) }),
@@ -764,6 +764,32 @@ func generateVectors(tb testing.TB) []*vector {
 	add("gate-on-effect-outcome", "decode", 4, trustA(), gateOn(4, allowedAsked),
 		"the completed entry that closes the effect of step 2 carries a gate record, which belongs to",
 		"its intent alone (section 6, rule 3.2); the entry's phase alone allows it, the entries before do not")
+
+	// Budget records (field 20): a reserve on an effect's intent, its
+	// settle on the outcome; a call the budget refused carries none.
+	budgeted := func(e *journal.Entry, ops ...map[string]any) *journal.Entry {
+		e.Budget = mustCBOR(tb, ops)
+		return e
+	}
+	refusedBudget := mustCBOR(tb, abi.Error{Code: abi.StatusBudget, Message: "budget exceeded: http_requests: asked 1, 0 left of 1 (1 spent, 0 reserved)"})
+	budgetPlan := func() []item {
+		return []item{
+			{startEntry(tb), true},
+			{budgeted(intentEntry(1, "http.request", httpReq), map[string]any{"op": "reserve", "id": 1, "step": 1, "amounts": map[string]any{"http_requests": 1}}), false},
+			{executingEntry(runX, 1, "http.request", httpReq), true},
+			{budgeted(outcomeEntry(1, "http.request", httpReq, nil, abi.StatusOK), map[string]any{"op": "settle", "id": 1, "amounts": map[string]any{"http_requests": 1}}), false},
+			{pureEntry(2, "http.request", httpReq, refusedBudget, abi.StatusBudget), false},
+			{endEntry(2, nil), true},
+		}
+	}
+	add("valid-budget-records", "valid", 0, trustA(), enc(writeJournal(tb, runX, cellA, budgetPlan(), nil)),
+		"budget records (field 20) where the host writes them: the reserve of an HTTP request on its",
+		"intent, its settle on its completed entry; the next request, refused with status budget, carries none")
+	add("budget-on-start", "decode", 0, trustA(), enc(writeJournal(tb, runX, cellA, budgetPlan(), map[uint64]func([]byte) []byte{
+		0: withFields(tb, func(fs []field) []byte {
+			return encodeFields(append(fs, field{20, mustCBOR(tb, mustCBOR(tb, []map[string]any{{"op": "release", "id": 1}}))}))
+		}),
+	})), "the start entry carries a budget record (shape rule 9)")
 
 	// Sequence failures.
 	del := enc(base(nil))

@@ -161,7 +161,7 @@ Quick start:
 
 A cell can also run as a daemon (agentrt cell serve); agentrt run, resume,
 cancel and approve then go through it, and so do the commands that read
-(runs, logs, journal, replay, audit export, checkpoint and prove), with the
+(runs, logs, journal, budget, replay, audit export, checkpoint and prove), with the
 same output as from the store itself.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -178,6 +178,7 @@ same output as from the store itself.`,
 		c.forkCmd(),
 		c.runsCmd(),
 		c.journalCmd(),
+		c.budgetCmd(),
 		c.replayCmd(),
 		c.keysCmd(),
 		c.logsCmd(),

@@ -62,8 +62,8 @@ are then resumed from their journals like after a crash.
 Submit runs with agentrt run --cell unix:DATA/agentrt.sock MODULE.wasm, cancel
 them with agentrt cancel RUN. While it holds the data directory, agentrt run,
 resume, cancel and approve go to it on their own, and the commands that read
-(runs, logs, journal show and query, replay, audit export, checkpoint, prove
-and consistency) read through it, with the same output as from the store.
+(runs, logs, journal show and query, budget, replay, audit export,
+checkpoint, prove and consistency) read through it, with the same output as from the store.
 agentrt store check and salvage need the daemon stopped.`,
 		Example: `  agentrt cell serve
   agentrt cell serve --listen 127.0.0.1:7070

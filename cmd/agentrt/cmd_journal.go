@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/host"
+	"github.com/agentrt/agentrt/host/budget"
 	"github.com/agentrt/agentrt/host/cell"
 	"github.com/agentrt/agentrt/internal/termtext"
 	"github.com/agentrt/agentrt/journal"
@@ -31,7 +33,9 @@ func (c *cli) journalCmd() *cobra.Command {
 		Use:   "show RUN",
 		Short: "Print the entries of a run's journal",
 		Long: `Print every entry of a run's journal: its phase, step, op, input and output
-hashes and whether it is covered by a valid signature of a trusted cell (by
+hashes, its budget records when the journal has any (the reserve of a
+metered call, its settle or release), and whether it is covered by a valid
+signature of a trusted cell (by
 default this cell; --trust FILE names authorized_keys-style keys). RUN is a run id,
 a unique prefix of one, or "last" for the newest run. Unlike replay, show goes
 on past a bad entry and marks it.`,
@@ -73,8 +77,15 @@ on past a bad entry and marks it.`,
 				}
 				return incomplete
 			}
+			// A BUDGET column, for a journal with budget records: the
+			// reserves, settles and releases of each entry.
+			budgeted := slices.ContainsFunc(entries, func(in journal.Inspected) bool { return in.Err == nil && len(in.Entry.Budget) > 0 })
 			tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SEQ\tPHASE\tSTEP\tOP\tSTATUS\tINPUT\tOUTPUT\tSIG")
+			header := "SEQ\tPHASE\tSTEP\tOP\tSTATUS\tINPUT\tOUTPUT\tSIG"
+			if budgeted {
+				header += "\tBUDGET"
+			}
+			fmt.Fprintln(tw, header)
 			bad := 0
 			for _, in := range entries {
 				if in.Err != nil {
@@ -97,8 +108,12 @@ on past a bad entry and marks it.`,
 				// The module name and a placeholder op are the submitter's
 				// or the guest's words: escaped, as all guest text is on a
 				// terminal.
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Seq, e.Phase, stepText(e.Step), termtext.Line(op), statusText(e),
+				row := fmt.Sprintf("%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s", e.Seq, e.Phase, stepText(e.Step), termtext.Line(op), statusText(e),
 					short(e.InputHash), short(e.OutputHash), sig)
+				if budgeted {
+					row += "\t" + budgetText(e.Budget)
+				}
+				fmt.Fprintln(tw, row)
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -262,6 +277,9 @@ func entryJSON(in journal.Inspected) map[string]any {
 			o["gate"] = hex.EncodeToString(e.Gate)
 		}
 	}
+	if len(e.Budget) > 0 {
+		o["budget"] = budgetJSON(e.Budget)
+	}
 	if e.End != nil {
 		o["run_status"] = e.End.Status
 		if e.End.Error != "" {
@@ -269,6 +287,56 @@ func entryJSON(in journal.Inspected) map[string]any {
 		}
 	}
 	return o
+}
+
+// budgetText writes an entry's budget records for the table, e.g.
+// "reserve #1 step 3 http_requests=1; settle #1 http_requests=1".
+func budgetText(field []byte) string {
+	if len(field) == 0 {
+		return ""
+	}
+	ops, err := budget.DecodeRecord(field)
+	if err != nil {
+		return "BAD: " + err.Error()
+	}
+	parts := make([]string, len(ops))
+	for i, o := range ops {
+		parts[i] = o.String()
+	}
+	return strings.Join(parts, "; ")
+}
+
+// budgetJSON is an entry's budget records for --json: one object per
+// record, as journal/SPEC.md's budget-op, amounts in their units (money in
+// micro-USD); the field's hex when it does not decode.
+func budgetJSON(field []byte) any {
+	ops, err := budget.DecodeRecord(field)
+	if err != nil {
+		return map[string]any{"error": err.Error(), "hex": hex.EncodeToString(field)}
+	}
+	out := make([]map[string]any, len(ops))
+	for i, o := range ops {
+		m := map[string]any{"op": o.Kind.String(), "id": o.ID}
+		if o.Step != 0 {
+			m["step"] = o.Step
+		}
+		if !o.Amounts.IsZero() {
+			a := map[string]uint64{}
+			for d, n := range o.Amounts {
+				if n != 0 {
+					a[budget.Dim(d).String()] = n
+				}
+			}
+			m["amounts"] = a
+		}
+		for name, on := range map[string]bool{"carve": o.Carve, "orphan": o.Orphan, "worst_case": o.WorstCase} {
+			if on {
+				m[name] = true
+			}
+		}
+		out[i] = m
+	}
+	return out
 }
 
 // queryFlags are the flags of journal query, as typed.

@@ -131,11 +131,11 @@ func expiry(s string, now time.Time) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("--expires %q: want a duration such as 24h or an RFC 3339 time", s)
 }
 
-// enforced refuses a budget ceiling that no cell enforces yet, before a
+// enforced refuses a budget ceiling that this host does not enforce, before a
 // token carrying it is written.
 func enforced(b capability.Budget) error {
 	if err := host.CheckEnforced(b); err != nil {
-		return withHint(err, "set only wall_seconds in --budget and the caps file's budget: a cell refuses a token that carries another ceiling until its budget layer enforces it")
+		return withHint(err, "set only the ceilings this host enforces in --budget and the caps file's budget: a cell refuses a token that carries another")
 	}
 	return nil
 }
@@ -182,9 +182,10 @@ then a secret that its holder presents, attenuates or seals. --subject
 issues it to a key held elsewhere instead; that key's holder seals it or
 presents it with agentrt run --token FILE --key KEY.
 
-Only wall_seconds is enforced of the budget ceilings today; a token with
-any other (steps, http_requests, tool_calls, model_calls, input_tokens,
-output_tokens, usd) is refused, here and by every cell.`,
+Every budget ceiling is enforced by the cell that runs the token: steps
+and wall_seconds stop the run, and http_requests, tool_calls, model_calls,
+input_tokens, output_tokens and usd refuse the call that would pass them
+with status budget (agentrt budget RUN shows what is left).`,
 		Example: `  agentrt token issue --caps grant.yaml --expires 24h -o root.cbor
   agentrt token issue --caps grant.yaml --subject agent.pub --budget wall_seconds=10m -o agent.cbor`,
 		Args: cobra.NoArgs,
@@ -573,7 +574,7 @@ func tokenHint(err error, file string) string {
 	case errors.Is(err, host.ErrGrantWidensToken):
 		return "the grant file may only narrow the token: see what the token allows with agentrt token inspect " + file + ", or leave --grant out"
 	case errors.Is(err, host.ErrUnenforcedCeiling):
-		return "no cell enforces steps, http_requests, tool_calls or the model ceilings yet: have the token issued without them (wall_seconds is enforced)"
+		return "this cell does not enforce that budget ceiling: have the token issued without it"
 	case errors.Is(err, capability.ErrWidens):
 		return "a delegated token can only narrow its parent; see what it allows with: agentrt token inspect " + file
 	case errors.Is(err, capability.ErrBrokenChain) && strings.Contains(err.Error(), "not the subject"):

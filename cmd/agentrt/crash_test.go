@@ -216,6 +216,35 @@ func TestKilledRunLeavesAVerifiableJournal(t *testing.T) {
 			if out, err := verify.CombinedOutput(); err != nil || !strings.HasPrefix(string(out), "verified ") {
 				t.Fatalf("replay of the resumed run: %v\n%s", err, out)
 			}
+			// The ledger rebuilt across the kill charges every request
+			// the server saw, and at most one more: the request in doubt,
+			// whose intent was durable, charged at its worst case whether
+			// or not it left before the kill. Nothing stays reserved.
+			out, err = agentrt(data, "budget", "last", "--json").Output()
+			if err != nil {
+				t.Fatalf("budget: %v\n%s", err, out)
+			}
+			var rep struct {
+				Dims []struct {
+					Name            string `json:"dimension"`
+					Reserved, Spent uint64
+				} `json:"dimensions"`
+				Open int `json:"open_reservations"`
+			}
+			if err := json.Unmarshal(out, &rep); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			sent := uint64(len(keys))
+			mu.Unlock()
+			for _, d := range rep.Dims {
+				if d.Name == "http_requests" && (d.Reserved != 0 || d.Spent < sent || d.Spent > sent+1) {
+					t.Fatalf("http_requests %+v after resume; the server saw %d requests", d, sent)
+				}
+			}
+			if rep.Open != 0 {
+				t.Fatalf("%d reservations open after the resumed run ended", rep.Open)
+			}
 		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/agentrt/agentrt/host/budget"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -34,6 +35,8 @@ type modelCall struct {
 	// journal; a call dispatched without one is in doubt.
 	ended bool
 	usage abi.LLMUsage
+	// reserved is the call's worst case, which its intent reserved.
+	reserved budget.Amounts
 }
 
 // modelCalls reads the model calls of run from the store of data, which
@@ -71,6 +74,17 @@ func modelCalls(t *testing.T, data, run string) []*modelCall {
 				return fmt.Errorf("entry %d: llm.complete request: %w", e.Seq, err)
 			}
 			c := &modelCall{step: e.Step, stream: req.Stream}
+			if len(e.Budget) > 0 {
+				ops, err := budget.DecodeRecord(e.Budget)
+				if err != nil {
+					return fmt.Errorf("entry %d: budget: %w", e.Seq, err)
+				}
+				for _, o := range ops {
+					if o.Kind == budget.OpReserve && o.Step == e.Step {
+						c.reserved = o.Amounts
+					}
+				}
+			}
 			for _, m := range req.Messages {
 				if m.Role == abi.RoleAssistant {
 					c.turn++
@@ -368,8 +382,56 @@ func checkResumed(t *testing.T, c *cell, fake *fakeServer, siteURL, run string, 
 		journaled.CacheRead != uint64(want.CacheReadTokens) || journaled.CacheWrite != uint64(want.CacheWriteTokens) {
 		t.Fatalf("the journal records usage %+v; the fake counted %+v, of which %+v for an answer no journal holds", journaled, st.Usage, lost)
 	}
-	t.Logf("killed with %d model calls journaled (%d answered), %d requests before the kill, %d after; %d sent again after a complete answer",
-		len(before), countAnswered(before), sent, len(st.Requests)-sent, len(again))
+	// The ledger (agentrt budget) charges every answered call its
+	// usage, cached input in its input tokens, and a call that ended
+	// without an answer (a stream the kill cut, which the provider
+	// cannot resume) its worst case, which its intent reserved: the
+	// provider may have generated the whole answer. Nothing is left
+	// reserved once the run has ended.
+	var wantLedger budget.Amounts
+	for _, mc := range after {
+		switch {
+		case mc.answered:
+			wantLedger[budget.ModelCalls]++
+			wantLedger[budget.InputTokens] += mc.usage.Input + mc.usage.CacheRead + mc.usage.CacheWrite
+			wantLedger[budget.OutputTokens] += mc.usage.Output
+		case mc.ended:
+			for _, d := range []budget.Dim{budget.ModelCalls, budget.InputTokens, budget.OutputTokens} {
+				wantLedger[d] += mc.reserved[d]
+			}
+		}
+	}
+	var rep struct {
+		Dimensions []struct {
+			Dimension string `json:"dimension"`
+			Reserved  uint64 `json:"reserved"`
+			Spent     uint64 `json:"spent"`
+		} `json:"dimensions"`
+	}
+	if err := json.Unmarshal(c.run("budget", run, "--json"), &rep); err != nil {
+		t.Fatalf("agentrt budget --json: %v", err)
+	}
+	for _, d := range rep.Dimensions {
+		for _, dim := range []budget.Dim{budget.ModelCalls, budget.InputTokens, budget.OutputTokens} {
+			if d.Dimension == dim.String() && (d.Spent != wantLedger[dim] || d.Reserved != 0) {
+				t.Fatalf("the ledger's %s: spent %d, reserved %d; want %d spent (the answered calls' usage, and the worst case of %d calls cut without an answer) and none reserved",
+					d.Dimension, d.Spent, d.Reserved, wantLedger[dim], countCut(after))
+			}
+		}
+	}
+	t.Logf("killed with %d model calls journaled (%d answered, %d cut), %d requests before the kill, %d after; %d sent again after a complete answer",
+		len(before), countAnswered(before), countCut(after), sent, len(st.Requests)-sent, len(again))
+}
+
+// countCut counts the calls that ended without an answer.
+func countCut(calls []*modelCall) int {
+	n := 0
+	for _, c := range calls {
+		if c.ended && !c.answered {
+			n++
+		}
+	}
+	return n
 }
 
 func countAnswered(calls []*modelCall) int {

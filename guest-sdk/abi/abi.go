@@ -109,6 +109,7 @@ const (
 	OpRunLog        uint32 = 3
 	OpRunIntrospect uint32 = 4
 	OpRunCheckpoint uint32 = 5
+	OpRunLimit      uint32 = 6
 
 	OpKVGet    uint32 = 1
 	OpKVPut    uint32 = 2
@@ -131,6 +132,7 @@ var Ops = []Op{
 	{CapRun, OpRunLog, "run.log", Pure, true},
 	{CapRun, OpRunIntrospect, "run.introspect", Pure, true},
 	{CapRun, OpRunCheckpoint, "run.checkpoint", Pure, true},
+	{CapRun, OpRunLimit, "run.limit", Pure, true},
 	{CapKV, OpKVGet, "kv.get", Pure, true},
 	{CapKV, OpKVPut, "kv.put", Effect, true},
 	{CapKV, OpKVDelete, "kv.delete", Effect, true},

@@ -20,6 +20,50 @@ type InputResponse struct {
 	Segment uint32 `cbor:"segment,omitempty"`
 }
 
+// BudgetLimit is an amount of one budget dimension: in a LimitRequest, "at
+// most Amount more of Dim from now on"; in a LimitResponse, Dim's
+// absolute ceiling. Dim is one of "steps", "model_calls", "input_tokens",
+// "output_tokens", "micro_usd", "tool_calls", "http_requests",
+// "wall_seconds" (money in micro-USD).
+type BudgetLimit struct {
+	Dim    string `cbor:"dim"`
+	Amount uint64 `cbor:"amount"`
+}
+
+// CheckpointBudget is a run's budget ledger at a checkpoint (SPEC.md
+// §9.5): the ceilings in force, what settled calls spent (steps and wall
+// clock excluded: the journal counts them), the reservations still open
+// and the last reservation id.
+type CheckpointBudget struct {
+	Ceilings []BudgetLimit   `cbor:"ceilings,omitempty"`
+	Spent    []BudgetLimit   `cbor:"spent,omitempty"`
+	Open     []BudgetHolding `cbor:"open,omitempty"`
+	LastID   uint64          `cbor:"last_id,omitempty"`
+}
+
+// BudgetHolding is a reservation open at a checkpoint: its id, the step
+// that made it, what it holds, and whether it holds a child's ceilings.
+type BudgetHolding struct {
+	ID      uint64        `cbor:"id"`
+	Step    uint64        `cbor:"step"`
+	Amounts []BudgetLimit `cbor:"amounts,omitempty"`
+	Carve   bool          `cbor:"carve,omitempty"`
+}
+
+// LimitRequest is the request of run.limit: the run's own ceilings, which
+// the host lowers (never raises) to what is used of each dimension now
+// plus the amount. An empty list changes nothing and reports the ceilings.
+type LimitRequest struct {
+	Limits []BudgetLimit `cbor:"limits,omitempty"`
+}
+
+// LimitResponse answers run.limit with the absolute ceilings now in force,
+// one per limited dimension, in the order of BudgetLimit's list; a
+// dimension without a ceiling is absent.
+type LimitResponse struct {
+	Ceilings []BudgetLimit `cbor:"ceilings,omitempty"`
+}
+
 // CheckpointRequest is the request of run.checkpoint: the state the next
 // segment of the run starts from.
 type CheckpointRequest struct {
@@ -45,6 +89,10 @@ type CheckpointResponse struct {
 	// that a resume from the checkpoint counts on from there. Absent
 	// (zero) in journals written before the quota.
 	Journal uint64 `cbor:"journal,omitempty"`
+	// Budget is the run's budget ledger before this call, so that a
+	// resume from the checkpoint rebuilds it without reading the journal
+	// before; absent when the ledger limits, holds and has spent nothing.
+	Budget *CheckpointBudget `cbor:"budget,omitempty"`
 }
 
 // SetOutputRequest is the request of run.set_output.

@@ -19,7 +19,9 @@
 //
 //   - run (every run has it): Main and MainJSON (the input in, the output
 //     out), Input, SetOutput, Log and Logf, Introspect (an
-//     IntrospectResponse), State and Checkpoint (continue as new).
+//     IntrospectResponse), State and Checkpoint (continue as new), Limit
+//     (lower the run's own budget ceilings, which the host then enforces;
+//     a call that does not fit one fails with ErrBudget).
 //   - kv: KVGet, KVPut, KVDelete, KVList: durable key/value state in the
 //     grant's namespace. A write commits with its journal entries, exactly
 //     once.
@@ -32,8 +34,6 @@
 //     sandbox, answered by a ToolResult with its ToolFile list.
 //   - llm: LLMComplete and LLMStream, one model call (an LLMRequest,
 //     answered by an LLMResponse), journaled before it is sent.
-//   - run.limit: Limit lowers the run's own budget ceilings, which the
-//     host then enforces on every call.
 //
 // # The loop controller
 //

@@ -78,3 +78,25 @@ func Checkpoint(state []byte) error {
 	}
 	panic("agent: run.checkpoint returned: the host did not start the next segment")
 }
+
+// BudgetLimit is an amount of one budget dimension (abi.BudgetLimit): in a
+// Limit call, at most Amount more of Dim from now on; in its answer, Dim's
+// ceiling.
+type BudgetLimit = abi.BudgetLimit
+
+// LimitResponse lists the run's budget ceilings (Limit).
+type LimitResponse = abi.LimitResponse
+
+// Limit lowers the run's own budget ceilings (run.limit): for each limit,
+// the host allows at most Amount more of Dim from now on ("tool_calls",
+// "http_requests", "steps", "wall_seconds", "model_calls",
+// "input_tokens", "output_tokens", "micro_usd"), and never raises a
+// ceiling. It returns the ceilings now in force, which the host enforces
+// whatever the guest does next: a loop controller sets its caps here so
+// that they hold even for code that ignores the loop. With no limits it
+// changes nothing and reports the ceilings.
+func Limit(limits ...BudgetLimit) (*LimitResponse, error) {
+	var r abi.LimitResponse
+	err := call(runTransport, abi.CapRun, abi.OpRunLimit, &abi.LimitRequest{Limits: limits}, &r)
+	return &r, err
+}

@@ -848,33 +848,49 @@ static inline agentrt_status_t agentrt_introspect(agentrt_introspect_t *in) {
   return AGENTRT_STATUS_OK;
 }
 
-/* An amount of one budget dimension (agentrt_limit): to agentrt_limit, at
- * most amount more of dim from now on; from it, dim's ceiling. dim is one of
- * agentrt_budget_dims; in a ceiling it points into that table. */
+/* A limit of agentrt_limit: at most amount more of dim from now on. dim is
+ * one of "steps", "model_calls", "input_tokens", "output_tokens",
+ * "micro_usd", "tool_calls", "http_requests", "wall_seconds" (money in
+ * micro-USD). */
 typedef struct agentrt_budget_limit {
   const char *dim;
   uint64_t amount;
 } agentrt_budget_limit_t;
 
-/* The budget dimensions, in the order the host lists ceilings (money in
- * micro-USD). */
-static const char *const agentrt_budget_dims[] = {"steps",      "model_calls", "input_tokens",  "output_tokens",
-                                                  "micro_usd",  "tool_calls",  "http_requests", "wall_seconds"};
-#define AGENTRT_BUDGET_DIMS 8
+/* A ceiling in force: dim's most, absolute. */
+typedef struct agentrt_budget_ceiling {
+  agentrt_str_t dim;
+  uint64_t amount;
+} agentrt_budget_ceiling_t;
+
+/* The ceilings agentrt_limit returns, one per limited dimension, in the
+ * order above. Free with agentrt_ceilings_free. */
+typedef struct agentrt_ceilings {
+  agentrt_budget_ceiling_t *items;
+  size_t n;
+  void *mem_;
+} agentrt_ceilings_t;
+
+/* agentrt_ceilings_free releases what agentrt_limit returned. */
+static inline void agentrt_ceilings_free(agentrt_ceilings_t *c) {
+  free(c->items);
+  free(c->mem_);
+  memset(c, 0, sizeof *c);
+}
 
 /* agentrt_limit lowers the run's own budget ceilings (run.limit): for each
  * of the nlimits limits the host allows at most its amount more of its
- * dimension from now on, and never raises a ceiling. The ceilings now in
- * force, which the host enforces whatever the guest does next, are written
- * to ceilings (room for cap; AGENTRT_BUDGET_DIMS always suffices) and their
- * number to *n. With no limits it changes nothing and reports the
- * ceilings. An unknown dimension is AGENTRT_STATUS_BAD_REQUEST. */
-static inline agentrt_status_t agentrt_limit(const agentrt_budget_limit_t *limits, size_t nlimits,
-                                             agentrt_budget_limit_t *ceilings, size_t cap, size_t *n) {
+ * dimension from now on, and never raises a ceiling. It returns the
+ * ceilings now in force, which the host enforces whatever the guest does
+ * next: a loop's caps set here hold even for code that ignores the loop.
+ * With no limits it changes nothing and reports the ceilings. An unknown
+ * dimension is AGENTRT_STATUS_BAD_REQUEST. */
+static inline agentrt_status_t agentrt_limit(const agentrt_budget_limit_t *limits, size_t nlimits, agentrt_ceilings_t *out_ceilings) {
   agentrt__wr w = {0};
   agentrt__resp out;
-  *n = 0;
+  memset(out_ceilings, 0, sizeof *out_ceilings);
   if (nlimits > 0) {
+    /* "dim" (3 bytes) before "amount" (6). */
     agentrt__wr_head(&w, 5, 1);
     agentrt__wr_cstr(&w, "limits");
     agentrt__wr_head(&w, 4, nlimits);
@@ -889,27 +905,35 @@ static inline agentrt_status_t agentrt_limit(const agentrt_budget_limit_t *limit
   agentrt_status_t st = agentrt__run_roundtrip(AGENTRT_OP_RUN_LIMIT, &w, &out);
   if (st) return st;
   agentrt__rd r = {out.body, out.body + out.len};
-  size_t pairs, items = 0;
+  size_t pairs, n = 0;
   bool empty;
+  agentrt_budget_ceiling_t *items = NULL;
   bool ok = agentrt__rd_begin(&r, &pairs, &empty);
-  if (ok && agentrt__rd_key(&r, &pairs, "ceilings")) ok = agentrt__rd_array(&r, 1, &items) && items > 0 && items <= cap;
-  for (size_t i = 0; ok && i < items; i++) {
+  if (ok && agentrt__rd_key(&r, &pairs, "ceilings")) {
+    /* omitempty: present means at least one. */
     int mt;
     uint64_t a;
-    size_t kv = 2;
-    agentrt_str_t dim;
-    ok = agentrt__rd_head(&r, &mt, &a) && mt == 5 && a == 2 && agentrt__rd_key(&r, &kv, "dim") &&
-         agentrt__rd_text(&r, &dim) && agentrt__rd_key(&r, &kv, "amount") &&
-         agentrt__rd_uint(&r, UINT64_MAX, &ceilings[i].amount);
-    ceilings[i].dim = NULL;
-    for (size_t d = 0; ok && d < AGENTRT_BUDGET_DIMS; d++)
-      if (strlen(agentrt_budget_dims[d]) == dim.len && memcmp(agentrt_budget_dims[d], dim.data, dim.len) == 0)
-        ceilings[i].dim = agentrt_budget_dims[d];
-    ok = ok && ceilings[i].dim != NULL;
+    ok = agentrt__rd_head(&r, &mt, &a) && mt == 4 && a > 0 && a <= AGENTRT__MAX_ITEMS && a <= (uint64_t)(r.end - r.p);
+    if (ok) {
+      n = (size_t)a;
+      items = (agentrt_budget_ceiling_t *)calloc(n, sizeof *items);
+      ok = items != NULL;
+    }
+    for (size_t i = 0; ok && i < n; i++) {
+      size_t kv = 2;
+      ok = agentrt__rd_head(&r, &mt, &a) && mt == 5 && a == 2 && agentrt__rd_key(&r, &kv, "dim") &&
+           agentrt__rd_text(&r, &items[i].dim) && agentrt__rd_key(&r, &kv, "amount") &&
+           agentrt__rd_uint(&r, UINT64_MAX, &items[i].amount);
+    }
   }
-  if (!ok || !agentrt__rd_end(&r, pairs)) return agentrt__malformed(&out, "run.limit");
-  *n = items;
-  free(out.body);
+  if (!ok || !agentrt__rd_end(&r, pairs)) {
+    free(items);
+    return agentrt__malformed(&out, "run.limit");
+  }
+  for (size_t i = 0; i < n; i++) agentrt__term_str(&items[i].dim);
+  out_ceilings->items = items;
+  out_ceilings->n = n;
+  out_ceilings->mem_ = out.body;
   return AGENTRT_STATUS_OK;
 }
 

@@ -927,9 +927,10 @@ static inline agentrt_status_t agentrt_loop(const agentrt_loop_config_t *cfg, ag
   if (cfg->max_output_tokens) limits[nl++] = (agentrt_budget_limit_t){"output_tokens", cfg->max_output_tokens};
   if (cfg->max_micro_usd) limits[nl++] = (agentrt_budget_limit_t){"micro_usd", cfg->max_micro_usd};
   if (cfg->max_wall_ns) limits[nl++] = (agentrt_budget_limit_t){"wall_seconds", (uint64_t)(cfg->max_wall_ns + 999999999) / 1000000000};
-  agentrt_budget_limit_t ceilings[AGENTRT_BUDGET_DIMS];
-  size_t nceilings;
-  if ((st = agentrt_limit(limits, nl, ceilings, AGENTRT_BUDGET_DIMS, &nceilings)) != AGENTRT_STATUS_OK) {
+  agentrt_ceilings_t ceilings;
+  st = agentrt_limit(limits, nl, &ceilings);
+  agentrt_ceilings_free(&ceilings);
+  if (st != AGENTRT_STATUS_OK) {
     char msg[AGENTRT__ERRMSG_CAP];
     snprintf(msg, sizeof msg, "agentrt_loop: the host did not take the loop's caps (run.limit): %s", agentrt_errmsg());
     return agentrt__fail(st, msg);

@@ -158,3 +158,17 @@ func (c Ceilings) String() string {
 	}
 	return s
 }
+
+// ParseDim returns the dimension named name (Dim.String), and false for a
+// name no dimension has.
+func ParseDim(name string) (Dim, bool) {
+	for d, n := range dimNames {
+		if n == name {
+			return Dim(d), true
+		}
+	}
+	return 0, false
+}
+
+// DimNames returns the dimensions' names, in Dim order.
+func DimNames() []string { return dimNames[:] }

@@ -40,40 +40,39 @@
 //
 // # Wiring into the gate
 //
-// The calls the host makes (host/gate.go's budget stage, between policy and
-// approval), with s.ledger a *Ledger per run:
+// host/budget.go wires it (the gate's layer 3, host/gate.go), with one
+// *Ledger per run in its session:
 //
-//   - At a run's start: s.ledger = budget.New(budget.CeilingsOf(claims.Budget, grantBudget)).
-//   - On resume: decode every entry's budget field (DecodeRecord), in
-//     journal order, then l, resolved, err := budget.Rebuild(ceilings,
-//     lastStep, ops, resolver). The resolver answers ResolveKeep for an
-//     orphan whose call's last entry is its intent (never dispatched: the
-//     dispatch that follows uses the same reservation), ResolveActual when
-//     the provider's usage is known, and the default (worst case)
-//     otherwise. EncodeRecord(resolved...) goes on the next entry of each
-//     orphan's call.
-//   - Per costly call, after policy allowed it: r, err :=
-//     s.ledger.Reserve(c.Step, cost), cost being budget.WorstCase(estimate,
-//     maxOutputTokens, price) for a model call, Amounts{ToolCalls: 1} for a
-//     tool launch, Amounts{HTTPRequests: 1} for an HTTP request. An error
-//     matching ErrBudget is a denial: status `budget`, the error's text as
-//     the message, GateRecord{Layer: "budget", Reason: err.Error()}, and no
-//     budget record. Otherwise EncodeRecord(r.Op()) is the intent's budget
-//     field (the pure call's one entry, for a pure call).
-//   - When the approval layer then refuses, or the call fails before it
-//     is dispatched: op, _ := s.ledger.Release(r), on the failed entry.
-//   - After dispatch: op, _ := s.ledger.Settle(r, actual), actual being
-//     budget.Charge(usage, price) for a model call and the reserved
-//     amounts for a tool or HTTP call (a call that was sent is charged even
-//     when it failed), on the completed or failed entry.
-//   - Steps: the step ceiling needs no lock on the hot path: refuse a call
-//     whose c.Step exceeds ceilings.Get(Steps). Step is for a child ledger,
-//     whose steps charge its parent's carve.
-//   - Wall clock: s.ledger.Tick(elapsed seconds) from the run's existing
-//     wall-time timer, so that reserves stop once it has run out.
-//   - agentrt budget RUN [--json]: rep, err := budget.ReportFrom(ceilings,
-//     budget.Journal{Steps: lastStep, ElapsedSeconds: secs, Fields: fields}),
-//     then rep.WriteText(stdout) or rep.WriteJSON(stdout).
+//   - At a run's start: New(CeilingsOf(token budget, {})): the run's grant
+//     holds its token's ceilings.
+//   - Per call whose capability instance is a caps.Meter, after policy
+//     allowed it (and whether or not the cell has a policy): Reserve its
+//     Estimate. An ExceededError is the call's denial, status `budget`,
+//     its text as the message, GateRecord{Layer: "budget"}, no record.
+//     Otherwise Reservation.Op goes on the call's first entry (the
+//     intent, or a pure call's one entry).
+//   - When the approval layer refuses: Release, on the failed entry. A
+//     call whose approval wait the run's stop cut short is not journaled:
+//     its reservation is released and its reserve dropped.
+//   - After dispatch: Settle at the Meter's Usage, on the completed or
+//     failed entry. A Usage that holds leaves the reservation open; the
+//     call a caps.Settler names settles it, on its own entry; the run's
+//     end settles any still open at their worst case, on the end entry.
+//   - On resume: the budget fields of the journal (from the last
+//     checkpoint, whose response carries the ledger's Snapshot) and the
+//     run.limit responses rebuild it (RebuildFrom). The resolver keeps
+//     every orphan open (ResolveKeep), to be settled as live: the call in
+//     doubt's by its re-dispatch, or at its worst case by the in_doubt
+//     answer; a held one by the call that settles it (a resumed stream's
+//     last batch, at its actual usage), or at its worst case at the end.
+//   - run.limit: Lower each dimension to Used (or the steps made, or the
+//     seconds since the run's start) plus the amount asked.
+//   - Steps and wall clock are not stepped or ticked live: a steps ceiling
+//     ends the run at the call past it, as the calls quota does, and the
+//     wall-clock ceiling is the run's wall-time timer. Replay and
+//     ReportFrom count them from the journal.
+//   - agentrt budget RUN [--json]: host.LoadBudget, which verifies the
+//     journal and calls ReportFrom; then WriteText or WriteJSON.
 //
 // This package must never import the host: the gate calls it.
 package budget

@@ -21,6 +21,9 @@ type Ledger struct {
 	parent  *Ledger
 	carveID uint64
 	closed  bool
+	// ticked says that Tick counts the ledger's wall clock: only then
+	// does an elapsed wall-clock ceiling refuse reservations.
+	ticked bool
 }
 
 // held is an open reservation: what it holds now (a carve's shrinks as its
@@ -96,7 +99,7 @@ func (l *Ledger) fits(a Amounts) error {
 		}
 		max, spent, reserved := l.ceil.max[d], l.spent[d], l.reserved[d]
 		if d == WallSeconds {
-			if spent >= max {
+			if l.ticked && spent >= max {
 				return &ExceededError{Dim: d, Ceiling: max, Spent: spent}
 			}
 			continue
@@ -203,10 +206,13 @@ func (l *Ledger) Step() error {
 }
 
 // Tick records that the run has been going for elapsed seconds of wall
-// clock (it never goes back). Once the wall-clock ceiling has elapsed, the
-// ledger admits no reservation.
+// clock (it never goes back). Once the wall-clock ceiling has elapsed, a
+// ticked ledger admits no reservation. A ledger never ticked leaves its
+// wall-clock ceiling to its caller (the host stops a run whose deadline
+// passed, so that the wall clock has one enforcer).
 func (l *Ledger) Tick(elapsed uint64) {
 	l.mu.Lock()
+	l.ticked = true
 	l.spent[WallSeconds] = max(l.spent[WallSeconds], elapsed)
 	l.mu.Unlock()
 }
@@ -334,4 +340,26 @@ func (l *Ledger) Spent() (spent, reserved Amounts) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.spent, l.reserved
+}
+
+// Lower lowers the ceiling of d to n when d is unlimited or its ceiling is
+// above n; a ceiling is never raised (a run narrows its own budget, ABI
+// run.limit). It returns the ceilings now in force. A ceiling lowered
+// below what is spent and reserved admits nothing more of d; what is
+// already held stays held.
+func (l *Ledger) Lower(d Dim, n uint64) Ceilings {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if max, ok := l.ceil.Get(d); !ok || n < max {
+		l.ceil = l.ceil.With(d, n)
+	}
+	return l.ceil
+}
+
+// Used returns what d has used of its ceiling: spent and reserved, the
+// amount Lower's "from now on, at most so much more" counts from.
+func (l *Ledger) Used(d Dim) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return sat(l.spent[d], l.reserved[d])
 }

@@ -181,3 +181,38 @@ func TestCeilingsOf(t *testing.T) {
 		}
 	}
 }
+
+func TestLowerNeverRaises(t *testing.T) {
+	l := New(Ceilings{}.With(ToolCalls, 5))
+	r, err := l.Reserve(1, Amounts{ToolCalls: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Used(ToolCalls); got != 2 {
+		t.Fatalf("used %d, want 2", got)
+	}
+	if c := l.Lower(ToolCalls, 9); c.String() != "tool_calls=5" {
+		t.Fatalf("raised: %s", c)
+	}
+	if c := l.Lower(ToolCalls, 3); c.String() != "tool_calls=3" {
+		t.Fatalf("not lowered: %s", c)
+	}
+	if c := l.Lower(HTTPRequests, 0); c.String() != "tool_calls=3 http_requests=0" {
+		t.Fatalf("unlimited dimension not limited: %s", c)
+	}
+	if _, err := l.Reserve(2, Amounts{ToolCalls: 2}); !errors.Is(err, ErrBudget) {
+		t.Fatalf("reserve past the lowered ceiling: %v", err)
+	}
+	if _, err := l.Reserve(2, Amounts{ToolCalls: 1}); err != nil {
+		t.Fatalf("reserve within the lowered ceiling: %v", err)
+	}
+	if _, err := l.Settle(r, Amounts{ToolCalls: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := ParseDim("http_requests"); !ok || d != HTTPRequests {
+		t.Fatalf("ParseDim(http_requests) = %v, %v", d, ok)
+	}
+	if _, ok := ParseDim("usd"); ok {
+		t.Fatal("ParseDim(usd) is a dimension")
+	}
+}

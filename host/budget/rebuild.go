@@ -95,6 +95,11 @@ func Rebuild(c Ceilings, steps uint64, ops []Op, resolve Resolver) (*Ledger, []O
 	if err != nil {
 		return nil, nil, err
 	}
+	return l.resolve(resolve)
+}
+
+// resolve resolves every open reservation of a replayed ledger (Rebuild).
+func (l *Ledger) resolve(resolve Resolver) (*Ledger, []Op, error) {
 	var out []Op
 	for _, r := range l.Open() {
 		res := Resolution{Kind: ResolveWorstCase}

@@ -3,6 +3,7 @@ package budget
 import (
 	"errors"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 )
 
@@ -223,5 +224,47 @@ func TestReplayRefusesRecordsNoLedgerWrites(t *testing.T) {
 	}
 	if _, reserved := l.Spent(); reserved[MicroUSD] != 5 {
 		t.Fatalf("reserved %v", reserved)
+	}
+}
+
+// A ledger rebuilt from a snapshot and the records after it equals the one
+// rebuilt from every record: what a resume from a checkpoint relies on.
+func TestRebuildFromSnapshotEqualsRebuildFromEveryRecord(t *testing.T) {
+	c := Ceilings{}.With(ToolCalls, 10).With(MicroUSD, 5000)
+	l := New(c)
+	var ops []Op
+	must := func(o Op, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops = append(ops, o)
+	}
+	r1, err := l.Reserve(1, Amounts{ToolCalls: 1})
+	must(r1.Op(), err)
+	must(l.Settle(r1, Amounts{ToolCalls: 1}))
+	held, err := l.Reserve(2, Amounts{MicroUSD: 3000})
+	must(held.Op(), err)
+	l.Lower(ToolCalls, 4)
+	snap, cut := l.Snapshot(), len(ops)
+	r3, err := l.Reserve(3, Amounts{ToolCalls: 1})
+	must(r3.Op(), err)
+	must(l.Settle(held, Amounts{MicroUSD: 1200}))
+	r4, err := l.Reserve(4, Amounts{ToolCalls: 2})
+	must(r4.Op(), err)
+
+	all, resAll, err := Rebuild(l.Ceilings(), 4, ops, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from, resFrom, err := RebuildFrom(snap, 4, ops[cut:], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(all.Report(), from.Report()) || len(resAll) != 2 || len(resFrom) != 2 || resAll[0] != resFrom[0] || resAll[1] != resFrom[1] {
+		t.Fatalf("from every record:\n%v %v\nfrom the snapshot:\n%v %v", all.Report(), resAll, from.Report(), resFrom)
+	}
+	if _, err := ReplayFrom(Snapshot{LastID: 1, Open: []Reservation{{ID: 2, Step: 1}}}, 0, nil); !errors.Is(err, ErrRecord) {
+		t.Fatalf("a snapshot with an open id past its last: %v", err)
 	}
 }

@@ -36,6 +36,11 @@ var pairs = []pair{
 	{reflect.TypeFor[abi.InputResponse](), reflect.TypeFor[gabi.InputResponse]()},
 	{reflect.TypeFor[abi.CheckpointRequest](), reflect.TypeFor[gabi.CheckpointRequest]()},
 	{reflect.TypeFor[abi.CheckpointResponse](), reflect.TypeFor[gabi.CheckpointResponse]()},
+	{reflect.TypeFor[abi.CheckpointBudget](), reflect.TypeFor[gabi.CheckpointBudget]()},
+	{reflect.TypeFor[abi.BudgetHolding](), reflect.TypeFor[gabi.BudgetHolding]()},
+	{reflect.TypeFor[abi.BudgetLimit](), reflect.TypeFor[gabi.BudgetLimit]()},
+	{reflect.TypeFor[abi.LimitRequest](), reflect.TypeFor[gabi.LimitRequest]()},
+	{reflect.TypeFor[abi.LimitResponse](), reflect.TypeFor[gabi.LimitResponse]()},
 	{reflect.TypeFor[abi.SetOutputRequest](), reflect.TypeFor[gabi.SetOutputRequest]()},
 	{reflect.TypeFor[abi.LogRequest](), reflect.TypeFor[gabi.LogRequest]()},
 	{reflect.TypeFor[abi.IntrospectResponse](), reflect.TypeFor[gabi.IntrospectResponse]()},
@@ -66,9 +71,6 @@ var pairs = []pair{
 	{reflect.TypeFor[abi.LLMBatch](), reflect.TypeFor[gabi.LLMBatch]()},
 	{reflect.TypeFor[abi.LLMCursor](), reflect.TypeFor[gabi.LLMCursor]()},
 	{reflect.TypeFor[abi.LLMNextRequest](), reflect.TypeFor[gabi.LLMNextRequest]()},
-	{reflect.TypeFor[abi.BudgetLimit](), reflect.TypeFor[gabi.BudgetLimit]()},
-	{reflect.TypeFor[abi.LimitRequest](), reflect.TypeFor[gabi.LimitRequest]()},
-	{reflect.TypeFor[abi.LimitResponse](), reflect.TypeFor[gabi.LimitResponse]()},
 	{reflect.TypeFor[abi.Error](), reflect.TypeFor[gabi.Error]()},
 }
 

@@ -31,6 +31,7 @@ var guestBodies = map[string]struct{ req, resp func() any }{
 	"run.log":        {func() any { return new(gabi.LogRequest) }, nil},
 	"run.introspect": {nil, func() any { return new(gabi.IntrospectResponse) }},
 	"run.checkpoint": {func() any { return new(gabi.CheckpointRequest) }, func() any { return new(gabi.CheckpointResponse) }},
+	"run.limit":      {func() any { return new(gabi.LimitRequest) }, func() any { return new(gabi.LimitResponse) }},
 	"kv.get":         {func() any { return new(gabi.KVGetRequest) }, func() any { return new(gabi.KVGetResponse) }},
 	"kv.put":         {func() any { return new(gabi.KVPutRequest) }, nil},
 	"kv.delete":      {func() any { return new(gabi.KVDeleteRequest) }, func() any { return new(gabi.KVDeleteResponse) }},

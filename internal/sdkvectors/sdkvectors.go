@@ -120,6 +120,15 @@ func RequestLine(op string, data []byte) (string, error) {
 			return "", err
 		}
 		args = append(args, BytesTok(r.State))
+	case "run.limit":
+		r, err := decode[abi.LimitRequest](data)
+		if err != nil {
+			return "", err
+		}
+		args = append(args, strconv.Itoa(len(r.Limits)))
+		for _, l := range r.Limits {
+			args = append(args, TextTok(l.Dim), strconv.FormatUint(l.Amount, 10))
+		}
 	case "run.log":
 		r, err := decode[abi.LogRequest](data)
 		if err != nil {
@@ -186,6 +195,8 @@ func ProbeLine(op string, n int) string {
 		return op + " -"
 	case "run.log":
 		return op + " 1 x"
+	case "run.limit":
+		return op + " 0"
 	case "kv.get", "kv.delete":
 		return op + " " + TextTok("k")
 	case "kv.put":
@@ -221,6 +232,15 @@ func Render(op string, data []byte) (string, error) {
 	case "run.checkpoint":
 		if _, err := decode[abi.CheckpointResponse](data); err != nil {
 			return "", err
+		}
+	case "run.limit":
+		r, err := decode[abi.LimitResponse](data)
+		if err != nil {
+			return "", err
+		}
+		out = append(out, strconv.Itoa(len(r.Ceilings)))
+		for _, c := range r.Ceilings {
+			out = append(out, TextTok(c.Dim), strconv.FormatUint(c.Amount, 10))
 		}
 	case "run.introspect":
 		r, err := decode[abi.IntrospectResponse](data)
@@ -363,7 +383,8 @@ func stepsFor(v *abivectors.Vector) ([]Step, error) {
 		// An SDK sends the empty body for ops without request fields and
 		// the canonical encoding for every other: vectors in the other
 		// form test decoders only.
-		if emptyRequest(v.Op) != (len(v.Data) == 0) {
+		// run.limit is both: no limits is the empty body.
+		if v.Op != "run.limit" && emptyRequest(v.Op) != (len(v.Data) == 0) {
 			return nil, nil
 		}
 		line, err := RequestLine(v.Op, v.Data)

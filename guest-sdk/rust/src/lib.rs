@@ -65,7 +65,8 @@ pub use error::{status, Error, Result};
 pub use http::{http_get, http_request, HttpRequest, HttpResponse};
 pub use kv::{kv_delete, kv_get, kv_list, kv_put, KvList};
 pub use run::{
-    checkpoint, input, introspect, log, run_input, set_output, state, Introspect, Level, RunInput,
+    checkpoint, input, introspect, limit, log, run_input, set_output, state, BudgetLimit,
+    Introspect, Level, RunInput,
 };
 pub use tool::{tool, tool_run, ToolFile, ToolRequest, ToolResult};
 pub use transport::set_response_buffer;

@@ -1,5 +1,6 @@
 //! The run capability (`agentrt:run`): the run's input and output, its log,
-//! who it is, and checkpoints (abi/SPEC.md sections 9.1-9.4 and 9.12).
+//! who it is, checkpoints and its own budget ceilings (abi/SPEC.md
+//! sections 9.1-9.5 and 9.12).
 
 use crate::cbor::{Reader, Res};
 use crate::transport::{malformed, request, run, Transport};
@@ -10,6 +11,7 @@ const OP_SET_OUTPUT: u32 = 2;
 const OP_LOG: u32 = 3;
 const OP_INTROSPECT: u32 = 4;
 const OP_CHECKPOINT: u32 = 5;
+const OP_LIMIT: u32 = 6;
 
 const T: Transport = run::T;
 
@@ -180,4 +182,61 @@ fn decode_checkpoint(b: &[u8]) -> Res<()> {
         r.uint(u32::MAX as u64)?;
     }
     r.end(&m)
+}
+
+/// An amount of one budget dimension: to [`limit`], at most `amount` more
+/// of `dim` from now on; from it, `dim`'s ceiling. `dim` is one of
+/// "steps", "model_calls", "input_tokens", "output_tokens", "micro_usd",
+/// "tool_calls", "http_requests", "wall_seconds" (money in micro-USD).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct BudgetLimit {
+    /// The dimension's name.
+    pub dim: String,
+    /// The amount: more allowed (a limit) or the most (a ceiling).
+    pub amount: u64,
+}
+
+/// Lowers the run's own budget ceilings (`run.limit`): for each limit, the
+/// host allows at most its amount more of its dimension from now on, and
+/// never raises a ceiling. Returns the ceilings now in force, which the
+/// host enforces whatever the guest does next. With no limits it changes
+/// nothing and reports the ceilings. An unknown dimension is `BadRequest`.
+pub fn limit(limits: &[BudgetLimit]) -> Result<Vec<BudgetLimit>> {
+    let mut w = crate::cbor::Writer::new();
+    if !limits.is_empty() {
+        w = request(1);
+        w.text("limits");
+        w.array(limits.len());
+        for l in limits {
+            // "dim" (3 bytes) before "amount" (6).
+            w.map(2);
+            w.text("dim");
+            w.text(&l.dim);
+            w.text("amount");
+            w.uint(l.amount);
+        }
+    }
+    let body = T.round_trip(OP_LIMIT, &w.buf)?;
+    decode_limit(&body).map_err(|_| malformed("run.limit"))
+}
+
+fn decode_limit(b: &[u8]) -> Res<Vec<BudgetLimit>> {
+    let mut r = Reader::new(b);
+    let mut m = r.begin()?;
+    let mut out = Vec::new();
+    if r.key(&mut m, "ceilings") {
+        // A ceiling is a map of two pairs: at least 12 bytes.
+        let n = r.nonempty_array(12)?;
+        for _ in 0..n {
+            let mut c = r.map()?;
+            r.want(&mut c, "dim")?;
+            let dim = r.text()?.to_string();
+            r.want(&mut c, "amount")?;
+            let amount = r.uint(u64::MAX)?;
+            r.close(&c)?;
+            out.push(BudgetLimit { dim, amount });
+        }
+    }
+    r.end(&m)?;
+    Ok(out)
 }

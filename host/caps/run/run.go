@@ -16,9 +16,14 @@
 //	               instance and runs the module again from _start (the
 //	               next segment), where run.input carries the state:
 //	               continue-as-new
+//	run.limit      (abi.LimitRequest) -> abi.LimitResponse
+//	               lowers the run's own budget ceilings, never raises
+//	               them: for each limit, to what is used of the dimension
+//	               now plus the amount; answers the ceilings in force, which
+//	               the host enforces from then on
 //
-// Errors: StatusBadRequest for a malformed request or a log level not in
-// 0..3.
+// Errors: StatusBadRequest for a malformed request, a log level not in
+// 0..3 or a budget dimension that does not exist.
 //
 // The run's output and its checkpoints are the host's business (it watches
 // a successful set_output and checkpoint); this package answers the calls,
@@ -62,6 +67,9 @@ type Session interface {
 	Capabilities() []abi.Capability
 	// ModuleSHA256 is the hash of the run's module.
 	ModuleSHA256() []byte
+	// Limit lowers the run's ceilings (run.limit); an error names what
+	// in the request is wrong.
+	Limit(limits []abi.BudgetLimit) (abi.LimitResponse, error)
 }
 
 // Capability is the run capability, as the host registers it.
@@ -100,6 +108,8 @@ func (in *instance) Handler(op abi.Op) caps.Handler {
 		return caps.Handler{Serve: in.checkpoint}
 	case abi.OpRunIntrospect:
 		return caps.Handler{Serve: in.introspect}
+	case abi.OpRunLimit:
+		return caps.Handler{Serve: in.limit}
 	}
 	return caps.Handler{}
 }
@@ -163,3 +173,15 @@ func (in *instance) introspect(_ context.Context, c *caps.Call) (abi.Status, []b
 func (*instance) Facts(c *caps.Call) (caps.Facts, error) { return caps.NoFacts(c) }
 func (*instance) Idempotent(*caps.Call) bool             { return false }
 func (*instance) Close()                                 {}
+
+func (in *instance) limit(_ context.Context, c *caps.Call) (abi.Status, []byte) {
+	var r abi.LimitRequest
+	if st, b, ok := caps.Decode(c, &r); !ok {
+		return st, b
+	}
+	resp, err := in.s.Limit(r.Limits)
+	if err != nil {
+		return caps.Error(abi.StatusBadRequest, "%v", err)
+	}
+	return caps.OK(&resp)
+}

@@ -7,7 +7,10 @@ package main
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,12 +24,30 @@ type Step struct {
 	Size int    `json:"size"`
 	URL  string `json:"url"`
 	N    uint32 `json:"n"`
+	// Dim and Amount are a run.limit's (op "limit").
+	Dim    string `json:"dim"`
+	Amount uint64 `json:"amount"`
 }
 
 func main() {
 	agent.MainJSON(func(_ context.Context, steps []Step) ([]string, error) {
+		// A "checkpoint" step continues the run as new from the step
+		// after it (run.checkpoint); only then does the probe ask which
+		// segment it runs, so that other inputs make the same calls.
+		start := 0
+		if slices.ContainsFunc(steps, func(s Step) bool { return s.Op == "checkpoint" }) {
+			if state, seg, err := agent.State(); err == nil && seg > 0 {
+				start, _ = strconv.Atoi(string(state))
+			}
+		}
 		var out []string
-		for _, s := range steps {
+		for i := start; i < len(steps); i++ {
+			s := steps[i]
+			if s.Op == "checkpoint" {
+				if err := agent.Checkpoint([]byte(strconv.Itoa(i + 1))); err != nil {
+					return nil, err
+				}
+			}
 			out = append(out, do(s))
 		}
 		return out, nil
@@ -57,6 +78,29 @@ func do(s Step) string {
 	case "introspect":
 		r, err := agent.Introspect()
 		return fmt.Sprintf("introspect %s %v %d %v", r.RunID, r.Capabilities, r.Steps, err)
+	case "http-loop":
+		// Requests URL up to N times, stopping at the first error: a
+		// guest that loops until the host stops it.
+		sent := 0
+		for range s.N {
+			if _, err := agent.HTTPGet(s.URL); err != nil {
+				return fmt.Sprintf("http-loop %d budget=%v %v", sent, errors.Is(err, agent.ErrBudget), err)
+			}
+			sent++
+		}
+		return fmt.Sprintf("http-loop %d", sent)
+	case "limit":
+		r, err := agent.Limit(agent.BudgetLimit{Dim: s.Dim, Amount: s.Amount})
+		if err != nil {
+			return fmt.Sprintf("limit %v", err)
+		}
+		var cs []string
+		for _, c := range r.Ceilings {
+			cs = append(cs, fmt.Sprintf("%s=%d", c.Dim, c.Amount))
+		}
+		return "limit " + strings.Join(cs, " ")
+	case "checkpoint":
+		return "checkpoint"
 	case "sleep":
 		before := time.Now()
 		time.Sleep(time.Hour)

@@ -130,6 +130,23 @@ static void run(const char *op) {
   } else if (strcmp(op, "run.log") == 0) {
     uint8_t level = (uint8_t)arg_uint();
     if (!failed(agentrt_log(level, arg_text()))) printf("\n");
+  } else if (strcmp(op, "run.limit") == 0) {
+    size_t n = (size_t)arg_uint();
+    agentrt_budget_limit_t limits[16];
+    if (n > 16) die("too many limits");
+    for (size_t i = 0; i < n; i++) {
+      limits[i].dim = arg_text();
+      limits[i].amount = arg_uint();
+    }
+    agentrt_ceilings_t c;
+    if (failed(agentrt_limit(limits, n, &c))) return;
+    printf(" %zu", c.n);
+    for (size_t i = 0; i < c.n; i++) {
+      put_view(c.items[i].dim.data, c.items[i].dim.len);
+      printf(" %" PRIu64, c.items[i].amount);
+    }
+    printf("\n");
+    agentrt_ceilings_free(&c);
   } else if (strcmp(op, "run.introspect") == 0) {
     agentrt_introspect_t in;
     if (failed(agentrt_introspect(&in))) return;

@@ -113,6 +113,22 @@ fn run(op: &str, a: &mut Args) -> String {
             let level = u8::try_from(level).unwrap_or_else(|_| die("level is not a u8"));
             line(agentrt::log(agentrt::Level(level), &a.text()), |_, ()| {})
         }
+        "run.limit" => {
+            let n = a.uint();
+            let limits: Vec<agentrt::BudgetLimit> = (0..n)
+                .map(|_| agentrt::BudgetLimit {
+                    dim: a.text(),
+                    amount: a.uint(),
+                })
+                .collect();
+            line(agentrt::limit(&limits), |o, cs| {
+                write!(o, " {}", cs.len()).unwrap();
+                for c in &cs {
+                    view(o, c.dim.as_bytes());
+                    write!(o, " {}", c.amount).unwrap();
+                }
+            })
+        }
         "run.introspect" => line(agentrt::introspect(), |o, r| {
             write!(o, " {} {}", r.abi, r.steps).unwrap();
             view(o, r.run_id.as_bytes());

@@ -1,0 +1,532 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/capability"
+	"github.com/agentrt/agentrt/host/budget"
+	"github.com/agentrt/agentrt/host/caps"
+	"github.com/agentrt/agentrt/journal"
+)
+
+// The gate's budget layer (layer 3, host/budget): the run's ledger, held by
+// its session, and the records it journals (journal/SPEC.md section 6.1).
+//
+// Who enforces what: the reservable dimensions (model calls, tokens, money,
+// tool calls, HTTP requests) are the ledger's, which refuses a call whose
+// worst case does not fit with ABI status `budget`; the counted ones stop
+// the run, as its limits do: a call past the steps ceiling ends the run
+// (`stopped: budget: steps`, checked with the calls quota, in replay as
+// live), and the wall-clock ceiling is the run's wall-time timer
+// (Started.armBudget). The ledger is never ticked or stepped live, so no
+// dimension has two enforcers; the report counts steps and seconds from the
+// journal (BudgetReport).
+
+// budgetLog holds the budget records waiting for the next call entry the
+// run writes (livePath.entry): a call's reserve for its intent, its settle
+// for its outcome, the resolutions of a crash's orphans for the first entry
+// a resumed run writes.
+type budgetLog struct{ ops []budget.Op }
+
+func (b *budgetLog) add(o ...budget.Op) { b.ops = append(b.ops, o...) }
+
+// take returns the waiting records' field and clears them; nil when none.
+func (b *budgetLog) take() []byte {
+	if b == nil || len(b.ops) == 0 {
+		return nil
+	}
+	f, err := budget.EncodeRecord(b.ops...)
+	if err != nil {
+		panic(err) // the ledger writes only records that encode
+	}
+	b.ops = b.ops[:0]
+	return f
+}
+
+// runCeilings returns the ceilings of a run from its grant, which holds
+// its token's budget.
+func runCeilings(g *Grant) budget.Ceilings {
+	var b capability.Budget
+	if g.Budget != nil {
+		b = *g.Budget
+	}
+	return budget.CeilingsOf(b, capability.Budget{})
+}
+
+// stepCap returns the most steps ceilings c allows (math.MaxUint64: no
+// ceiling).
+func stepCap(c budget.Ceilings) uint64 {
+	if n, ok := c.Get(budget.Steps); ok {
+		return n
+	}
+	return math.MaxUint64
+}
+
+// budgetLayer is the gate's third layer: it reserves the worst case of a
+// call whose capability meters it. A refusal is the call's denial, with
+// nothing reserved; otherwise the reserve waits for the call's first entry.
+func (s *session) budgetLayer(c *Call) *denial {
+	s.reserved = false
+	if s.ledger == nil || !s.known {
+		return nil
+	}
+	m, ok := s.inst[s.ci].(caps.Meter)
+	if !ok {
+		return nil
+	}
+	cost, err := m.Estimate(c)
+	if err != nil {
+		return caps.Deny(abi.StatusBadRequest, "%s: budget: %v", c.Op.Name, err)
+	}
+	if cost.IsZero() {
+		return nil
+	}
+	r, err := s.ledger.Reserve(c.Step, cost)
+	if errors.Is(err, budget.ErrBudget) {
+		return caps.Deny(abi.StatusBudget, "%s: %v", c.Op.Name, err)
+	}
+	if err != nil {
+		return caps.Deny(abi.StatusInternal, "%s: budget: %v", c.Op.Name, err)
+	}
+	s.resv, s.reserved = r, true
+	s.blog.add(r.Op())
+	return nil
+}
+
+// releaseBudget closes the reservation of a call a later layer refused:
+// nothing was sent.
+func (s *session) releaseBudget() {
+	if !s.reserved {
+		return
+	}
+	s.reserved = false
+	if o, err := s.ledger.Release(s.resv); err == nil {
+		s.blog.add(o)
+	}
+}
+
+// settleBudget charges what call c used, after it was dispatched, and
+// settles a reservation an earlier call held open when c's capability says
+// c settles it (caps.Settler).
+func (s *session) settleBudget(c *Call, status abi.Status, resp []byte) {
+	if s.ledger == nil {
+		return
+	}
+	inst := s.inst[s.ci]
+	if s.reserved {
+		s.reserved = false
+		used, hold := s.resv.Amounts, false
+		if m, ok := inst.(caps.Meter); ok {
+			used, hold = m.Usage(c, status, resp)
+		}
+		if hold {
+			if s.held == nil {
+				s.held = map[uint64]budget.Reservation{}
+			}
+			s.held[c.Step] = s.resv
+		} else if o, err := s.ledger.Settle(s.resv, used); err == nil {
+			s.blog.add(o)
+		}
+	}
+	st, ok := inst.(caps.Settler)
+	if !ok {
+		return
+	}
+	sm, ok := st.Settles(c, status, resp)
+	if !ok {
+		return
+	}
+	r, open := s.held[sm.Step]
+	if !open {
+		return // settled already (an orphan a resume resolved)
+	}
+	delete(s.held, sm.Step)
+	used := sm.Used
+	if sm.Worst {
+		used = r.Amounts
+	}
+	if o, err := s.ledger.Settle(r, used); err == nil {
+		s.blog.add(o)
+	}
+}
+
+// settleInDoubt charges the worst case of the reservation of a call left in
+// doubt that is not dispatched again: whether it was sent is unknown.
+func (s *session) settleInDoubt() {
+	if !s.reserved {
+		return
+	}
+	s.reserved = false
+	if o, err := s.ledger.Settle(s.resv, s.resv.Amounts); err == nil {
+		o.Orphan, o.WorstCase = true, true
+		s.blog.add(o)
+	}
+}
+
+// closeBudget settles, at their worst case, the reservations still open at
+// the run's end (held by calls whose settling call never came): their
+// records go on the end entry.
+func (s *session) closeBudget() []byte {
+	if s.ledger == nil {
+		return s.blog.take()
+	}
+	for _, r := range s.ledger.Open() {
+		if o, err := s.ledger.Settle(r, r.Amounts); err == nil {
+			s.blog.add(o)
+		}
+	}
+	s.held = nil
+	return s.blog.take()
+}
+
+// Limit serves run.limit: it lowers the run's ceilings (never raises them)
+// to what is used of each dimension now plus the amount asked, and returns
+// the ceilings in force. Steps count this call; wall-clock seconds count
+// from the run's start, and a lowered wall clock moves the run's deadline.
+func (s *session) Limit(limits []abi.BudgetLimit) (abi.LimitResponse, error) {
+	if s.ledger == nil {
+		return abi.LimitResponse{}, errors.New("run.limit: the run has no ledger")
+	}
+	dims := make([]budget.Dim, len(limits))
+	for i, l := range limits {
+		d, ok := budget.ParseDim(l.Dim)
+		if !ok {
+			return abi.LimitResponse{}, fmt.Errorf("run.limit: unknown dimension %q (one of %s)", l.Dim, strings.Join(budget.DimNames(), ", "))
+		}
+		dims[i] = d
+	}
+	for i, l := range limits {
+		d := dims[i]
+		var used uint64
+		switch d {
+		case budget.Steps:
+			used = s.steps
+		case budget.WallSeconds:
+			used = uint64(max(0, s.deps.Now().Sub(time.Unix(0, s.started))) / time.Second)
+		default:
+			used = s.ledger.Used(d)
+		}
+		n := used + l.Amount
+		if n < used {
+			n = math.MaxUint64
+		}
+		s.ledger.Lower(d, n)
+	}
+	c := s.ledger.Ceilings()
+	s.applyCeilings(c)
+	return limitResponse(c), nil
+}
+
+// applyCeilings brings the counted dimensions' enforcement to ceilings c:
+// the steps cap and the wall-clock deadline.
+func (s *session) applyCeilings(c budget.Ceilings) {
+	s.stepCap = stepCap(c)
+	if n, ok := c.Get(budget.WallSeconds); ok && s.setWall != nil {
+		s.setWall(time.Unix(0, s.started).Add(time.Duration(n) * time.Second))
+	}
+}
+
+// applyLimit applies the ceilings of a run.limit answer: the steps cap,
+// and, in a run with a ledger, its ceilings and the wall-clock deadline.
+func (s *session) applyLimit(resp []byte) {
+	var r abi.LimitResponse
+	if abi.Unmarshal(resp, &r) != nil {
+		return
+	}
+	c := budget.Ceilings{}.With(budget.Steps, s.stepCap)
+	if s.ledger != nil {
+		for _, l := range r.Ceilings {
+			if d, ok := budget.ParseDim(l.Dim); ok {
+				s.ledger.Lower(d, l.Amount)
+			}
+		}
+		c = s.ledger.Ceilings()
+		s.applyCeilings(c)
+		return
+	}
+	s.stepCap = stepCap(lowerFrom(c, resp))
+}
+
+// limitResponse lists the ceilings of c, in dimension order.
+func limitResponse(c budget.Ceilings) abi.LimitResponse {
+	var r abi.LimitResponse
+	for d := range budget.NumDims {
+		if n, ok := c.Get(d); ok {
+			r.Ceilings = append(r.Ceilings, abi.BudgetLimit{Dim: d.String(), Amount: n})
+		}
+	}
+	return r
+}
+
+// lowerFrom lowers c to the ceilings of a recorded run.limit response.
+func lowerFrom(c budget.Ceilings, resp []byte) budget.Ceilings {
+	var r abi.LimitResponse
+	if abi.Unmarshal(resp, &r) != nil {
+		return c
+	}
+	var o budget.Ceilings
+	for _, l := range r.Ceilings {
+		if d, ok := budget.ParseDim(l.Dim); ok {
+			o = o.With(d, l.Amount)
+		}
+	}
+	return c.Tighter(o)
+}
+
+// budgetJournal is what a run's journal says of its budget, collected entry
+// by entry (Recording.Add): every budget field, the ceilings run.limit set,
+// the last step and the host times of the first and last entries.
+type budgetJournal struct {
+	// snapshot, when set, is the ledger at the run's last checkpoint, and
+	// fields and limits are those journaled after it (a resume reads no
+	// further back).
+	snapshot       *budget.Snapshot
+	fields         [][]byte
+	limits         [][]byte
+	lastStep       uint64
+	first, last    int64
+	haveFirstEntry bool
+}
+
+// restart makes the ledger at the checkpoint whose response is resp the
+// start of what b collects: what came before is in the snapshot.
+func (b *budgetJournal) restart(resp []byte) error {
+	var r abi.CheckpointResponse
+	if err := abi.Unmarshal(resp, &r); err != nil {
+		return err
+	}
+	snap, err := snapshotOf(r.Budget)
+	if err != nil {
+		return err
+	}
+	b.snapshot, b.fields, b.limits = &snap, nil, nil
+	return nil
+}
+
+// checkpointBudget returns what a checkpoint records of ledger l (nil for
+// none, or a ledger that limits, holds and has spent nothing).
+func checkpointBudget(l *budget.Ledger) *abi.CheckpointBudget {
+	if l == nil {
+		return nil
+	}
+	s := l.Snapshot()
+	cb := &abi.CheckpointBudget{Ceilings: limitResponse(s.Ceilings).Ceilings, Spent: amountList(s.Spent), LastID: s.LastID}
+	for _, r := range s.Open {
+		cb.Open = append(cb.Open, abi.BudgetHolding{ID: r.ID, Step: r.Step, Amounts: amountList(r.Amounts), Carve: r.Carve})
+	}
+	if cb.Ceilings == nil && cb.Spent == nil && cb.Open == nil && cb.LastID == 0 {
+		return nil
+	}
+	return cb
+}
+
+// amountList lists the non-zero amounts of a, in dimension order.
+func amountList(a budget.Amounts) []abi.BudgetLimit {
+	var out []abi.BudgetLimit
+	for d, n := range a {
+		if n != 0 {
+			out = append(out, abi.BudgetLimit{Dim: budget.Dim(d).String(), Amount: n})
+		}
+	}
+	return out
+}
+
+// amountsOf reads a list of amounts, refusing an unknown dimension.
+func amountsOf(l []abi.BudgetLimit) (budget.Amounts, error) {
+	var a budget.Amounts
+	for _, x := range l {
+		d, ok := budget.ParseDim(x.Dim)
+		if !ok {
+			return a, fmt.Errorf("checkpoint budget: unknown dimension %q", x.Dim)
+		}
+		a[d] = x.Amount
+	}
+	return a, nil
+}
+
+// snapshotOf reads the ledger a checkpoint recorded (nil: an empty one).
+func snapshotOf(cb *abi.CheckpointBudget) (budget.Snapshot, error) {
+	var s budget.Snapshot
+	if cb == nil {
+		return s, nil
+	}
+	for _, c := range cb.Ceilings {
+		d, ok := budget.ParseDim(c.Dim)
+		if !ok {
+			return s, fmt.Errorf("checkpoint budget: unknown dimension %q", c.Dim)
+		}
+		s.Ceilings = s.Ceilings.With(d, c.Amount)
+	}
+	var err error
+	if s.Spent, err = amountsOf(cb.Spent); err != nil {
+		return s, err
+	}
+	for _, h := range cb.Open {
+		a, err := amountsOf(h.Amounts)
+		if err != nil {
+			return s, err
+		}
+		s.Open = append(s.Open, budget.Reservation{ID: h.ID, Step: h.Step, Amounts: a, Carve: h.Carve})
+	}
+	s.LastID = cb.LastID
+	return s, nil
+}
+
+func (b *budgetJournal) add(e *journal.Entry) {
+	if !b.haveFirstEntry {
+		b.first, b.haveFirstEntry = e.Time, true
+	}
+	b.last = e.Time
+	if len(e.Budget) > 0 {
+		b.fields = append(b.fields, slices.Clone(e.Budget))
+	}
+	if e.Step > b.lastStep {
+		b.lastStep = e.Step
+	}
+	if e.Op == "run.limit" && e.Phase == journal.PhaseCompleted {
+		b.limits = append(b.limits, slices.Clone(e.Response))
+	}
+}
+
+// ceilings returns the run's ceilings: its grant's, lowered by its
+// run.limit calls.
+func (b *budgetJournal) ceilings(g *Grant) budget.Ceilings {
+	c := runCeilings(g)
+	for _, r := range b.limits {
+		c = lowerFrom(c, r)
+	}
+	return c
+}
+
+// ops decodes the budget records, in journal order.
+func (b *budgetJournal) ops() ([]budget.Op, error) {
+	var ops []budget.Op
+	for i, f := range b.fields {
+		o, err := budget.DecodeRecord(f)
+		if err != nil {
+			return nil, fmt.Errorf("budget field %d: %w", i, err)
+		}
+		ops = append(ops, o...)
+	}
+	return ops, nil
+}
+
+// rebuildBudget rebuilds a resumed run's ledger from its journal. The
+// resolver keeps every orphan open, so that what settles it is what would
+// have settled it live: the reservation of the call left in doubt (doubt,
+// at step doubtStep) is settled by its re-dispatch, or at its worst case
+// by the in-doubt answer (resumePath.decide); a reservation a call held
+// open for a later one (a stream's) is held again, for that later call
+// (a resumed stream's last batch, at its actual usage; a broken one, at
+// its worst case) or for the run's end, at its worst case. No orphan is
+// resolved at the rebuild, so it journals nothing.
+func (s *session) rebuildBudget(b *budgetJournal, doubt bool, doubtStep uint64) error {
+	ops, err := b.ops()
+	if err != nil {
+		return err
+	}
+	snap := budget.Snapshot{}
+	if b.snapshot != nil {
+		snap = *b.snapshot
+	}
+	snap.Ceilings = snap.Ceilings.Tighter(b.ceilings(s.grant))
+	keep := func(budget.Reservation) budget.Resolution { return budget.Resolution{Kind: budget.ResolveKeep} }
+	l, resolved, err := budget.RebuildFrom(snap, b.lastStep, ops, keep)
+	if err != nil {
+		return err
+	}
+	s.ledger = l
+	s.blog.add(resolved...)
+	s.stepCap = stepCap(l.Ceilings())
+	for _, r := range l.Open() {
+		switch {
+		case r.Carve:
+			// A child's ceilings: the budget bridge's to adopt.
+		case doubt && r.Step == doubtStep:
+			s.resv, s.reserved = r, true
+		default:
+			if s.held == nil {
+				s.held = map[uint64]budget.Reservation{}
+			}
+			s.held[r.Step] = r
+		}
+	}
+	return nil
+}
+
+// BudgetReport returns the budget of a run from its journal's entries, in
+// order (what `agentrt budget RUN` prints): per dimension, the ceiling (the
+// token's, lowered by run.limit), what open reservations hold, what was
+// spent and what is left. Steps are the journal's last step, wall-clock
+// seconds its host time from the start entry to the last one.
+func BudgetReport(entries []*journal.Entry) (budget.Report, error) {
+	var r budgetReader
+	for _, e := range entries {
+		if err := r.add(e); err != nil {
+			return budget.Report{}, err
+		}
+	}
+	return r.report()
+}
+
+// LoadBudget verifies the journal of run in store, with seals by keys
+// trust approves, and returns its BudgetReport.
+func LoadBudget(ctx context.Context, store journal.Store, run journal.RunID, trust journal.TrustFunc) (budget.Report, error) {
+	var r budgetReader
+	v := journal.NewVerifier(trust)
+	v.OnEntry = func(e *journal.Entry, _ *journal.Record) error { return r.add(e) }
+	if _, err := journal.VerifyStoreWith(ctx, store, run, v); err != nil {
+		return budget.Report{}, err
+	}
+	return r.report()
+}
+
+// budgetReader collects a journal's budget, entry by entry.
+type budgetReader struct {
+	grant *Grant
+	b     budgetJournal
+}
+
+func (r *budgetReader) add(e *journal.Entry) error {
+	if e.Phase == journal.PhaseStart && e.Header != nil {
+		g, err := DecodeGrant(e.Header.Grant)
+		if err != nil {
+			return err
+		}
+		r.grant = g
+	}
+	r.b.add(e)
+	return nil
+}
+
+func (r *budgetReader) report() (budget.Report, error) {
+	if r.grant == nil {
+		return budget.Report{}, errors.New("budget: the journal has no start entry")
+	}
+	secs := uint64(0)
+	if r.b.last > r.b.first {
+		secs = uint64(time.Duration(r.b.last-r.b.first) / time.Second)
+	}
+	return budget.ReportFrom(r.b.ceilings(r.grant), budget.Journal{Steps: r.b.lastStep, ElapsedSeconds: secs, Fields: r.b.fields})
+}
+
+// dropReserve undoes the reservation of a call that will not be journaled
+// (the run stopped while the call waited for an approval): its reserve
+// leaves the waiting records, and the ledger holds it no more.
+func (s *session) dropReserve() {
+	if !s.reserved {
+		return
+	}
+	s.reserved = false
+	_, _ = s.ledger.Release(s.resv)
+	if n := len(s.blog.ops); n > 0 && s.blog.ops[n-1].Kind == budget.OpReserve && s.blog.ops[n-1].ID == s.resv.ID {
+		s.blog.ops = s.blog.ops[:n-1]
+	}
+}
