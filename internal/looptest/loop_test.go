@@ -52,14 +52,6 @@ var kinds = []struct {
 	{provider.Anthropic, ""},
 }
 
-// served skips the test on a host that does not serve run.limit: the loop
-// refuses to run without it, and its op joins abi.Ops with its handler.
-func served(t *testing.T) {
-	if _, ok := abi.LookupOpName("run.limit"); !ok {
-		t.Skip("the host does not serve run.limit yet (the budget stage): a loop refuses to run without it")
-	}
-}
-
 func fakeProviders(t *testing.T, kind provider.Kind, base, script string) (*llm.Providers, *fakellm.Server) {
 	t.Helper()
 	sc, err := fakellm.ParseScript([]byte(script))
@@ -149,7 +141,6 @@ func amount(ls []abi.BudgetLimit, dim string) (uint64, bool) {
 // tools, and the host, holding the caps the loop gave it, refuses the
 // model call the agent makes afterwards on its own.
 func TestGoLoop(t *testing.T) {
-	served(t)
 	code := testutil.BuildGo(t, "internal/looptest/testdata/goloop")
 	for _, k := range kinds {
 		t.Run(string(k.kind), func(t *testing.T) {
@@ -213,7 +204,6 @@ func TestGoLoop(t *testing.T) {
 // TestCLoop: the same loop in C, built by clang, on the same host and
 // model.
 func TestCLoop(t *testing.T) {
-	served(t)
 	wasm := filepath.Join(t.TempDir(), "cloop.wasm")
 	if err := wasmbuild.CFiles(context.Background(), wasm, []string{"testdata/cloop/main.c"}, "-Werror", "-Wextra", "-Wpedantic"); err != nil {
 		var te *wasmbuild.ToolchainError
