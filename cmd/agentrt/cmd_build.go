@@ -27,9 +27,10 @@ A go.mod that replaces the SDK itself, the agentrt repository's own go.mod, or
 a go.work that applies is used as it is. The first build compiles the Go
 runtime for wasip1 (5-10 s; the go build cache keeps it) and says so.
 
-A directory of C files (including agentrt.h) is built with clang for
-wasm32-wasi against wasi-libc, with the agentrt.h beside the sources, else the
-one of the agentrt checkout they are in, else the one this binary carries.
+A directory of C files (including agentrt.h, or agentrt_loop.h for the loop
+controller) is built with clang for wasm32-wasi against wasi-libc, with the
+SDK's headers beside the sources, else those of the agentrt checkout they are
+in, else those this binary carries.
 
 A Cargo package (a Cargo.toml naming agentrt = "0.1") is built with cargo
 build --offline --release for wasm32-wasi, the crate served from guest-sdk/rust

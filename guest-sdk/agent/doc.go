@@ -32,6 +32,22 @@
 //   - random: RandomBytes, the host's entropy.
 //   - tool: Tool and ToolWithStdin, a native program under the host's OS
 //     sandbox, answered by a ToolResult with its ToolFile list.
+//   - llm: LLMComplete and LLMStream, one model call (an LLMRequest,
+//     answered by an LLMResponse), journaled before it is sent.
+//
+// # The loop controller
+//
+// Loop drives a StepFunc (ToolStep is the common one: a model call, the
+// tool calls it asks for run by name from a map of ToolFunc, their
+// results fed back) until the LoopConfig's Done predicate holds or a cap
+// ends it: MaxIterations, MaxInputTokens, MaxOutputTokens, MaxMicroUSD,
+// MaxWall (by a Clock, agent.Now) or MaxToolCalls, or a model that repeats
+// a call three times (the same Fingerprint) or ping-pongs between two. At
+// a cap it makes one concluding call without tools, asking for a final
+// answer, and it returns a LoopResult with its LoopReason. It hands the
+// caps it can to the host first (Limit), so the host's budget holds them
+// even for a step that ignores them. guest-sdk/c/agentrt_loop.h is the
+// same loop for C guests.
 //
 // Everything an agent gets from the host is journaled, so a replay of the
 // run gives the agent the same answers. time.Now and math/rand need no

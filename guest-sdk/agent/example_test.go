@@ -5,14 +5,18 @@ package agent_test
 // The examples run against a host in memory (fakehost_test.go): the SDK's
 // code, its encoding and the bytes it exchanges are the real ones, and the
 // host's answers are those the agentrt host gives (its input is
-// {"name":"Ada"}; it knows https://example.com/ and the tool count-lines).
+// {"name":"Ada"}; it knows https://example.com/, the tool count-lines, and
+// a model that calls the request's first tool once and answers with its
+// result).
 // Lines starting with "host:" are what the host received: a log line, the
 // run's output.
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/agentrt/agentrt/guest-sdk/agent"
@@ -255,4 +259,70 @@ func ExampleHostError() {
 	}
 	// Output:
 	// not_found true kv.get: no key "missing"
+}
+
+// A tool-calling agent: the model asks for word_count, the loop runs it
+// and feeds the result back, and the model's next answer, without a tool
+// call, ends the loop. The host enforces the caps too (run.limit).
+func ExampleLoop() {
+	tools := map[string]agent.ToolFunc{
+		"word_count": func(ctx context.Context, args []byte) (string, error) {
+			var a struct {
+				Text string `json:"text"`
+			}
+			if err := json.Unmarshal(args, &a); err != nil {
+				return "", err
+			}
+			return strconv.Itoa(len(strings.Fields(a.Text))), nil
+		},
+	}
+	res, err := agent.Loop(context.Background(), agent.LoopConfig{
+		Request: agent.LLMRequest{
+			Model:           "gpt-4.1-mini",
+			MaxOutputTokens: 500,
+			Tools: []agent.LLMTool{{Name: "word_count", Description: "Counts the words of a text.",
+				Schema: []byte(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`)}},
+			Messages: []agent.LLMMessage{{Role: "user", Content: []agent.LLMPart{
+				{Type: "text", Text: "How many words are in 'the quick brown fox'?"}}}},
+		},
+		MaxIterations:   5,
+		MaxOutputTokens: 4000,
+		MaxToolCalls:    3,
+	}, agent.ToolStep(tools))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(res.Reason, res.Iterations, res.ToolCalls, res.Usage.Output)
+	fmt.Println(res.Response.Text())
+	// Output:
+	// done 2 1 40
+	// There are 4 words.
+}
+
+// At a cap the loop makes one concluding call, without tools, and says
+// why it stopped.
+func ExampleLoop_cap() {
+	tools := map[string]agent.ToolFunc{
+		"search": func(ctx context.Context, args []byte) (string, error) { return "no results", nil },
+	}
+	res, err := agent.Loop(context.Background(), agent.LoopConfig{
+		Request: agent.LLMRequest{
+			Model:           "gpt-4.1-mini",
+			MaxOutputTokens: 500,
+			Tools:           []agent.LLMTool{{Name: "search", Schema: []byte(`{"type":"object"}`)}},
+			Messages: []agent.LLMMessage{{Role: "user", Content: []agent.LLMPart{
+				{Type: "text", Text: "Find 'agentrt' and summarise it."}}}},
+		},
+		MaxIterations: 1,
+	}, agent.ToolStep(tools))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(res.Reason, res.Concluded, res.Detail)
+	fmt.Println(res.Response.Text())
+	// Output:
+	// max_iterations true 1 iterations of 1
+	// I cannot tell.
 }

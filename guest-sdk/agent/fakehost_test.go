@@ -24,22 +24,38 @@ import (
 // The fake serves the run's input {"name":"Ada"}; kv in memory; HTTP GETs
 // of https://example.com/ (anything else is denied, as a grant naming only
 // example.com would); a fixed wall clock; counting bytes for randomness;
-// and one tool, count-lines. It prints each log line and the output it is
-// given, so that the examples' Output shows them.
+// one tool, count-lines; and a model (exampleModel) that asks for the
+// request's first tool once, then answers with its result. It prints each log line and the output it is
+// given, so that the examples' Output shows them. The loop's tests set
+// what it answers to llm.complete (llm) and read the limits it was given
+// by run.limit (limits) and the model calls it received (llmCalls).
+
+// testHost is the fake host the transports are pointed at.
+var testHost *fakeHost
 
 func init() {
 	f := &fakeHost{kv: map[string][]byte{}}
+	testHost = f
 	runTransport = f.transport(abi.CapRun)
 	kvTransport = f.transport(abi.CapKV)
 	httpTransport = f.transport(abi.CapHTTP)
 	clockTransport = f.transport(abi.CapClock)
 	randomTransport = f.transport(abi.CapRandom)
 	toolTransport = f.transport(abi.CapTool)
+	llmTransport = f.transport(abi.CapLLM)
 }
 
 type fakeHost struct {
 	kv    map[string][]byte
 	steps uint64
+	// limits holds the request of every run.limit; limitErr, when set,
+	// is its answer instead.
+	limits   []abi.LimitRequest
+	limitErr *fakeError
+	// llm answers each llm.complete, given the decoded request; llmCalls
+	// holds every request received.
+	llm      func(req *abi.LLMRequest) (*abi.LLMResponse, *fakeError)
+	llmCalls []abi.LLMRequest
 }
 
 // fakeError is an answer other than OK.
@@ -108,6 +124,29 @@ func (f *fakeHost) serve(c abi.Capability, op uint32, req []byte) (any, *fakeErr
 			return nil, &fakeError{abi.StatusTooLarge, fmt.Sprintf("request of %d bytes exceeds the limit of %d", len(req), 1<<20)}
 		}
 		return nil, &fakeError{abi.StatusInternal, "this fake host does not start segments"}
+	case c == abi.CapRun && op == abi.OpRunLimit:
+		var r abi.LimitRequest
+		if err := decode(req, &r); err != nil {
+			return nil, err
+		}
+		f.limits = append(f.limits, r)
+		if f.limitErr != nil {
+			return nil, f.limitErr
+		}
+		return &abi.LimitResponse{Ceilings: r.Limits}, nil
+	case c == abi.CapLLM && op == abi.OpLLMComplete:
+		var r abi.LLMRequest
+		if err := decode(req, &r); err != nil {
+			return nil, err
+		}
+		if err := r.Validate(); err != nil {
+			return nil, &fakeError{abi.StatusBadRequest, "llm.complete: " + err.Error()}
+		}
+		f.llmCalls = append(f.llmCalls, r)
+		if f.llm == nil {
+			return exampleModel(&r), nil
+		}
+		return f.llm(&r)
 	case c == abi.CapKV && op == abi.OpKVGet:
 		var r abi.KVGetRequest
 		if err := decode(req, &r); err != nil {
@@ -200,4 +239,25 @@ func (f *fakeHost) serve(c abi.Capability, op uint32, req []byte) (any, *fakeErr
 		return &abi.ToolRunResponse{Stdout: []byte(fmt.Sprintf("%d\n", n)), Stderr: []byte{}}, nil
 	}
 	return nil, &fakeError{abi.StatusBadRequest, fmt.Sprintf("%s: unknown op %d", c, op)}
+}
+
+// exampleModel answers a model call of the examples: while the request
+// offers tools and holds no tool result, it calls the first tool with the
+// text the user quoted; then it answers with the last result.
+func exampleModel(r *abi.LLMRequest) *abi.LLMResponse {
+	usage := abi.LLMUsage{Input: 120, Output: 20}
+	last := r.Messages[len(r.Messages)-1].Content
+	if p := last[0]; p.Type == abi.PartToolResult {
+		return &abi.LLMResponse{ID: "resp-2", Model: r.Model, Usage: usage, StopReason: abi.StopEnd,
+			Content: []abi.LLMPart{{Type: abi.PartText, Text: "There are " + p.Text + " words."}}}
+	}
+	if len(r.Tools) == 0 {
+		return &abi.LLMResponse{ID: "resp-3", Model: r.Model, Usage: usage, StopReason: abi.StopEnd,
+			Content: []abi.LLMPart{{Type: abi.PartText, Text: "I cannot tell."}}}
+	}
+	_, quoted, _ := strings.Cut(last[0].Text, "'")
+	quoted, _, _ = strings.Cut(quoted, "'")
+	args := fmt.Sprintf(`{"text":%q}`, quoted)
+	return &abi.LLMResponse{ID: "resp-1", Model: r.Model, Usage: usage, StopReason: abi.StopToolUse,
+		Content: []abi.LLMPart{{Type: abi.PartToolCall, ID: "call-1", Name: r.Tools[0].Name, Arguments: []byte(args)}}}
 }

@@ -14,6 +14,10 @@
  * capabilities whose functions it calls, at any optimization level, and its
  * import section states exactly what its grant must include.
  *
+ * agentrt_loop.h beside this file is the loop controller (agentrt_loop: a
+ * tool-calling conversation with a model, under caps), over
+ * agentrt_llm_complete and agentrt_limit here.
+ *
  * Conventions:
  *   - Every call returns an agentrt_status_t. On anything but
  *     AGENTRT_STATUS_OK, agentrt_errmsg() holds the host's message (or this
@@ -77,6 +81,7 @@ typedef enum agentrt_status {
   /* Codes from 0x10000 on are this SDK's own; no host sends them. */
   AGENTRT_STATUS_SDK_NOMEM = 0x10000,     /* malloc failed */
   AGENTRT_STATUS_SDK_MALFORMED = 0x10001, /* the response broke the ABI */
+  AGENTRT_STATUS_SDK_INVALID = 0x10002,   /* the arguments cannot make a valid call; nothing was sent */
 } agentrt_status_t;
 
 /* Op codes, per capability module (abi/abi.go). */
@@ -95,6 +100,7 @@ enum {
   AGENTRT_OP_CLOCK_NOW = 1,
   AGENTRT_OP_RANDOM_BYTES = 1,
   AGENTRT_OP_TOOL_RUN = 1,
+  AGENTRT_OP_LLM_COMPLETE = 1,
 };
 
 /* Log levels of agentrt_log. */
@@ -251,6 +257,7 @@ static inline const char *agentrt_status_name(agentrt_status_t s) {
   case AGENTRT_STATUS_BUDGET: return "budget";
   case AGENTRT_STATUS_SDK_NOMEM: return "sdk_nomem";
   case AGENTRT_STATUS_SDK_MALFORMED: return "sdk_malformed";
+  case AGENTRT_STATUS_SDK_INVALID: return "sdk_invalid";
   }
   return NULL;
 }
@@ -614,6 +621,7 @@ AGENTRT__CAPABILITY(http)
 AGENTRT__CAPABILITY(clock)
 AGENTRT__CAPABILITY(random)
 AGENTRT__CAPABILITY(tool)
+AGENTRT__CAPABILITY(llm)
 
 static inline agentrt_status_t agentrt__malformed(agentrt__resp *out, const char *what) {
   free(out->body);
@@ -1283,6 +1291,256 @@ static inline agentrt_status_t agentrt_tool_run(const agentrt_tool_request_t *re
     agentrt__term_str(&res->files[i].unhashed);
   }
   res->mem_ = out.body;
+  return AGENTRT_STATUS_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The llm capability: agentrt:llm                                          */
+
+/*
+ * One model call (llm.complete, abi/SPEC.md section 13), with the parts a
+ * tool-calling conversation needs: text, tool calls and tool results.
+ * Images, output formats, stop sequences, sampling values and streaming
+ * are the Go SDK's (agent.LLMComplete, agent.LLMStream) for now.
+ */
+
+/* Roles of a message (abi/llm.go). */
+#define AGENTRT_ROLE_SYSTEM "system"
+#define AGENTRT_ROLE_USER "user"
+#define AGENTRT_ROLE_ASSISTANT "assistant"
+
+/* Types of a part: a zeroed part is a text part. */
+typedef enum agentrt_part_type {
+  AGENTRT_PART_TEXT = 0,
+  AGENTRT_PART_TOOL_CALL = 1,
+  AGENTRT_PART_TOOL_RESULT = 2,
+} agentrt_part_type_t;
+
+/* agentrt_str makes a view of a C string (NULL: the empty view). */
+static inline agentrt_str_t agentrt_str(const char *s) {
+  agentrt_str_t v = {s ? s : "", s ? strlen(s) : 0};
+  return v;
+}
+
+/* A piece of a message, of a type of agentrt_part_type_t; the fields a type
+ * does not use stay empty: a text part has text; a tool call (from the
+ * assistant) id, name and arguments (JSON text); a tool result (in a user
+ * message) the id of the call it answers, text (the tool's output) and
+ * is_error. In a response, the views point into the response. */
+typedef struct agentrt_llm_part {
+  agentrt_part_type_t type;
+  agentrt_str_t id, name, text;
+  agentrt_bytes_t arguments;
+  bool is_error;
+} agentrt_llm_part_t;
+
+/* One turn of the conversation: AGENTRT_ROLE_* and its parts (at least one). */
+typedef struct agentrt_llm_message {
+  const char *role;
+  const agentrt_llm_part_t *parts;
+  size_t nparts;
+} agentrt_llm_message_t;
+
+/* A tool the model may call: its name, the JSON Schema of its arguments
+ * (JSON text) and a description (NULL: none). */
+typedef struct agentrt_llm_tool {
+  const char *name, *schema, *description;
+} agentrt_llm_tool_t;
+
+/* The request of one model call. provider NULL is the grant's first;
+ * max_output_tokens bounds the answer and must be 1 or more. */
+typedef struct agentrt_llm_request {
+  const char *model, *provider;
+  uint32_t max_output_tokens;
+  const agentrt_llm_message_t *messages;
+  size_t nmessages;
+  const agentrt_llm_tool_t *tools;
+  size_t ntools;
+} agentrt_llm_request_t;
+
+/* The tokens of a call. The total input is input + cache_read + cache_write;
+ * output counts every output token, reasoning included. */
+typedef struct agentrt_llm_usage {
+  uint64_t input, output, reasoning, cache_read, cache_write;
+} agentrt_llm_usage_t;
+
+/* agentrt_llm_usage_add adds v to *u. */
+static inline void agentrt_llm_usage_add(agentrt_llm_usage_t *u, const agentrt_llm_usage_t *v) {
+  u->input += v->input;
+  u->output += v->output;
+  u->reasoning += v->reasoning;
+  u->cache_read += v->cache_read;
+  u->cache_write += v->cache_write;
+}
+
+/* The model's answer: its text and tool_call parts in the model's order,
+ * and stop_reason, one of "end", "max_tokens", "stop_sequence",
+ * "tool_use", "refusal", "content_filter", "pause", "other". provider is
+ * the cell's provider that answered and credential the id of the
+ * credential it was called with ("env:OPENAI_API_KEY"), never the key
+ * (either may be empty). Free with agentrt_llm_response_free. */
+typedef struct agentrt_llm_response {
+  agentrt_str_t id, model, stop_reason, provider, credential;
+  agentrt_llm_usage_t usage;
+  agentrt_llm_part_t *content;
+  size_t ncontent;
+  void *mem_;
+} agentrt_llm_response_t;
+
+/* agentrt_llm_response_free releases what agentrt_llm_complete returned. */
+static inline void agentrt_llm_response_free(agentrt_llm_response_t *resp) {
+  free(resp->content);
+  free(resp->mem_);
+  memset(resp, 0, sizeof *resp);
+}
+
+static inline void agentrt__wr_view(agentrt__wr *w, agentrt_str_t v) { agentrt__wr_text(w, v.data ? v.data : "", v.len); }
+
+/* agentrt__wr_part writes a part, omitting its empty fields. */
+static inline void agentrt__wr_part(agentrt__wr *w, const agentrt_llm_part_t *p) {
+  bool id = p->id.len > 0, name = p->name.len > 0, text = p->text.len > 0, args = p->arguments.len > 0;
+  /* Canonical order: id, name, text, type, is_error, arguments. */
+  agentrt__wr_head(w, 5, 1 + id + name + text + p->is_error + args);
+  if (id) agentrt__wr_cstr(w, "id"), agentrt__wr_view(w, p->id);
+  if (name) agentrt__wr_cstr(w, "name"), agentrt__wr_view(w, p->name);
+  if (text) agentrt__wr_cstr(w, "text"), agentrt__wr_view(w, p->text);
+  static const char *const types[] = {"text", "tool_call", "tool_result"};
+  agentrt__wr_cstr(w, "type");
+  /* A type outside the enum is written as "", which the host refuses. */
+  agentrt__wr_cstr(w, (unsigned)p->type < 3 ? types[p->type] : "");
+  if (p->is_error) agentrt__wr_cstr(w, "is_error"), agentrt__put(w, "\xf5", 1);
+  if (args) agentrt__wr_cstr(w, "arguments"), agentrt__wr_bytes(w, p->arguments.data, p->arguments.len);
+}
+
+/* agentrt__rd_opt_text reads an omitempty text field: present only when
+ * not empty. */
+static inline bool agentrt__rd_opt_text(agentrt__rd *r, size_t *pairs, const char *key, agentrt_str_t *v) {
+  if (!agentrt__rd_key(r, pairs, key)) return true;
+  return agentrt__rd_text(r, v) && v->len > 0;
+}
+
+/* agentrt__rd_opt_uint reads an omitempty unsigned field: present only when
+ * not 0. */
+static inline bool agentrt__rd_opt_uint(agentrt__rd *r, size_t *pairs, const char *key, uint64_t *v) {
+  if (!agentrt__rd_key(r, pairs, key)) return true;
+  return agentrt__rd_uint(r, UINT64_MAX, v) && *v > 0;
+}
+
+/* agentrt__rd_llm_part reads a part of a response: text or tool_call. */
+static inline bool agentrt__rd_llm_part(agentrt__rd *r, agentrt_llm_part_t *p) {
+  size_t pairs;
+  bool empty;
+  agentrt_str_t type = {0};
+  if (!agentrt__rd_begin(r, &pairs, &empty) || empty) return false;
+  if (!agentrt__rd_opt_text(r, &pairs, "id", &p->id) || !agentrt__rd_opt_text(r, &pairs, "name", &p->name) ||
+      !agentrt__rd_opt_text(r, &pairs, "text", &p->text) || !agentrt__rd_key(r, &pairs, "type") || !agentrt__rd_text(r, &type))
+    return false;
+  if (agentrt__rd_key(r, &pairs, "arguments") && (!agentrt__rd_bytes(r, &p->arguments) || p->arguments.len == 0)) return false;
+  if (pairs != 0) return false; /* sha256, is_error, media_type: not in a response's parts */
+  if (type.len == 4 && memcmp(type.data, "text", 4) == 0) {
+    p->type = AGENTRT_PART_TEXT;
+    return p->id.len == 0 && p->name.len == 0 && p->arguments.len == 0;
+  }
+  if (type.len == 9 && memcmp(type.data, "tool_call", 9) == 0) {
+    p->type = AGENTRT_PART_TOOL_CALL;
+    return p->id.len > 0 && p->name.len > 0 && p->text.len == 0;
+  }
+  return false;
+}
+
+/* agentrt__rd_llm_usage reads a usage map. */
+static inline bool agentrt__rd_llm_usage(agentrt__rd *r, agentrt_llm_usage_t *u) {
+  size_t pairs;
+  bool empty;
+  /* Canonical order: input, output, reasoning, cache_read, cache_write. */
+  return agentrt__rd_begin(r, &pairs, &empty) && !empty && agentrt__rd_key(r, &pairs, "input") &&
+         agentrt__rd_uint(r, UINT64_MAX, &u->input) && agentrt__rd_key(r, &pairs, "output") &&
+         agentrt__rd_uint(r, UINT64_MAX, &u->output) && agentrt__rd_opt_uint(r, &pairs, "reasoning", &u->reasoning) &&
+         agentrt__rd_opt_uint(r, &pairs, "cache_read", &u->cache_read) &&
+         agentrt__rd_opt_uint(r, &pairs, "cache_write", &u->cache_write) && pairs == 0;
+}
+
+/* agentrt_llm_complete makes one model call (llm.complete) and returns the
+ * whole answer. It is an effect, journaled before it is sent; a call a
+ * crash left in doubt is sent again on resume (a model call changes
+ * nothing outside its cost). AGENTRT_STATUS_BUDGET: the call's worst case
+ * does not fit what is left of a budget ceiling, and nothing was sent; the
+ * message names the dimension. AGENTRT_STATUS_FAILED: the provider gave no
+ * answer; the message begins with its kind ("rate_limited: ...",
+ * abi/SPEC.md section 13.4). */
+static inline agentrt_status_t agentrt_llm_complete(const agentrt_llm_request_t *req, agentrt_llm_response_t *resp) {
+  agentrt__wr w = {0};
+  agentrt__resp out;
+  bool tools = req->ntools > 0, provider = req->provider && req->provider[0];
+  memset(resp, 0, sizeof *resp);
+  /* Canonical order: model, tools (5), messages, provider (8), max_output_tokens (17). */
+  agentrt__wr_head(&w, 5, 3 + tools + provider);
+  agentrt__wr_cstr(&w, "model");
+  agentrt__wr_cstr(&w, req->model);
+  if (tools) {
+    agentrt__wr_cstr(&w, "tools");
+    agentrt__wr_head(&w, 4, req->ntools);
+    for (size_t i = 0; i < req->ntools; i++) {
+      const agentrt_llm_tool_t *t = &req->tools[i];
+      bool desc = t->description && t->description[0];
+      const char *schema = t->schema ? t->schema : "";
+      /* Canonical order: name, schema, description. */
+      agentrt__wr_head(&w, 5, 2 + desc);
+      agentrt__wr_cstr(&w, "name");
+      agentrt__wr_cstr(&w, t->name);
+      agentrt__wr_cstr(&w, "schema");
+      agentrt__wr_bytes(&w, schema, strlen(schema));
+      if (desc) agentrt__wr_cstr(&w, "description"), agentrt__wr_cstr(&w, t->description);
+    }
+  }
+  agentrt__wr_cstr(&w, "messages");
+  agentrt__wr_head(&w, 4, req->nmessages);
+  for (size_t i = 0; i < req->nmessages; i++) {
+    const agentrt_llm_message_t *m = &req->messages[i];
+    agentrt__wr_head(&w, 5, 2);
+    agentrt__wr_cstr(&w, "role");
+    agentrt__wr_cstr(&w, m->role);
+    agentrt__wr_cstr(&w, "content");
+    agentrt__wr_head(&w, 4, m->nparts);
+    for (size_t j = 0; j < m->nparts; j++) agentrt__wr_part(&w, &m->parts[j]);
+  }
+  if (provider) agentrt__wr_cstr(&w, "provider"), agentrt__wr_cstr(&w, req->provider);
+  agentrt__wr_cstr(&w, "max_output_tokens");
+  agentrt__wr_uint(&w, req->max_output_tokens);
+  agentrt_status_t st = agentrt__llm_roundtrip(AGENTRT_OP_LLM_COMPLETE, &w, &out);
+  if (st) return st;
+  agentrt__rd r = {out.body, out.body + out.len};
+  size_t pairs;
+  bool empty;
+  /* Canonical order: id, model, usage, content, provider, credential,
+   * stop_reason; provider and credential are omitempty. */
+  bool ok = agentrt__rd_begin(&r, &pairs, &empty) && !empty && agentrt__rd_key(&r, &pairs, "id") &&
+            agentrt__rd_text(&r, &resp->id) && agentrt__rd_key(&r, &pairs, "model") && agentrt__rd_text(&r, &resp->model) &&
+            agentrt__rd_key(&r, &pairs, "usage") && agentrt__rd_llm_usage(&r, &resp->usage) &&
+            agentrt__rd_key(&r, &pairs, "content") && agentrt__rd_array(&r, 1, &resp->ncontent);
+  if (ok && resp->ncontent > 0) ok = (resp->content = (agentrt_llm_part_t *)calloc(resp->ncontent, sizeof *resp->content)) != NULL;
+  for (size_t i = 0; ok && i < resp->ncontent; i++) ok = agentrt__rd_llm_part(&r, &resp->content[i]);
+  ok = ok && agentrt__rd_opt_text(&r, &pairs, "provider", &resp->provider) &&
+       agentrt__rd_opt_text(&r, &pairs, "credential", &resp->credential) && agentrt__rd_key(&r, &pairs, "stop_reason") &&
+       agentrt__rd_text(&r, &resp->stop_reason);
+  if (!ok || !agentrt__rd_end(&r, pairs)) {
+    free(resp->content);
+    memset(resp, 0, sizeof *resp);
+    return agentrt__malformed(&out, "llm.complete");
+  }
+  agentrt__term_str(&resp->id);
+  agentrt__term_str(&resp->model);
+  agentrt__term_str(&resp->stop_reason);
+  agentrt__term_str(&resp->provider);
+  agentrt__term_str(&resp->credential);
+  for (size_t i = 0; i < resp->ncontent; i++) {
+    agentrt_llm_part_t *p = &resp->content[i];
+    agentrt__term_str(&p->id);
+    agentrt__term_str(&p->name);
+    agentrt__term_str(&p->text);
+    agentrt__term_bytes(&p->arguments);
+  }
+  resp->mem_ = out.body;
   return AGENTRT_STATUS_OK;
 }
 

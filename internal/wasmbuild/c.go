@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,7 +17,8 @@ import (
 )
 
 // C agents are compiled by clang for wasm32-wasi against wasi-libc, with
-// the header-only SDK guest-sdk/c/agentrt.h on the include path.
+// the header-only SDK guest-sdk/c (agentrt.h, and agentrt_loop.h) on the
+// include path.
 //
 // The header is found, in this order: next to the sources (an agent that
 // carries its own copy of agentrt.h); in guest-sdk/c of the agentrt
@@ -226,7 +228,7 @@ func findCSDK(srcDir string) (include string, cleanup func(), err error) {
 		return "", none, err
 	}
 	cleanup = func() { os.RemoveAll(tmp) }
-	if _, err := extract(tmp, func(p string) bool { return p == "c/agentrt.h" }); err != nil {
+	if _, err := extract(tmp, func(p string) bool { return path.Dir(p) == "c" && path.Ext(p) == ".h" }); err != nil {
 		cleanup()
 		return "", none, err
 	}

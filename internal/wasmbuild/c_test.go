@@ -113,7 +113,7 @@ func TestCWithoutSources(t *testing.T) {
 
 // TestCOutsideACheckout builds a C agent in a folder of its own, below a
 // guest-sdk/c/agentrt.h that is not an agentrt checkout's (planted, and
-// broken): the header this binary carries is used, and the module is the
+// broken): the headers this binary carries are used, and the module is the
 // one the checkout's header gives, byte for byte.
 func TestCOutsideACheckout(t *testing.T) {
 	top := t.TempDir()
@@ -125,8 +125,9 @@ func TestCOutsideACheckout(t *testing.T) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	main := `#include "agentrt.h"
-int main(void) { return agentrt_log(AGENTRT_LEVEL_INFO, "hi") != AGENTRT_STATUS_OK; }
+	// agentrt_loop.h, which includes agentrt.h, comes with it.
+	main := `#include "agentrt_loop.h"
+int main(void) { return agentrt_log(AGENTRT_LEVEL_INFO, agentrt_loop_reason_name(AGENTRT_LOOP_DONE)) != AGENTRT_STATUS_OK; }
 `
 	writeFiles(t, dir, map[string]string{"main.c": main})
 	out := filepath.Join(t.TempDir(), "a.wasm")

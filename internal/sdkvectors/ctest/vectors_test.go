@@ -80,6 +80,7 @@ func TestImportsOnlyWhatIsCalled(t *testing.T) {
 		{abi.CapClock, `int64_t t; return agentrt_clock_now(&t);`},
 		{abi.CapRandom, `uint8_t b[8]; return agentrt_random_bytes(b, sizeof b);`},
 		{abi.CapTool, `agentrt_tool_request_t r = {.name = "grep"}; agentrt_tool_result_t res; return agentrt_tool_run(&r, &res);`},
+		{abi.CapLLM, `agentrt_llm_request_t r = {.model = "m"}; agentrt_llm_response_t res; return agentrt_llm_complete(&r, &res);`},
 	}
 	ctx := context.Background()
 	// The interpreter only validates at compile time: enough to list
