@@ -5,18 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/host/caps/llm"
 	"github.com/agentrt/agentrt/host/caps/llm/provider"
 	"github.com/agentrt/agentrt/internal/fakellm"
+	"github.com/agentrt/agentrt/internal/fakellm/fakellmtest"
 	"github.com/agentrt/agentrt/internal/testutil"
 	"github.com/agentrt/agentrt/internal/wasmbuild"
 	"github.com/agentrt/agentrt/journal"
@@ -54,16 +53,7 @@ var kinds = []struct {
 
 func fakeProviders(t *testing.T, kind provider.Kind, base, script string) (*llm.Providers, *fakellm.Server) {
 	t.Helper()
-	sc, err := fakellm.ParseScript([]byte(script))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := fakellm.New(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
+	srv, hs := fakellmtest.Serve(t, script)
 	t.Setenv("AGENTRT_TEST_FAKE_KEY", fakeKey)
 	cfg, err := provider.Parse("llm.yaml", []byte(fmt.Sprintf(`
 providers:
@@ -83,20 +73,6 @@ providers:
 
 func grant() *host.Grant {
 	return &host.Grant{Run: &host.RunGrant{}, LLM: &host.LLMGrant{Providers: []string{"fake"}, Models: []string{"m-test"}, MaxOutputTokens: 1024}}
-}
-
-func settled(t *testing.T, srv *fakellm.Server) fakellm.Stats {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if st := srv.Stats(); st.Settled() {
-			return st
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the fake never recorded its requests' outcomes")
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // limits returns the requests of the run's run.limit calls, from its
@@ -188,7 +164,7 @@ func TestGoLoop(t *testing.T) {
 			if !strings.Contains(out.After, "budget") || !strings.Contains(out.After, "model_calls") {
 				t.Errorf("the call after the loop gave %q, want the host's budget refusal for model_calls", out.After)
 			}
-			st := settled(t, srv)
+			st := fakellmtest.Settled(t, srv)
 			if len(st.Requests) != 4 {
 				t.Fatalf("the fake got %d requests, want 4 (3 steps and the concluding call)", len(st.Requests))
 			}
@@ -236,7 +212,7 @@ func TestCLoop(t *testing.T) {
 	if n, _ := amount(ls[0].Limits, "model_calls"); n != 4 {
 		t.Errorf("run.limit %+v: model_calls %d, want 4", ls[0].Limits, n)
 	}
-	if st := settled(t, srv); len(st.Requests) != 4 {
+	if st := fakellmtest.Settled(t, srv); len(st.Requests) != 4 {
 		t.Errorf("the fake got %d requests, want 4", len(st.Requests))
 	}
 }

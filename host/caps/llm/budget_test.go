@@ -12,6 +12,7 @@ import (
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/host/budget"
 	"github.com/agentrt/agentrt/host/caps/llm/provider"
+	"github.com/agentrt/agentrt/internal/fakellm/fakellmtest"
 	"github.com/agentrt/agentrt/internal/testutil"
 	"github.com/agentrt/agentrt/journal"
 )
@@ -97,7 +98,7 @@ func TestModelCallsCeilingRefusesTheSecondTurn(t *testing.T) {
 	if err != nil || len(refused) != 1 || !strings.Contains(refused[0], "budget exceeded: model_calls: asked 1, 0 left of 1") {
 		t.Fatalf("refusals %q (%v), want the second turn refused with budget naming model_calls", refused, err)
 	}
-	if n := len(settled(t, srv).Requests); n != 1 {
+	if n := len(fakellmtest.Settled(t, srv).Requests); n != 1 {
 		t.Fatalf("the fake saw %d requests, want 1", n)
 	}
 	rows, _ := budgetRows(t, env, res.Run)

@@ -5,14 +5,13 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/host/caps/llm"
 	"github.com/agentrt/agentrt/host/caps/llm/provider"
-	"github.com/agentrt/agentrt/internal/fakellm"
+	"github.com/agentrt/agentrt/internal/fakellm/fakellmtest"
 	"github.com/agentrt/agentrt/internal/testutil"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/replay"
@@ -41,16 +40,7 @@ turns:
 // m-fork, records the override in its header, and replays from its own
 // journal, where the request is the guest's.
 func TestForkReplacesTheModelOfTheLiveCalls(t *testing.T) {
-	sc, err := fakellm.ParseScript([]byte(forkScript))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := fakellm.New(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
+	srv, hs := fakellmtest.Serve(t, forkScript)
 	t.Setenv("AGENTRT_TEST_FAKE_KEY", fakeKey)
 	cfg, err := provider.Parse("llm.yaml", []byte(fmt.Sprintf(`
 providers:
@@ -101,7 +91,7 @@ providers:
 	if out := string(res.Output); !strings.Contains(out, `tool lookup({"city":"Paris"})`) || !strings.Contains(out, `turn 1: stop=end text="About two million."`) {
 		t.Fatalf("fork output:\n%s", out)
 	}
-	reqs := settled(t, srv).Requests
+	reqs := fakellmtest.Settled(t, srv).Requests
 	if len(reqs) != 3 || reqs[2].Model != "m-fork" {
 		t.Fatalf("the fake got %d requests (want the parent's 2 and the fork's 1, to m-fork): %+v", len(reqs), reqs)
 	}
@@ -135,7 +125,7 @@ providers:
 			t.Fatalf("the fork's live llm.complete %+v: want the guest's request, another answer", c)
 		}
 	}
-	if n := len(settled(t, srv).Requests); n != 3 {
+	if n := len(fakellmtest.Settled(t, srv).Requests); n != 3 {
 		t.Fatalf("replay sent %d requests", n-3)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/agentrt/agentrt/host/caps/llm"
 	"github.com/agentrt/agentrt/host/caps/llm/provider"
 	"github.com/agentrt/agentrt/internal/fakellm"
+	"github.com/agentrt/agentrt/internal/fakellm/fakellmtest"
 	"github.com/agentrt/agentrt/internal/testutil"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/replay"
@@ -57,16 +57,7 @@ func fakeProviders(t *testing.T, kind provider.Kind, base, script string) (*llm.
 // llm.yaml entry.
 func fakeProvidersWith(t *testing.T, kind provider.Kind, base, script, more string) (*llm.Providers, *fakellm.Server) {
 	t.Helper()
-	sc, err := fakellm.ParseScript([]byte(script))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := fakellm.New(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
+	srv, hs := fakellmtest.Serve(t, script)
 	t.Setenv("AGENTRT_TEST_FAKE_KEY", fakeKey)
 	cfg, err := provider.Parse("llm.yaml", []byte(fmt.Sprintf(`
 providers:
@@ -86,21 +77,6 @@ providers:
 
 func llmGrant() *host.Grant {
 	return &host.Grant{Run: &host.RunGrant{}, LLM: &host.LLMGrant{Providers: []string{"fake"}, Models: []string{"m-test"}, MaxOutputTokens: 1024}}
-}
-
-// settled waits until the fake has the outcome of every request.
-func settled(t *testing.T, srv *fakellm.Server) fakellm.Stats {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if st := srv.Stats(); st.Settled() {
-			return st
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the fake never recorded its requests' outcomes")
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // TestAgentCallsEachProvider: a wasm agent holds a tool-calling
@@ -132,7 +108,7 @@ func TestAgentCallsEachProvider(t *testing.T) {
 				if mode == "stream" && !strings.Contains(out, "streamed: true") {
 					t.Errorf("no chunk reached the guest:\n%s", out)
 				}
-				st := settled(t, srv)
+				st := fakellmtest.Settled(t, srv)
 				if len(st.Requests) != 2 || len(st.ResentAfterCompletion()) != 0 {
 					t.Fatalf("the fake got %d requests (%d sent again), want 2", len(st.Requests), len(st.ResentAfterCompletion()))
 				}
@@ -266,7 +242,7 @@ func TestResumeContinuesAResumableStream(t *testing.T) {
 	if !strings.Contains(out, `text="Paris has 2.1 million people, and its metropolitan area about 13 million."`) || strings.Contains(out, "interrupted") {
 		t.Fatalf("the resumed stream did not give the whole answer once:\n%s", out)
 	}
-	st := settled(t, srv)
+	st := fakellmtest.Settled(t, srv)
 	var posts, gets int
 	for _, r := range st.Requests {
 		switch r.API {
@@ -299,7 +275,7 @@ func TestResumeInterruptsALostStream(t *testing.T) {
 		!strings.Contains(out, `text="Paris has 2.1 million people, and its metropolitan area about 13 million."`) {
 		t.Fatalf("status %s (%v), output:\n%s", res.Status, res.Err, out)
 	}
-	if st := settled(t, srv); len(st.Requests) != 3 || len(st.ResentAfterCompletion()) != 0 {
+	if st := fakellmtest.Settled(t, srv); len(st.Requests) != 3 || len(st.ResentAfterCompletion()) != 0 {
 		t.Fatalf("the fake got %d requests (%d sent again after an answer), want 3", len(st.Requests), len(st.ResentAfterCompletion()))
 	}
 }
@@ -364,7 +340,7 @@ turns:
 	if res.Status != journal.StatusCompleted || !strings.Contains(string(res.Output), `turn 1: stop=end text="Paris has 2.1 million people."`) {
 		t.Fatalf("status %s (%v):\n%s", res.Status, res.Err, res.Output)
 	}
-	s := settled(t, srv)
+	s := fakellmtest.Settled(t, srv)
 	if len(s.Requests) != 3 || s.Requests[0].Outcome != fakellm.OutcomeCanceled || s.Requests[1].MatchKey != s.Requests[0].MatchKey || len(s.ResentAfterCompletion()) != 0 {
 		t.Fatalf("want the call in doubt sent again once, then the next: %+v", s.Requests)
 	}

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/internal/fakellm"
+	"github.com/agentrt/agentrt/internal/fakellm/fakellmtest"
 )
 
 // The clients against the repository's fake provider (internal/fakellm),
@@ -39,16 +39,7 @@ var fakeKinds = []struct {
 // waits asked are recorded in waits).
 func fakeClient(t *testing.T, kind Kind, base, script string) (*Client, *fakellm.Server, *[]time.Duration) {
 	t.Helper()
-	sc, err := fakellm.ParseScript([]byte(script))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := fakellm.New(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
+	srv, hs := fakellmtest.Serve(t, script)
 	t.Setenv("AGENTRT_TEST_FAKE_KEY", fakeKey)
 	cfg, err := Parse("llm.yaml", []byte(fmt.Sprintf(`
 providers:
@@ -75,23 +66,6 @@ providers:
 	var waits []time.Duration
 	c.sleep = func(_ context.Context, d time.Duration) error { waits = append(waits, d); return nil }
 	return c, srv, &waits
-}
-
-// settled waits until the fake has recorded the outcome of every request
-// (a client can read the last byte before the server records it).
-func settled(t *testing.T, srv *fakellm.Server) fakellm.Stats {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		st := srv.Stats()
-		if st.Settled() {
-			return st
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the fake never recorded its requests' outcomes")
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // conversation is a two-turn tool-calling script: the model asks for a
@@ -177,7 +151,7 @@ func TestClientsAgainstTheFakeProvider(t *testing.T) {
 					}
 				}
 
-				st := settled(t, srv)
+				st := fakellmtest.Settled(t, srv)
 				if len(st.Requests) != 2 {
 					t.Fatalf("the fake was sent %d requests, want 2", len(st.Requests))
 				}
@@ -224,7 +198,7 @@ turns:
 			if len(*waits) < 1 || (*waits)[0] != 2*time.Second {
 				t.Fatalf("waits %v; want the 429's Retry-After of 2s first", *waits)
 			}
-			st := settled(t, srv)
+			st := fakellmtest.Settled(t, srv)
 			if len(st.Requests) != 3 || st.Usage.InputTokens != 5 {
 				t.Fatalf("fake saw %d requests, usage %+v", len(st.Requests), st.Usage)
 			}
@@ -249,7 +223,7 @@ turns:
 				t.Fatalf("prefix %q is not a prefix of the reply", prefix.String())
 			}
 			// Never retried once chunks were delivered.
-			if st := settled(t, srv); len(st.Requests) != 1 {
+			if st := fakellmtest.Settled(t, srv); len(st.Requests) != 1 {
 				t.Fatalf("fake saw %d requests, want 1", len(st.Requests))
 			}
 		})
