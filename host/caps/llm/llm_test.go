@@ -345,3 +345,52 @@ turns:
 		t.Fatalf("want the call in doubt sent again once, then the next: %+v", s.Requests)
 	}
 }
+
+// TestAuditOfAnLLMRun: the bundle of a streamed tool-calling run verifies
+// offline, its replay identical, with the conversation's blobs carried and
+// checked; one byte changed in a blob of the conversation fails
+// verification, naming the blob.
+func TestAuditOfAnLLMRun(t *testing.T) {
+	code := testutil.BuildGo(t, "host/testdata/agents/llm")
+	provs, _ := fakeProviders(t, provider.OpenAIResponses, "/v1", conversation)
+	env := testutil.NewEnv(t, host.Deps{LLM: provs}, host.Config{})
+	ctx := context.Background()
+	res, err := env.Host.Run(ctx, host.RunSpec{Code: code, Name: "llm", Input: []byte("stream"), Grant: llmGrant()})
+	if err != nil || res.Status != journal.StatusCompleted {
+		t.Fatalf("run: %v %v", err, res)
+	}
+	var buf bytes.Buffer
+	erep, err := replay.ExportTo(ctx, env.Store, res.Run, env.Key, replay.EngineSettings{}, &buf)
+	if err != nil || erep.Blobs == 0 {
+		t.Fatalf("export: %v, %+v (want the conversation's blobs)", err, erep)
+	}
+	opts := replay.VerifyOptions{Trusted: []ed25519.PublicKey{env.Key.Public().(ed25519.PublicKey)}, Engine: env.Engine}
+	rep, err := replay.VerifyBundle(ctx, buf.Bytes(), opts)
+	if err != nil || !rep.OK || !rep.ReplayIdentical || rep.Blobs != erep.Blobs {
+		t.Fatalf("verify: %v %+v", err, rep)
+	}
+	b, err := replay.DecodeBundle(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The system message's blob: its text is in the bundle once.
+	var blob replay.BundleBlob
+	for _, bl := range b.Blobs {
+		if bytes.Contains(bl.Data, []byte("Answer with numbers.")) {
+			blob = bl
+		}
+	}
+	if blob.Sum == nil {
+		t.Fatal("no blob holds the system message")
+	}
+	changed := bytes.Clone(buf.Bytes())
+	pos := bytes.LastIndex(changed, blob.Data) // the module holds the text too, not the blob
+	if pos < 0 {
+		t.Fatal("the blob is not in the bundle")
+	}
+	changed[pos+bytes.Index(blob.Data, []byte("Answer with numbers."))] ^= 0x20
+	rep, err = replay.VerifyBundle(ctx, changed, opts)
+	if err == nil || rep.Failure == nil || rep.Failure.Class != "blob" || !strings.Contains(rep.Failure.Message, journal.SumHex(blob.Sum)) {
+		t.Fatalf("a changed blob: %v, %+v (want class blob naming %s)", err, rep.Failure, journal.SumHex(blob.Sum))
+	}
+}
