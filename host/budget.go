@@ -467,34 +467,39 @@ func (s *session) rebuildBudget(b *budgetJournal, doubt bool, doubtStep uint64) 
 // spent and what is left. Steps are the journal's last step, wall-clock
 // seconds its host time from the start entry to the last one.
 func BudgetReport(entries []*journal.Entry) (budget.Report, error) {
-	var r budgetReader
+	var r BudgetReader
 	for _, e := range entries {
-		if err := r.add(e); err != nil {
+		if err := r.Add(e); err != nil {
 			return budget.Report{}, err
 		}
 	}
-	return r.report()
+	return r.Report()
 }
 
 // LoadBudget verifies the journal of run in store, with seals by keys
 // trust approves, and returns its BudgetReport.
 func LoadBudget(ctx context.Context, store journal.Store, run journal.RunID, trust journal.TrustFunc) (budget.Report, error) {
-	var r budgetReader
+	var r BudgetReader
 	v := journal.NewVerifier(trust)
-	v.OnEntry = func(e *journal.Entry, _ *journal.Record) error { return r.add(e) }
+	v.OnEntry = func(e *journal.Entry, _ *journal.Record) error { return r.Add(e) }
 	if _, err := journal.VerifyStoreWith(ctx, store, run, v); err != nil {
 		return budget.Report{}, err
 	}
-	return r.report()
+	return r.Report()
 }
 
-// budgetReader collects a journal's budget, entry by entry.
-type budgetReader struct {
+// BudgetReader rebuilds a run's ledger from the budget records of its
+// journal, fed entry by entry in order (Add) by a verifier that checked
+// them: LoadBudget's, and an audit's, which thereby checks that the
+// records are ones a ledger writes (no settle of a reservation never
+// made, none twice). The zero value is ready to use.
+type BudgetReader struct {
 	grant *Grant
 	b     budgetJournal
 }
 
-func (r *budgetReader) add(e *journal.Entry) error {
+// Add takes the next entry of the journal.
+func (r *BudgetReader) Add(e *journal.Entry) error {
 	if e.Phase == journal.PhaseStart && e.Header != nil {
 		g, err := DecodeGrant(e.Header.Grant)
 		if err != nil {
@@ -506,7 +511,9 @@ func (r *budgetReader) add(e *journal.Entry) error {
 	return nil
 }
 
-func (r *budgetReader) report() (budget.Report, error) {
+// Report returns the ledger the records rebuild, or an error naming the
+// first record no ledger would write.
+func (r *BudgetReader) Report() (budget.Report, error) {
 	if r.grant == nil {
 		return budget.Report{}, errors.New("budget: the journal has no start entry")
 	}

@@ -22,6 +22,11 @@ import (
 // does not reach the recorded outcome. The *DivergenceError says where.
 var ErrDiverged = errors.New("divergence")
 
+// ErrBudget is the failure class of budget records that no ledger writes
+// (a settle of a reservation never made, one settled twice, ids out of
+// order): the journal's hashes and seals may hold, yet its ledger does not.
+var ErrBudget = errors.New("budget")
+
 // Class returns the name of the failure class of err, as BUNDLE.md and
 // journal/SPEC.md name them ("decode", "chain", ...), or "" when err is of
 // none.
@@ -42,6 +47,7 @@ func Class(err error) string {
 		{journal.ErrUntrusted, "untrusted"},
 		{journal.ErrUncovered, "uncovered"},
 		{journal.ErrBlob, "blob"},
+		{ErrBudget, "budget"},
 	} {
 		if errors.Is(err, c.err) {
 			return c.name
@@ -271,9 +277,16 @@ func (a *auditor) verify(ctx context.Context, r io.ReaderAt, size int64, engine 
 	// audience it verified as).
 	var started time.Time
 	var firstSeal ed25519.PublicKey
+	// The budget records rebuild the run's ledger: a record no ledger
+	// writes (a settle of a reservation never made, one settled twice)
+	// fails the audit, even under the cell's seals.
+	var ledger host.BudgetReader
 	v.OnEntry = func(e *journal.Entry, rec *journal.Record) error {
 		if e.Seq == 0 {
 			started = time.Unix(0, e.Time)
+		}
+		if err := ledger.Add(e); err != nil {
+			return err
 		}
 		if firstSeal == nil && rec.Seal != nil {
 			firstSeal = bytes.Clone(rec.Seal.Cell)
@@ -323,6 +336,9 @@ func (a *auditor) verify(ctx context.Context, r io.ReaderAt, size int64, engine 
 			return &AuditError{Class: ve.Class, Seq: ve.Seq, HasSeq: true, Step: ve.Step, Op: ve.Op, Err: ve.Err}
 		}
 		return &AuditError{Class: ErrBundleFormat, Err: err}
+	}
+	if _, err := ledger.Report(); err != nil {
+		return &AuditError{Class: ErrBudget, Err: fmt.Errorf("the budget records do not rebuild a ledger: %w", err)}
 	}
 	rep.Run = sum.Run.String()
 	rep.ChainIntact, rep.Head = true, hex.EncodeToString(sum.Head)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentrt/agentrt/host"
+	"github.com/agentrt/agentrt/host/budget"
 	"github.com/agentrt/agentrt/host/caps/llm"
 	"github.com/agentrt/agentrt/host/caps/llm/provider"
 	"github.com/agentrt/agentrt/internal/fakellm"
@@ -392,5 +393,76 @@ func TestAuditOfAnLLMRun(t *testing.T) {
 	rep, err = replay.VerifyBundle(ctx, changed, opts)
 	if err == nil || rep.Failure == nil || rep.Failure.Class != "blob" || !strings.Contains(rep.Failure.Message, journal.SumHex(blob.Sum)) {
 		t.Fatalf("a changed blob: %v, %+v (want class blob naming %s)", err, rep.Failure, journal.SumHex(blob.Sum))
+	}
+}
+
+// TestAuditRefusesALedgerNoHostWrites: a journal whose budget records no
+// ledger writes (the settle of the first model call names a reservation
+// never made), re-chained and re-sealed by the cell's own key so that
+// every hash and seal holds, fails the audit with class budget.
+func TestAuditRefusesALedgerNoHostWrites(t *testing.T) {
+	code := testutil.BuildGo(t, "host/testdata/agents/llm")
+	provs, _ := fakeProviders(t, provider.OpenAIChat, "/v1", conversation)
+	env := testutil.NewEnv(t, host.Deps{LLM: provs}, host.Config{})
+	ctx := context.Background()
+	res, err := env.Host.Run(ctx, host.RunSpec{Code: code, Name: "llm", Input: []byte("complete"), Grant: llmGrant()})
+	if err != nil || res.Status != journal.StatusCompleted {
+		t.Fatalf("run: %v %v", err, res)
+	}
+	opts := replay.VerifyOptions{Trusted: []ed25519.PublicKey{env.Key.Public().(ed25519.PublicKey)}, Engine: env.Engine}
+	export := func() []byte {
+		var buf bytes.Buffer
+		if _, err := replay.ExportTo(ctx, env.Store, res.Run, env.Key, replay.EngineSettings{}, &buf); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	if rep, err := replay.VerifyBundle(ctx, export(), opts); err != nil || !rep.OK {
+		t.Fatalf("the untouched run: %v", err)
+	}
+	forged := false
+	err = env.Store.RewriteJournal(res.Run, func(recs [][]byte) [][]byte {
+		var prev []byte
+		for i, raw := range recs {
+			rec, err := journal.DecodeRecord(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, err := journal.DecodeEntry(rec.Entry)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !forged && e.Op == "llm.complete" && e.Phase == journal.PhaseCompleted {
+				ops, err := budget.DecodeRecord(e.Budget)
+				if err != nil || len(ops) != 1 || ops[0].Kind != budget.OpSettle {
+					t.Fatalf("the first answer's budget record: %v %v", ops, err)
+				}
+				ops[0].ID = 99
+				if e.Budget, err = budget.EncodeRecord(ops...); err != nil {
+					t.Fatal(err)
+				}
+				forged = true
+			}
+			if prev != nil {
+				e.Prev = prev
+			}
+			rec.Entry, _ = journal.EncodeEntry(e)
+			prev = journal.Sum(rec.Entry)
+			if rec.Seal != nil {
+				rec.Seal = &journal.Seal{Cell: env.Key.Public().(ed25519.PublicKey), Sig: ed25519.Sign(env.Key, journal.SealMessage(e.Run, e.Seq, prev))}
+			}
+			recs[i], _ = journal.EncodeRecord(rec)
+		}
+		return recs
+	})
+	if err != nil || !forged {
+		t.Fatalf("rewrite: %v (forged %v)", err, forged)
+	}
+	if _, err := journal.VerifyStore(ctx, env.Store, res.Run, journal.TrustKeys(env.Key.Public().(ed25519.PublicKey))); err != nil {
+		t.Fatalf("the re-sealed journal must pass the journal's own checks: %v", err)
+	}
+	rep, err := replay.VerifyBundle(ctx, export(), opts)
+	if err == nil || rep.Failure == nil || rep.Failure.Class != "budget" {
+		t.Fatalf("a ledger no host writes: %v, %+v (want class budget)", err, rep.Failure)
 	}
 }
