@@ -280,13 +280,17 @@ func (a *auditor) verify(ctx context.Context, r io.ReaderAt, size int64, engine 
 	// The budget records rebuild the run's ledger: a record no ledger
 	// writes (a settle of a reservation never made, one settled twice)
 	// fails the audit, even under the cell's seals.
+	// Its first error is reported once the journal has verified: an entry
+	// is handed over before the next one's link checks its hash, and a
+	// changed entry is a chain failure, not a budget one.
 	var ledger host.BudgetReader
+	var ledgerErr error
 	v.OnEntry = func(e *journal.Entry, rec *journal.Record) error {
 		if e.Seq == 0 {
 			started = time.Unix(0, e.Time)
 		}
-		if err := ledger.Add(e); err != nil {
-			return err
+		if err := ledger.Add(e); err != nil && ledgerErr == nil {
+			ledgerErr = err
 		}
 		if firstSeal == nil && rec.Seal != nil {
 			firstSeal = bytes.Clone(rec.Seal.Cell)
@@ -337,7 +341,10 @@ func (a *auditor) verify(ctx context.Context, r io.ReaderAt, size int64, engine 
 		}
 		return &AuditError{Class: ErrBundleFormat, Err: err}
 	}
-	if _, err := ledger.Report(); err != nil {
+	if ledgerErr == nil {
+		_, ledgerErr = ledger.Report()
+	}
+	if err := ledgerErr; err != nil {
 		return &AuditError{Class: ErrBudget, Err: fmt.Errorf("the budget records do not rebuild a ledger: %w", err)}
 	}
 	rep.Run = sum.Run.String()
