@@ -352,10 +352,9 @@ func (in *instance) complete(ctx context.Context, c *caps.Call) (abi.Status, []b
 	if cl.Resumable() {
 		cursor = &abi.LLMCursor{Provider: in.cur.provider, Model: req.Model}
 	}
-	s := newStream(c.Step, in.cur.price, cursor)
-	s.provider, s.credential = in.cur.provider, cl.CredentialID()
+	s := newStream(c.Step, in.cur.price, cursor, cl)
 	in.streams[c.Step] = s
-	go s.run(in.ctx, cl, &req)
+	go s.run(in.ctx, &req)
 	return in.batch(ctx, s)
 }
 
@@ -366,43 +365,39 @@ func (in *instance) next(ctx context.Context, c *caps.Call) (abi.Status, []byte)
 	step := in.cur.next.Step
 	s := in.streams[step]
 	if s == nil {
-		var cl *provider.Client
-		s, cl = in.resumable(step, in.cur.next.Cursor)
+		s = in.resumable(step, in.cur.next.Cursor)
 		if s == nil {
 			return caps.Error(abi.StatusFailed, "%s: the stream of step %d was lost when the run stopped, and its provider cannot resume it; the chunks delivered before this are a prefix of the answer: ask again for a whole one",
 				abi.LLMStreamInterrupted, step)
 		}
 		in.streams[step] = s
-		go s.resume(in.ctx, cl)
+		go s.resume(in.ctx)
 	}
 	return in.batch(ctx, s)
 }
 
-// resumable returns a stream of step to resume from cursor, with its
-// provider's client, or nil when it cannot be: no cursor, a provider or
+// resumable returns a stream of step to resume from cursor, or nil when it cannot be: no cursor, a provider or
 // model no longer granted or offered, a provider that cannot resume, or a
 // cursor the host did not seal for this run and step.
-func (in *instance) resumable(step uint64, cur *abi.LLMCursor) (*stream, *provider.Client) {
+func (in *instance) resumable(step uint64, cur *abi.LLMCursor) *stream {
 	if cur == nil || cur.ResponseID == "" || in.deps.Providers == nil ||
 		!slices.Contains(in.grant.Providers, cur.Provider) || !slices.Contains(in.grant.Models, cur.Model) {
-		return nil, nil
+		return nil
 	}
 	p := in.deps.Providers.cfg.Providers[cur.Provider]
 	if p == nil {
-		return nil, nil
+		return nil
 	}
 	price, ok := p.Models[cur.Model]
 	if !ok {
-		return nil, nil
+		return nil
 	}
 	cl, err := in.deps.Providers.client(cur.Provider)
 	if err != nil || !cl.Resumable() || !hmac.Equal(cur.MAC, seal(cl, in.run.ID.String(), step, cur)) {
-		return nil, nil
+		return nil
 	}
 	c := *cur
-	s := newStream(step, price, &c)
-	s.provider, s.credential = cur.Provider, cl.CredentialID()
-	return s, cl
+	return newStream(step, price, &c, cl)
 }
 
 // seal is the MAC of cursor c of the stream of step in run.
@@ -423,17 +418,15 @@ func (in *instance) batch(ctx context.Context, s *stream) (abi.Status, []byte) {
 		return failed(err)
 	}
 	if res != nil {
-		res.Provider, res.Credential = s.provider, s.credential
+		res.Provider, res.Credential = s.cl.Name(), s.cl.CredentialID()
 	}
 	b := abi.LLMBatch{Step: s.step, Chunks: chunks, Response: res}
 	if b.Chunks == nil {
 		b.Chunks = []abi.LLMChunk{}
 	}
 	if cur := s.snapshot(); cur != nil && !done && cur.ResponseID != "" {
-		if cl, err := in.deps.Providers.client(cur.Provider); err == nil {
-			cur.MAC = seal(cl, in.run.ID.String(), s.step, cur)
-			b.Cursor = cur
-		}
+		cur.MAC = seal(s.cl, in.run.ID.String(), s.step, cur)
+		b.Cursor = cur
 	}
 	return caps.OK(&b)
 }

@@ -15,8 +15,9 @@ import (
 type stream struct {
 	step  uint64
 	price provider.ModelPrice
-	// provider and credential name where the call went, in its answer.
-	provider, credential string
+	// cl is the provider's client: where the call went, as its answer
+	// names it, and the key of its cursor's seal.
+	cl *provider.Client
 	// cursor is where the stream stands, for a provider that can resume
 	// it (nil otherwise): its response id is set when the stream names
 	// it, and Delivered counts the chunks taken.
@@ -35,8 +36,8 @@ type stream struct {
 	taken time.Time
 }
 
-func newStream(step uint64, p provider.ModelPrice, cursor *abi.LLMCursor) *stream {
-	return &stream{step: step, price: p, cursor: cursor, more: make(chan struct{})}
+func newStream(step uint64, p provider.ModelPrice, cursor *abi.LLMCursor, cl *provider.Client) *stream {
+	return &stream{step: step, price: p, cursor: cursor, cl: cl, more: make(chan struct{})}
 }
 
 // add is the stream's onChunk: it keeps ch for the next take.
@@ -59,19 +60,19 @@ func (s *stream) started(id string) {
 }
 
 // run makes the call, until it ends or ctx does (the run closed).
-func (s *stream) run(ctx context.Context, cl *provider.Client, req *abi.LLMRequest) {
+func (s *stream) run(ctx context.Context, req *abi.LLMRequest) {
 	var onStart func(string)
 	if s.cursor != nil {
 		onStart = s.started
 	}
-	res, err := cl.CompleteResumable(ctx, req, s.add, onStart)
+	res, err := s.cl.CompleteResumable(ctx, req, s.add, onStart)
 	s.end(res.Response, err)
 }
 
 // resume reads the stream again from the provider, past the chunks the
 // cursor says were delivered.
-func (s *stream) resume(ctx context.Context, cl *provider.Client) {
-	res, err := cl.Resume(ctx, s.cursor.ResponseID, s.cursor.Delivered, s.add)
+func (s *stream) resume(ctx context.Context) {
+	res, err := s.cl.Resume(ctx, s.cursor.ResponseID, s.cursor.Delivered, s.add)
 	if err != nil {
 		var e *provider.Error
 		if errors.As(err, &e) {

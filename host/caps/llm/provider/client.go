@@ -122,6 +122,9 @@ func (c *Client) Complete(ctx context.Context, req *abi.LLMRequest, onChunk func
 	return c.CompleteResumable(ctx, req, onChunk, nil)
 }
 
+// Name is the provider's name in llm.yaml.
+func (c *Client) Name() string { return c.p.Name }
+
 // CredentialID is the id of the client's credential ("env:VAR",
 // "file:PATH"), as the journal names it.
 func (c *Client) CredentialID() string { return c.cred.ID() }
