@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/capability"
@@ -143,6 +144,9 @@ type RunSpec struct {
 	// on the fly; with one, Grant, when set, must be within it and
 	// supplies the tool definitions and the kv namespace.
 	Token []byte
+	// Origin, when set, says what started the run (a trigger's firing, a
+	// task's attempt): recorded in its header and its index record.
+	Origin *journal.Origin
 }
 
 // Result is the outcome of a run.
@@ -337,6 +341,12 @@ func (h *Host) start(ctx context.Context, spec RunSpec, fork *forked) (*Started,
 	if fork != nil {
 		hdr.Fork = fork.point
 	}
+	if o := spec.Origin; o != nil {
+		if o.Kind == "" || o.ID == "" || !utf8.ValidString(o.Kind) || !utf8.ValidString(o.ID) {
+			return nil, fmt.Errorf("host: the run's origin needs a kind and an id in UTF-8, got %q %q", o.Kind, o.ID)
+		}
+		hdr.Origin = o
+	}
 	if err := checkLink(m.Imports, grant); err != nil {
 		var le *LinkError
 		if errors.As(err, &le) && !le.malformed() {
@@ -351,7 +361,7 @@ func (h *Host) start(ctx context.Context, spec RunSpec, fork *forked) (*Started,
 	w := journal.NewWriter(h.deps.Store, journal.NewChain(run, h.deps.Key))
 	meta := journal.RunMeta{ID: run, Status: journal.StatusRunning, ModuleSHA256: m.SHA256, ModuleName: spec.Name,
 		Started: now.UnixNano(), Cell: h.deps.Key.Public().(ed25519.PublicKey),
-		Engines: []string{h.engine.Kind()}, MaxRequest: uint64(h.cfg.MaxRequest)}
+		Engines: []string{h.engine.Kind()}, MaxRequest: uint64(h.cfg.MaxRequest), Origin: hdr.Origin}
 	if err := w.Add(&journal.Entry{Phase: journal.PhaseStart, Header: hdr, Time: now.UnixNano()}); err != nil {
 		return nil, err
 	}
@@ -682,7 +692,7 @@ func (h *Host) refuse(ctx context.Context, run journal.RunID, hdr *journal.Heade
 	end := &journal.End{Status: journal.StatusFailed, Error: strings.ToValidUTF8(why.Error(), "\uFFFD")}
 	meta := journal.RunMeta{ID: run, Status: journal.StatusFailed, ModuleSHA256: m.SHA256, ModuleName: name,
 		Started: now.UnixNano(), Ended: now.UnixNano(), Error: end.Error, Cell: h.deps.Key.Public().(ed25519.PublicKey),
-		Engines: []string{h.engine.Kind()}, MaxRequest: uint64(h.cfg.MaxRequest)}
+		Engines: []string{h.engine.Kind()}, MaxRequest: uint64(h.cfg.MaxRequest), Origin: hdr.Origin}
 	err := errors.Join(
 		w.Add(&journal.Entry{Phase: journal.PhaseStart, Header: hdr, Time: now.UnixNano()}),
 		w.Add(&journal.Entry{Phase: journal.PhaseEnd, End: end, Time: now.UnixNano()}))

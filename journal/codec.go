@@ -135,7 +135,7 @@ func appendEntry(dst []byte, e *Entry) []byte {
 	n := 7 + b2u(e.Step != 0) + b2u(e.Op != "") + b2u(len(e.InputHash) > 0) +
 		b2u(len(e.Request) > 0) + b2u(len(e.OutputHash) > 0) + b2u(len(e.Response) > 0) +
 		b2u(e.Status != 0) + b2u(e.Epoch != 0) + b2u(e.Key != "") + b2u(e.Header != nil) + b2u(e.End != nil) +
-		b2u(len(e.Gate) > 0) + b2u(len(e.Budget) > 0)
+		b2u(len(e.Gate) > 0) + b2u(len(e.Budget) > 0) + b2u(len(e.Approval) > 0)
 	dst = appendHead(dst, majorMap, n)
 	dst = appendHead(append(dst, 1), majorUint, uint64(e.Version))
 	dst = appendHead(append(dst, 2), majorBytes, uint64(len(e.Run)))
@@ -184,6 +184,9 @@ func appendEntry(dst []byte, e *Entry) []byte {
 	if len(e.Budget) > 0 {
 		dst = appendBytes(append(dst, 20), e.Budget)
 	}
+	if len(e.Approval) > 0 {
+		dst = appendBytes(append(dst, 21), e.Approval)
+	}
 	return dst
 }
 
@@ -194,7 +197,7 @@ func entrySize(e *Entry) int {
 	if e == nil {
 		return 1
 	}
-	// The map head (at most 20 pairs) and the seven keys always present
+	// The map head (at most 21 pairs) and the seven keys always present
 	// are one byte each.
 	n := 1 + 7 +
 		headSize(uint64(e.Version)) +
@@ -210,7 +213,7 @@ func entrySize(e *Entry) int {
 	if e.Op != "" {
 		n += 1 + textSize(e.Op)
 	}
-	for _, b := range [...][]byte{e.InputHash, e.Request, e.OutputHash, e.Response, e.Gate, e.Budget} {
+	for _, b := range [...][]byte{e.InputHash, e.Request, e.OutputHash, e.Response, e.Gate, e.Budget, e.Approval} {
 		if len(b) > 0 {
 			n += 1 + bytesSize(b)
 		}
@@ -234,7 +237,7 @@ func entrySize(e *Entry) int {
 }
 
 func appendHeader(dst []byte, h *Header) []byte {
-	n := 6 + b2u(len(h.Parent) > 0) + b2u(h.ModuleName != "") + b2u(len(h.Token) > 0) + b2u(h.Fork != nil)
+	n := 6 + b2u(len(h.Parent) > 0) + b2u(h.ModuleName != "") + b2u(len(h.Token) > 0) + b2u(h.Fork != nil) + b2u(h.Origin != nil)
 	dst = appendHead(dst, majorMap, n)
 	dst = appendBytes(append(dst, 1), h.ModuleSHA256)
 	dst = appendHead(append(dst, 2), majorUint, uint64(h.ABI))
@@ -264,6 +267,14 @@ func appendHeader(dst []byte, h *Header) []byte {
 			dst = appendText(append(dst, 6), f.Model)
 		}
 	}
+	if o := h.Origin; o != nil {
+		dst = appendHead(append(dst, 11), majorMap, 2+b2u(o.Seq != 0))
+		dst = appendText(append(dst, 1), o.Kind)
+		dst = appendText(append(dst, 2), o.ID)
+		if o.Seq != 0 {
+			dst = appendHead(append(dst, 3), majorUint, o.Seq)
+		}
+	}
 	return dst
 }
 
@@ -291,6 +302,12 @@ func headerSize(h *Header) int {
 		}
 		if f.Model != "" {
 			n += 1 + textSize(f.Model)
+		}
+	}
+	if o := h.Origin; o != nil {
+		n += 1 + 1 + 1 + textSize(o.Kind) + 1 + textSize(o.ID)
+		if o.Seq != 0 {
+			n += 1 + headSize(o.Seq)
 		}
 	}
 	return n
@@ -599,8 +616,8 @@ func parseEntryOwned(b []byte, e *Entry) bool {
 	p := parser{b: b}
 	n := p.head(majorMap)
 	var seen, k uint64
-	for range min(n, 20) {
-		k = p.key(k, 20)
+	for range min(n, 21) {
+		k = p.key(k, 21)
 		seen |= 1 << k
 		switch k {
 		case 1:
@@ -647,20 +664,22 @@ func parseEntryOwned(b []byte, e *Entry) bool {
 			e.Gate = p.nonempty()
 		case 20:
 			e.Budget = p.nonempty()
+		case 21:
+			e.Approval = p.nonempty()
 		}
 		if p.bad {
 			return false
 		}
 	}
-	return !p.bad && n <= 20 && seen&entryRequired == entryRequired && p.off == len(p.b)
+	return !p.bad && n <= 21 && seen&entryRequired == entryRequired && p.off == len(p.b)
 }
 
 func (p *parser) header() *Header {
 	h := new(Header)
 	n := p.head(majorMap)
 	var seen, k uint64
-	for range min(n, 10) {
-		k = p.key(k, 10)
+	for range min(n, 11) {
+		k = p.key(k, 11)
 		seen |= 1 << k
 		switch k {
 		case 1:
@@ -683,9 +702,11 @@ func (p *parser) header() *Header {
 			h.Token = p.nonempty()
 		case 10:
 			h.Fork = p.fork()
+		case 11:
+			h.Origin = p.origin()
 		}
 	}
-	if n > 10 || seen&headerRequired != headerRequired {
+	if n > 11 || seen&headerRequired != headerRequired {
 		p.bad = true
 	}
 	return h
@@ -721,6 +742,24 @@ func (p *parser) fork() *Fork {
 		}
 	}
 	return f
+}
+
+// origin reads a header's origin: its kind and id, then its seq when not 0.
+func (p *parser) origin() *Origin {
+	o := new(Origin)
+	n := p.head(majorMap)
+	if n < 2 || n > 3 || p.key(0, 1) != 1 {
+		p.bad = true
+		return o
+	}
+	o.Kind = p.nonemptyText()
+	p.key(1, 2)
+	o.ID = p.nonemptyText()
+	if n == 3 {
+		p.key(2, 3)
+		o.Seq = p.nonzero(math.MaxUint64)
+	}
+	return o
 }
 
 func (p *parser) end() *End {

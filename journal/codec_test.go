@@ -157,7 +157,19 @@ func drawHeader(t *rapid.T, invalid bool) *Header {
 		Parent:       drawBytes(t, "parent"),
 		ModuleName:   drawText(t, "module name", invalid),
 		Token:        drawBytes(t, "token"),
+		Origin:       drawOrigin(t, invalid),
 	}
+}
+
+func drawOrigin(t *rapid.T, invalid bool) *Origin {
+	if !rapid.Bool().Draw(t, "has origin") {
+		return nil
+	}
+	o := &Origin{Kind: drawText(t, "origin kind", invalid), ID: drawText(t, "origin id", invalid), Seq: drawUint(t, "origin seq")}
+	if !invalid {
+		o.Kind, o.ID = "trigger"+o.Kind, "t"+o.ID
+	}
+	return o
 }
 
 func drawEnd(t *rapid.T, invalid bool) *End {
@@ -192,6 +204,7 @@ func drawEntry(t *rapid.T, shaped bool) *Entry {
 		Epoch:      drawUint(t, "epoch"),
 		Key:        drawText(t, "key", !shaped),
 		Gate:       drawBytes(t, "gate"),
+		Approval:   drawBytes(t, "approval"),
 	}
 	if rapid.Bool().Draw(t, "has header") {
 		e.Header = drawHeader(t, !shaped)
@@ -231,6 +244,9 @@ func drawEntry(t *rapid.T, shaped bool) *Entry {
 	if e.Phase != PhaseIntent && e.Phase != PhaseCompleted && e.Phase != PhaseFailed {
 		e.Gate = nil
 	}
+	if e.Phase == PhaseStart || e.Phase == PhaseEnd {
+		e.Approval = nil
+	}
 	if err := e.check(); err != nil {
 		t.Fatalf("the shaped generator drew an entry that fails the shape check: %v", err)
 	}
@@ -262,7 +278,7 @@ func drawRecord(t *rapid.T) *Record {
 // of length 0 are omitted, so they come back nil.
 func decodedEntry(e *Entry) *Entry {
 	d := *e
-	for _, p := range []*[]byte{&d.InputHash, &d.Request, &d.OutputHash, &d.Response, &d.Gate} {
+	for _, p := range []*[]byte{&d.InputHash, &d.Request, &d.OutputHash, &d.Response, &d.Gate, &d.Approval} {
 		if len(*p) == 0 {
 			*p = nil
 		}

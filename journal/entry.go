@@ -109,6 +109,12 @@ type Entry struct {
 	// orphans on the first entry a resumed run writes. The entry hash
 	// covers it, so a changed charge breaks the chain.
 	Budget []byte `cbor:"20,keyasint,omitempty"`
+	// Approval is an approval's record, canonical CBOR (approval.Record,
+	// approval/SPEC.md): the request on the intent of a call that parked
+	// for it, its votes and decision on the entry that ends the wait (the
+	// executing entry of an approved effect, the outcome of any other).
+	// The entry hash covers it; audit verify checks its meaning.
+	Approval []byte `cbor:"21,keyasint,omitempty"`
 }
 
 // Header describes a run. It is carried by the start entry (seq 0).
@@ -131,6 +137,20 @@ type Header struct {
 	// Fork, on a run started by agentrt fork, names the run it was forked
 	// from and where.
 	Fork *Fork `cbor:"10,keyasint,omitempty"`
+	// Origin, on a run a cell started on its own (a trigger's firing, a
+	// task's attempt), says which.
+	Origin *Origin `cbor:"11,keyasint,omitempty"`
+}
+
+// Origin names what started a run when no one submitted it by hand.
+type Origin struct {
+	// Kind is "trigger" or "task".
+	Kind string `cbor:"1,keyasint"`
+	// ID names the trigger or the task.
+	ID string `cbor:"2,keyasint"`
+	// Seq is the trigger's firing (its scheduled moment, Unix seconds,
+	// or its event's ordinal) or the task's attempt (from 1).
+	Seq uint64 `cbor:"3,keyasint,omitempty"`
 }
 
 // Fork is where a forked run branches off its parent. The fork's calls up
@@ -189,6 +209,12 @@ const (
 	// breaker; RunMeta.Error says why). Like a cancelled run it is not
 	// finished and not resumed on its own; agentrt resume goes on with it.
 	StatusHeld RunStatus = "held"
+	// StatusParked marks, in a run's index record only, a run that waits
+	// (for an approval, a timer): its instance is closed and its state is
+	// its journal, whose last call has an intent and no outcome.
+	// RunMeta.Wait says what it waits for; the cell resumes it when that
+	// happens, through the path of every resume.
+	StatusParked RunStatus = "parked"
 )
 
 // Finished says whether a run in state s has its end entry: completed or

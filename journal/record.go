@@ -111,6 +111,7 @@ func (e *Entry) check() error {
 	if !utf8.ValidString(e.Op) || !utf8.ValidString(e.Key) ||
 		(e.Header != nil && !utf8.ValidString(e.Header.ModuleName)) ||
 		(e.Header != nil && e.Header.Fork != nil && (!utf8.ValidString(e.Header.Fork.Provider) || !utf8.ValidString(e.Header.Fork.Model))) ||
+		(e.Header != nil && e.Header.Origin != nil && (!utf8.ValidString(e.Header.Origin.Kind) || !utf8.ValidString(e.Header.Origin.ID))) ||
 		(e.End != nil && (!utf8.ValidString(e.End.Error) || !utf8.ValidString(string(e.End.Status)))) {
 		return fmt.Errorf("a text field is not valid UTF-8")
 	}
@@ -134,6 +135,9 @@ func (e *Entry) check() error {
 	}
 	if len(e.Gate) > 0 && e.Phase != PhaseIntent && e.Phase != PhaseCompleted && e.Phase != PhaseFailed {
 		return fmt.Errorf("a gate record belongs to a call's intent or its one outcome entry, not to the %s entry", e.Phase)
+	}
+	if len(e.Approval) > 0 && e.Phase != PhaseIntent && e.Phase != PhaseExecuting && e.Phase != PhaseCompleted && e.Phase != PhaseFailed {
+		return fmt.Errorf("an approval record belongs to a call's entries, not to the %s entry", e.Phase)
 	}
 	if len(e.Budget) > 0 && (e.Phase == PhaseStart || e.Phase == PhaseLease) {
 		return fmt.Errorf("budget records belong to a call's entries or the end, not to the %s entry", e.Phase)

@@ -34,6 +34,52 @@ type RunMeta struct {
 	// run, which decided which calls were too large; 0 for a run recorded
 	// before hosts recorded it (they all used abi.MaxRequest).
 	MaxRequest uint64 `cbor:"13,keyasint,omitempty"`
+	// Origin is the header's origin (a trigger's firing, a task's attempt).
+	Origin *Origin `cbor:"14,keyasint,omitempty"`
+	// Wait is what a parked run waits for; nil for a run that does not.
+	Wait *Wait `cbor:"15,keyasint,omitempty"`
+}
+
+// Wait is what a parked run waits for, as its index record says, so that a
+// cell finds its parked runs without reading their journals.
+type Wait struct {
+	// Kind is WaitTimer or WaitApproval.
+	Kind string `cbor:"1,keyasint"`
+	// Step is the parked call's.
+	Step uint64 `cbor:"2,keyasint"`
+	Op   string `cbor:"3,keyasint,omitempty"`
+	// Until is, for a timer, its wake time; for an approval, its expiry
+	// (0: none). Unix ns.
+	Until int64 `cbor:"4,keyasint,omitempty"`
+	// Group and Digest name an approval: the approvers' group, and the
+	// action digest the votes are bound to.
+	Group  string `cbor:"5,keyasint,omitempty"`
+	Digest []byte `cbor:"6,keyasint,omitempty"`
+	// Since is when the run parked, Unix ns.
+	Since int64 `cbor:"7,keyasint,omitempty"`
+}
+
+// Kinds of wait.
+const (
+	WaitTimer    = "timer"
+	WaitApproval = "approval"
+)
+
+// CellRecords are a cell's own durable records, kept apart from the runs'
+// journals and the agents' state: approval votes, triggers and their
+// firings, tasks. Each record is in a table, under a key; a table's keys
+// list in byte order. Writes are durable when they return.
+type CellRecords interface {
+	CellGet(table, key string) ([]byte, bool, error)
+	CellPut(table, key string, val []byte) error
+	// CellCreate sets the record only if the key has none, and reports
+	// whether it did: the one way to claim a key once (a trigger's
+	// moment), whoever else tries.
+	CellCreate(table, key string, val []byte) (bool, error)
+	CellDelete(table, key string) error
+	// CellList calls fn with every record of table whose key starts with
+	// prefix, in key order, until fn returns an error.
+	CellList(table, prefix string, fn func(key string, val []byte) error) error
 }
 
 // Errors returned by every Store implementation.

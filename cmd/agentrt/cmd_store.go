@@ -251,8 +251,8 @@ agentrt store check says it is whole). Exits 0 when every run was copied whole,
 			for _, m := range rep.MissingModules {
 				fmt.Fprintf(c.stderr, "agentrt: warning: module %s\n", m)
 			}
-			fmt.Fprintf(c.stderr, "salvaged into %s: %d runs (%d whole, %d short), %d modules, %d kv keys, %d events, %d leases, %d nonces\n",
-				to, len(rep.Runs), len(rep.Runs)-short, short, rep.Modules, rep.KV, rep.Events, rep.Leases, rep.Nonces)
+			fmt.Fprintf(c.stderr, "salvaged into %s: %d runs (%d whole, %d short), %d modules, %d kv keys, %d events, %d leases, %d nonces, %d cell records\n",
+				to, len(rep.Runs), len(rep.Runs)-short, short, rep.Modules, rep.KV, rep.Events, rep.Leases, rep.Nonces, rep.CellRecords)
 			if short > 0 || len(rep.MissingModules) > 0 {
 				return withHint(fmt.Errorf("%d runs could not be copied whole, and %d modules are missing", short, len(rep.MissingModules)),
 					"what was copied verifies; a run copied short still reads as incomplete in %s", to)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -154,6 +155,34 @@ type Server struct {
 	subs   map[journal.RunID]map[chan StreamLine]bool
 	wg     sync.WaitGroup
 	closed bool
+	// onEnd are told of every run this server executed that stopped
+	// (OnEnd).
+	onEnd []func(journal.RunID, *host.Result, error)
+}
+
+// OnEnd registers fn, which is called, in the run's goroutine, each time a
+// run this server executes stops: it ended (res.Status completed or
+// failed), parked, was cancelled, or was interrupted (err says why; res may
+// be nil). The cell's triggers and tasks learn of their runs' outcomes so.
+func (s *Server) OnEnd(fn func(run journal.RunID, res *host.Result, err error)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onEnd = append(s.onEnd, fn)
+}
+
+// Launch starts a run of spec and executes it in the background, as a
+// submission through the API does; what names why in the daemon's log
+// ("started", "triggered", ...). The start is refused as a submission's
+// is: by the token, the link check, a server shutting down.
+func (s *Server) Launch(ctx context.Context, spec host.RunSpec, what string) (journal.RunID, error) {
+	st, err := s.cell.Host.Start(ctx, spec)
+	if err != nil {
+		return journal.RunID{}, err
+	}
+	if err := s.execute(st, what); err != nil {
+		return journal.RunID{}, err
+	}
+	return st.Run, nil
 }
 
 // ServerOptions tune NewServer.
@@ -281,7 +310,11 @@ func (s *Server) execute(st *host.Started, what string) error {
 			close(ch)
 		}
 		delete(s.subs, st.Run)
+		hooks := slices.Clone(s.onEnd)
 		s.mu.Unlock()
+		for _, fn := range hooks {
+			fn(st.Run, res, err)
+		}
 	}()
 	return nil
 }

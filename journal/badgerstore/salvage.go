@@ -18,8 +18,9 @@ type SalvageReport struct {
 	// Problems are the defects of the files of the store salvaged.
 	Problems []Problem     `json:"problems"`
 	Runs     []SalvagedRun `json:"runs"`
-	// Modules, KV, Events, Leases and Nonces count what else was copied.
-	Modules, KV, Events, Leases, Nonces int
+	// Modules, KV, Events, Leases, Nonces and CellRecords (approval
+	// votes, triggers, tasks) count what else was copied.
+	Modules, KV, Events, Leases, Nonces, CellRecords int
 	// MissingModules are the modules that runs name and the store cannot
 	// give back whole.
 	MissingModules []string `json:"missing_modules,omitempty"`
@@ -234,13 +235,13 @@ func metaFromStart(run journal.RunID, start *journal.Entry) journal.RunMeta {
 }
 
 // copyState copies the agents' state, the event logs, the leases and the
-// nonces of st into out, key by key.
+// nonces and the cell's own records of st into out, key by key.
 func copyState(st, out *Store, epochs map[journal.RunID]uint64, rep *SalvageReport) error {
 	wb := out.db.NewWriteBatch()
 	defer wb.Cancel()
 	err := st.db.View(func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions
-		for _, prefix := range []string{prefixKV, prefixEvents, prefixLease, prefixNonce} {
+		for _, prefix := range []string{prefixKV, prefixEvents, prefixLease, prefixNonce, prefixCell} {
 			opts.Prefix = []byte(prefix)
 			it := txn.NewIterator(opts)
 			for it.Rewind(); it.Valid(); it.Next() {
@@ -276,6 +277,8 @@ func copyState(st, out *Store, epochs map[journal.RunID]uint64, rep *SalvageRepo
 					rep.Leases++
 				case prefixNonce:
 					rep.Nonces++
+				case prefixCell:
+					rep.CellRecords++
 				}
 			}
 			it.Close()
