@@ -18,6 +18,7 @@ import (
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/host/caps/llm"
 	"github.com/agentrt/agentrt/host/caps/llm/provider"
+	"github.com/agentrt/agentrt/internal/clock"
 	"github.com/agentrt/agentrt/internal/fileread"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/journal/badgerstore"
@@ -80,6 +81,9 @@ type Cell struct {
 	// metrics and UI), which no agent's http capability may reach: a
 	// daemon adds each one it opens (Listeners.Add).
 	Listeners *host.ListenerSet
+	// Clock is the time the cell's schedules run on, and its host's clock
+	// (Options.Clock).
+	Clock clock.Clock
 
 	mu    sync.RWMutex
 	sinks []func(host.Event)
@@ -122,6 +126,10 @@ type Options struct {
 	Modes string
 	// Approver answers the calls the modes ask about; nil: an ask is a no.
 	Approver host.Approver
+	// Clock is the cell's time: its host's clock and its schedules'
+	// (timers, triggers, task backoffs, approval expiries); nil: the
+	// system's. Tests inject a clock.Fake.
+	Clock clock.Clock
 }
 
 // llmDeps returns the cell's model providers, from DATA/llm.yaml; nil
@@ -169,12 +177,16 @@ func Open(ctx context.Context, dir string, opts Options) (*Cell, error) {
 		st.Close()
 		return nil, err
 	}
-	c := &Cell{Dir: dir, Store: st, Key: key, Engine: eng, Listeners: &host.ListenerSet{}}
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.Real
+	}
+	c := &Cell{Dir: dir, Store: st, Key: key, Engine: eng, Listeners: &host.ListenerSet{}, Clock: clk}
 	if opts.Sink != nil {
 		c.sinks = append(c.sinks, opts.Sink)
 	}
 	deps := host.Deps{Store: st, KV: st, Events: st, Key: key, Sink: c.sink, Nonces: st, Approver: opts.Approver,
-		Listeners: c.Listeners}
+		Listeners: c.Listeners, Now: clk.Now}
 	deps.Tools = host.ToolDeps{Workspaces: WorkDir(dir), DataDir: dir}
 	if err = gateDeps(dir, opts, &deps); err == nil {
 		if deps.LLM, err = llmDeps(dir, st); err == nil {
