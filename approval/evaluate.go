@@ -291,4 +291,3 @@ func (r *Record) Summary() string {
 	}
 	return s
 }
-
