@@ -5,6 +5,8 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"math"
+	"time"
 )
 
 // Principal is one who asked for an approval: a key, a name, or both. Under
@@ -72,9 +74,7 @@ func NewRequest(op string, request []byte, run [16]byte, step uint64, g *Group, 
 	d := ActionDigest(op, request, run, step)
 	r := &Request{Run: run, Step: step, Op: op, Group: g.Name, Digest: d[:], Rule: rule,
 		Members: append([]Member(nil), g.Members...), Requesters: append([]Principal(nil), requesters...), Asked: asked}
-	if rule.Expires != 0 {
-		r.Expires = asked + int64(rule.Expires)
-	}
+	r.Expires, _ = expiry(asked, rule.Expires)
 	if err := r.Check(); err != nil {
 		return nil, err
 	}
@@ -84,8 +84,8 @@ func NewRequest(op string, request []byte, run [16]byte, step uint64, g *Group, 
 // Check refuses a request that could not be decided as its rule says: a
 // bad op or group name, a digest that is not 32 bytes, members with bad or
 // repeated names or keys, a quorum below 1 or above what the members
-// (less the requesters, under the two-person rule) can reach, an expiry
-// before the request.
+// (less the requesters, under the two-person rule) can reach, an Expires
+// other than Asked plus the rule's expiry (0 when the rule has none).
 func (r *Request) Check() error {
 	if err := checkOp(r.Op); err != nil {
 		return fmt.Errorf("approval request: %w", err)
@@ -119,10 +119,25 @@ func (r *Request) Check() error {
 	if r.Rule.Quorum > eligible {
 		return fmt.Errorf("approval request: quorum %d, but the two-person rule leaves %d of the %d members who may approve", r.Rule.Quorum, eligible, len(r.Members))
 	}
-	if r.Expires != 0 && r.Expires <= r.Asked {
-		return fmt.Errorf("approval request: it expires (%d) before it was asked (%d)", r.Expires, r.Asked)
+	if r.Rule.Expires < 0 {
+		return fmt.Errorf("approval request: a negative expiry (%s)", r.Rule.Expires)
+	}
+	if want, ok := expiry(r.Asked, r.Rule.Expires); !ok || r.Expires != want {
+		return fmt.Errorf("approval request: it expires at %d, but asked at %d under a rule of %s it expires at %d", r.Expires, r.Asked, r.Rule.Expires, want)
 	}
 	return nil
+}
+
+// expiry returns when a request asked at asked expires under an expiry of
+// d (0: never), and false when that is past the largest time.
+func expiry(asked int64, d time.Duration) (int64, bool) {
+	if d <= 0 {
+		return 0, d == 0
+	}
+	if asked > math.MaxInt64-int64(d) {
+		return 0, false
+	}
+	return asked + int64(d), true
 }
 
 // isRequester reports whether m is one of the request's principals, by key
