@@ -59,6 +59,8 @@ var (
 	Policy = Kind{"policy file", 1 << 20}
 	// Modes is a permission modes file.
 	Modes = Kind{"modes file", 1 << 20}
+	// Approvals is a cell's approval rules file (approval.RulesFile).
+	Approvals = Kind{"approval rules file", 1 << 20}
 	// Request is a policy request to check (JSON).
 	Request = Kind{"request file", 1 << 20}
 	// Checkpoint is a signed checkpoint note (journal/SPEC.md section
