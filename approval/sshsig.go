@@ -180,6 +180,27 @@ func Verify(message, armored []byte) (ssh.PublicKey, error) {
 	return pub, nil
 }
 
+// claimedKey returns the ed25519 key an armored signature names, without
+// verifying anything, or nil: for saying whose a refused vote claims to
+// be.
+func claimedKey(armored []byte) ed25519.PublicKey {
+	blob, err := dearmor(armored)
+	if err != nil || !bytes.HasPrefix(blob, []byte(sigMagic)) {
+		return nil
+	}
+	r := wire{b: blob[len(sigMagic):]}
+	r.uint32("version")
+	raw := r.string("publickey")
+	if r.err != nil {
+		return nil
+	}
+	pub, err := ssh.ParsePublicKey(raw)
+	if err != nil {
+		return nil
+	}
+	return edKey(pub)
+}
+
 // dearmor returns the blob of an armored signature.
 func dearmor(a []byte) ([]byte, error) {
 	if len(a) > MaxArmor {
