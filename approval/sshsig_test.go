@@ -94,6 +94,14 @@ func TestSSHKeygenSignsVerify(t *testing.T) {
 	if !bytes.Equal(pub.Marshal(), want.Marshal()) {
 		t.Fatalf("Verify returned %s, want %s", ssh.FingerprintSHA256(pub), ssh.FingerprintSHA256(want))
 	}
+	// Fingerprint shows the key as ssh-keygen -l does.
+	listed, err := run(t, nil, keygen, "-l", "-E", "sha256", "-f", key+".pub")
+	if err != nil {
+		t.Fatalf("ssh-keygen -l: %v\n%s", err, listed)
+	}
+	if fp := Fingerprint(edKey(pub)); len(strings.Fields(string(listed))) < 2 || strings.Fields(string(listed))[1] != fp {
+		t.Fatalf("Fingerprint %s, ssh-keygen -l says %s", fp, listed)
+	}
 	// Our Sign writes exactly ssh-keygen's armor (ed25519 signs
 	// deterministically).
 	signer, err := LoadSigner(key)
