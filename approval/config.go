@@ -41,9 +41,9 @@ type Rule struct {
 	Expires time.Duration `cbor:"4,keyasint,omitempty"`
 }
 
-// DefaultRule is the rule of a group the rules file does not name when it
+// defaultRule is the rule of a group the rules file does not name when it
 // has no default: one approval, no expiry.
-var DefaultRule = Rule{Quorum: 1}
+var defaultRule = Rule{Quorum: 1}
 
 // Stricter returns the stricter of r and o, for a policy rule that tightens
 // a group's: the larger quorum, either flag, the shorter non-zero expiry.
@@ -119,9 +119,9 @@ func (d ruleDoc) apply(base Rule) (Rule, error) {
 	return r, nil
 }
 
-// ParseRules reads an approvals.yaml document (see LoadConfig) against
+// parseRules reads an approvals.yaml document (see LoadConfig) against
 // the groups it may name. Unknown keys are refused, naming their line.
-func ParseRules(b []byte, groups map[string]*Group) (def Rule, rules map[string]Rule, err error) {
+func parseRules(b []byte, groups map[string]*Group) (def Rule, rules map[string]Rule, err error) {
 	var doc rulesDoc
 	if err := yamlkeys.Check(b, reflect.TypeOf(doc)); err != nil {
 		return Rule{}, nil, err
@@ -131,9 +131,9 @@ func ParseRules(b []byte, groups map[string]*Group) (def Rule, rules map[string]
 	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
 		return Rule{}, nil, fmt.Errorf("parse: %w", err)
 	}
-	def = DefaultRule
+	def = defaultRule
 	if doc.Default != nil {
-		if def, err = doc.Default.apply(DefaultRule); err != nil {
+		if def, err = doc.Default.apply(defaultRule); err != nil {
 			return Rule{}, nil, fmt.Errorf("default: %w", err)
 		}
 	}
@@ -194,7 +194,7 @@ func reachable(r Rule, n int) error {
 // over the group's member count, is refused here. A missing approvers
 // directory is an empty configuration.
 func LoadConfig(dir string) (*Config, error) {
-	c := &Config{groups: map[string]*Group{}, rules: map[string]Rule{}, def: DefaultRule}
+	c := &Config{groups: map[string]*Group{}, rules: map[string]Rule{}, def: defaultRule}
 	adir := filepath.Join(dir, ApproversDir)
 	entries, err := os.ReadDir(adir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -235,7 +235,7 @@ func LoadConfig(dir string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	def, rules, err := ParseRules(b, c.groups)
+	def, rules, err := parseRules(b, c.groups)
 	var uk *yamlkeys.UnknownKeyError
 	if errors.As(err, &uk) {
 		uk.File = rpath

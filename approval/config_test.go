@@ -145,7 +145,7 @@ groups:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, r, _ := plain.Group("ops"); r != DefaultRule {
+	if _, r, _ := plain.Group("ops"); r != (Rule{Quorum: 1}) {
 		t.Fatalf("default rule %+v", r)
 	}
 }

@@ -11,7 +11,8 @@
 //  2. A Statement is the text an approver signs; Marshal and the strict
 //     ParseStatement are exact inverses.
 //  3. Sign and Verify make and check SSH signatures of a statement;
-//     LoadSigner reads an approver's OpenSSH key file.
+//     LoadSigner reads an approver's OpenSSH key file, or signs through
+//     ssh-agent when the file is encrypted.
 //  4. ParseGroup reads a DATA/approvers/<group> file; LoadConfig reads a
 //     cell's groups and DATA/approvals.yaml, whose Rule says how many
 //     approvers a group needs, whether the requester may approve, whether

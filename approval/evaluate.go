@@ -143,7 +143,11 @@ func judge(req *Request, v Vote, t *Tally, counted map[int]bool, order []int) Vo
 	}
 	pub, err := Verify(v.Statement, v.Signature)
 	if err != nil {
-		return VoteResult{Verdict: BadSignature, Reason: err.Error()}
+		reason := err.Error()
+		if i := index(req.Members, claimedKey(v.Signature)); i >= 0 {
+			reason += " (it claims the key of " + req.Members[i].Name + ")"
+		}
+		return VoteResult{Verdict: BadSignature, Reason: reason}
 	}
 	key := edKey(pub)
 	i := index(req.Members, key)
@@ -218,7 +222,11 @@ func (r *Record) Verify(trust []Member) error {
 	last := req.Asked
 	for i, v := range r.Votes {
 		if v.At < last {
-			return fmt.Errorf("approval record: vote %d was received at %s, before the %s before it", i, formatTime(v.At), map[bool]string{true: "request", false: "vote"}[i == 0])
+			prev := "the vote before it"
+			if i == 0 {
+				prev = "the request"
+			}
+			return fmt.Errorf("approval record: vote %d was received at %s, before %s", i, formatTime(v.At), prev)
 		}
 		last = v.At
 	}

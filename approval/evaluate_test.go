@@ -236,6 +236,19 @@ func swapKey(t *testing.T, sig []byte, a approver) []byte {
 	return armor(forged)
 }
 
+// flipSignature changes one bit of the Ed25519 signature at the end of an
+// armored signature's blob, keeping the armor well-formed.
+func flipSignature(t *testing.T, sig []byte) []byte {
+	t.Helper()
+	blob, err := dearmor(sig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob = bytes.Clone(blob)
+	blob[len(blob)-3] ^= 0x10
+	return armor(blob)
+}
+
 // armor is the armor Sign writes, around any blob.
 func armor(blob []byte) []byte {
 	var b bytes.Buffer
@@ -261,6 +274,9 @@ func TestRequestCheck(t *testing.T) {
 		{Rule{Quorum: 0}, nil, "quorum 0; a quorum is at least 1"},
 		{Rule{Quorum: 3}, nil, "quorum 3, but the group has 2 member(s)"},
 		{Rule{Quorum: 2, TwoPerson: true}, []Principal{{Name: "bob"}}, "the two-person rule leaves 1 of the 2 members"},
+		{Rule{Quorum: 1, TwoPerson: true}, nil, "the two-person rule applies, but the request names no requester"},
+		{Rule{Quorum: 1}, []Principal{{}}, "requester 0 has neither a name nor a key"},
+		{Rule{Quorum: 1, Expires: -time.Second}, nil, "a negative expiry"},
 	}
 	for _, c := range cases {
 		_, err := NewRequest("tool.call", nil, testRun, 1, g, c.rule, c.requesters, 1)
@@ -382,8 +398,10 @@ func TestRecordVerify(t *testing.T) {
 		trust  []Member
 		want   string
 	}{
-		{"a changed signature byte", func(r *Record) { r.Votes[1].Signature[100] ^= 0x01 }, trust, "vote 1 (no member) is bad-signature"},
+		{"a changed signature byte", func(r *Record) { r.Votes[1].Signature = flipSignature(t, r.Votes[1].Signature) }, trust, "vote 1 (no member) is bad-signature: SSH signature does not verify: the statement or the signature was changed, or another key signed (key SHA256:"},
 		{"a changed statement byte", func(r *Record) { r.Votes[0].Statement[30] ^= 0x01 }, trust, "vote 0 (no member) is bad-signature"},
+		{"a changed statement byte names whose vote it claims to be", func(r *Record) { r.Votes[0].Statement[30] ^= 0x01 }, trust, "(it claims the key of alice)"},
+		{"a decision the votes leave pending", func(r *Record) { r.Votes = r.Votes[:1] }, trust, "decided approved (approved by alice, bob (2 of 3)) at 1970-01-01T00:00:00.000003Z, but the votes leave it pending"},
 		{"an untrusted approver", func(r *Record) {}, trust[1:], "vote 0 (alice): signed by SHA256:"},
 		{"a decision the votes do not give", func(r *Record) { r.Decision.Approved = false; r.Decision.Reason = "denied by bob" }, trust, "decided denied (denied by bob), but the votes give approved"},
 		{"a decision before its votes", func(r *Record) { r.Decision.At = 2500 }, trust, "decided at 1970-01-01T00:00:00.0000025Z, before the votes decided it"},

@@ -14,8 +14,9 @@ import (
 // MaxName is the longest approver name, in bytes.
 const MaxName = 64
 
-// maxItems bounds the arrays and maps DecodeRecord takes.
-const maxItems = 1 << 12
+// maxItems bounds the arrays and maps DecodeRecord takes (members, votes),
+// as abi's decoder bounds a request's.
+const maxItems = 1 << 16
 
 // Member is one approver of a group: a name (the comment of its
 // authorized_keys line) and its ed25519 key.

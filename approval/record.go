@@ -82,7 +82,9 @@ func NewRequest(op string, request []byte, run [16]byte, step uint64, g *Group, 
 }
 
 // Check refuses a request that could not be decided as its rule says: a
-// bad op or group name, a digest that is not 32 bytes, members with bad or
+// bad op or group name, a digest that is not 32 bytes, a requester with
+// neither name nor key, a two-person rule with no requester (it could not
+// be enforced), members with bad or
 // repeated names or keys, a quorum below 1 or above what the members
 // (less the requesters, under the two-person rule) can reach, an Expires
 // other than Asked plus the rule's expiry (0 when the rule has none).
@@ -95,6 +97,17 @@ func (r *Request) Check() error {
 	}
 	if len(r.Digest) != 32 {
 		return fmt.Errorf("approval request: a digest of %d bytes, want 32", len(r.Digest))
+	}
+	for i, p := range r.Requesters {
+		if p.Name == "" && len(p.Key) == 0 {
+			return fmt.Errorf("approval request: requester %d has neither a name nor a key", i)
+		}
+		if len(p.Key) != 0 && len(p.Key) != ed25519.PublicKeySize {
+			return fmt.Errorf("approval request: requester %d: a key of %d bytes, want %d", i, len(p.Key), ed25519.PublicKeySize)
+		}
+	}
+	if r.Rule.TwoPerson && len(r.Requesters) == 0 {
+		return fmt.Errorf("approval request: the two-person rule applies, but the request names no requester it could keep from approving")
 	}
 	names, keys := map[string]bool{}, map[string]bool{}
 	eligible := 0

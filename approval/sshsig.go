@@ -10,12 +10,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
-	"runtime"
 
 	"golang.org/x/crypto/ssh"
-
-	"github.com/agentrt/agentrt/internal/fileread"
 )
 
 // Namespace is the SSH signature namespace of an approval: a signature
@@ -180,6 +176,27 @@ func Verify(message, armored []byte) (ssh.PublicKey, error) {
 	return pub, nil
 }
 
+// claimedKey returns the ed25519 key an armored signature names, without
+// verifying anything, or nil: for saying whose a refused vote claims to
+// be.
+func claimedKey(armored []byte) ed25519.PublicKey {
+	blob, err := dearmor(armored)
+	if err != nil || !bytes.HasPrefix(blob, []byte(sigMagic)) {
+		return nil
+	}
+	r := wire{b: blob[len(sigMagic):]}
+	r.uint32("version")
+	raw := r.string("publickey")
+	if r.err != nil {
+		return nil
+	}
+	pub, err := ssh.ParsePublicKey(raw)
+	if err != nil {
+		return nil
+	}
+	return edKey(pub)
+}
+
 // dearmor returns the blob of an armored signature.
 func dearmor(a []byte) ([]byte, error) {
 	if len(a) > MaxArmor {
@@ -249,37 +266,6 @@ func (w *wire) string(field string) []byte {
 	s := w.b[:n]
 	w.b = w.b[n:]
 	return s
-}
-
-// LoadSigner reads an approver's OpenSSH ed25519 private key file
-// (ssh-keygen -t ed25519). It refuses a file that its group or others may
-// read (as ssh does), a key of another type, and an encrypted key: this
-// package does not ask for passphrases, so sign with ssh-keygen -Y sign
-// and submit the signature file instead.
-func LoadSigner(path string) (ssh.Signer, error) {
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("approver key: %w", err)
-	}
-	if perm := info.Mode().Perm(); perm&0o077 != 0 && runtime.GOOS != "windows" {
-		return nil, fmt.Errorf("approver key %s has mode %#o; it must be readable by its owner only (chmod 600 %s)", path, perm, path)
-	}
-	b, err := fileread.Read(path, fileread.Key)
-	if err != nil {
-		return nil, fmt.Errorf("approver key: %w", err)
-	}
-	signer, err := ssh.ParsePrivateKey(b)
-	var missing *ssh.PassphraseMissingError
-	if errors.As(err, &missing) {
-		return nil, fmt.Errorf("approver key %s is encrypted with a passphrase, which agentrt does not ask for; sign the statement with `ssh-keygen -Y sign -n %s -f %s FILE` and submit FILE.sig", path, Namespace, path)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("approver key %s: %w", path, err)
-	}
-	if t := signer.PublicKey().Type(); t != ssh.KeyAlgoED25519 {
-		return nil, fmt.Errorf("approver key %s: %w: it is %s (make one with ssh-keygen -t ed25519)", path, ErrKeyType, t)
-	}
-	return signer, nil
 }
 
 // Fingerprint returns key's SHA-256 fingerprint as ssh-keygen -l shows it,

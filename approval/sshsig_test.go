@@ -39,6 +39,9 @@ func newKey(t *testing.T, keygen, typ, passphrase string) string {
 	if typ == "rsa" {
 		args = append(args, "-b", "2048")
 	}
+	if passphrase != "" {
+		args = append(args, "-a", "1") // one KDF round: a test key needs no brute-force resistance
+	}
 	if out, err := run(t, nil, keygen, args...); err != nil {
 		t.Fatalf("ssh-keygen %v: %v\n%s", args, err, out)
 	}
@@ -90,6 +93,14 @@ func TestSSHKeygenSignsVerify(t *testing.T) {
 	}
 	if !bytes.Equal(pub.Marshal(), want.Marshal()) {
 		t.Fatalf("Verify returned %s, want %s", ssh.FingerprintSHA256(pub), ssh.FingerprintSHA256(want))
+	}
+	// Fingerprint shows the key as ssh-keygen -l does.
+	listed, err := run(t, nil, keygen, "-l", "-E", "sha256", "-f", key+".pub")
+	if err != nil {
+		t.Fatalf("ssh-keygen -l: %v\n%s", err, listed)
+	}
+	if fp := Fingerprint(edKey(pub)); len(strings.Fields(string(listed))) < 2 || strings.Fields(string(listed))[1] != fp {
+		t.Fatalf("Fingerprint %s, ssh-keygen -l says %s", fp, listed)
 	}
 	// Our Sign writes exactly ssh-keygen's armor (ed25519 signs
 	// deterministically).
@@ -210,8 +221,13 @@ func TestSignerRefusals(t *testing.T) {
 		t.Errorf("a key others may read: %v", err)
 	}
 	enc := newKey(t, keygen, "ed25519", "secret passphrase")
-	if _, err := LoadSigner(enc); err == nil || !strings.Contains(err.Error(), "ssh-keygen -Y sign -n agentrt-approval") {
-		t.Errorf("an encrypted key: %v", err)
+	t.Setenv("SSH_AUTH_SOCK", "")
+	if _, err := LoadSigner(enc); err == nil || !strings.Contains(err.Error(), "no ssh-agent is running") || !strings.Contains(err.Error(), "ssh-add "+enc+"), or sign the statement with `ssh-keygen -Y sign -n agentrt-approval") {
+		t.Errorf("an encrypted key without an agent: %v", err)
+	}
+	encRSA := newKey(t, keygen, "rsa", "secret passphrase")
+	if _, err := LoadSigner(encRSA); !errors.Is(err, ErrKeyType) {
+		t.Errorf("an encrypted RSA key: %v", err)
 	}
 	rsa := newKey(t, keygen, "rsa", "")
 	if _, err := LoadSigner(rsa); !errors.Is(err, ErrKeyType) || !strings.Contains(err.Error(), "ssh-keygen -t ed25519") {
@@ -230,6 +246,82 @@ func TestSignerRefusals(t *testing.T) {
 	}
 	if _, err := LoadSigner(filepath.Join(t.TempDir(), "absent")); err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("a missing key: %v", err)
+	}
+}
+
+// TestLoadSignerFromAgent: for an encrypted key file, LoadSigner signs
+// through the real ssh-agent that holds the key, and says what to do when
+// the agent does not hold it.
+func TestLoadSignerFromAgent(t *testing.T) {
+	keygen := sshKeygen(t)
+	sshAgent, err := exec.LookPath("ssh-agent")
+	if err != nil {
+		t.Skip("ssh-agent is not installed (Debian: apt-get install openssh-client)")
+	}
+	sshAdd, err := exec.LookPath("ssh-add")
+	if err != nil {
+		t.Skip("ssh-add is not installed (Debian: apt-get install openssh-client)")
+	}
+	plain := newKey(t, keygen, "ed25519", "")
+	// The same key, encrypted: a copy re-written with a passphrase.
+	enc := filepath.Join(t.TempDir(), "id_ed25519")
+	b, err := os.ReadFile(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(enc, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run(t, nil, keygen, "-q", "-p", "-a", "1", "-N", "secret passphrase", "-f", enc); err != nil {
+		t.Fatalf("ssh-keygen -p: %v\n%s", err, out)
+	}
+	// ssh-agent forks and exits once its socket is bound: no waiting.
+	sock := filepath.Join(t.TempDir(), "agent.sock")
+	out, err := run(t, nil, sshAgent, "-s", "-a", sock)
+	if err != nil {
+		t.Fatalf("ssh-agent: %v\n%s", err, out)
+	}
+	pid := ""
+	if _, rest, ok := strings.Cut(string(out), "SSH_AGENT_PID="); ok {
+		pid, _, _ = strings.Cut(rest, ";")
+	}
+	if pid == "" {
+		t.Fatalf("no SSH_AGENT_PID in %s", out)
+	}
+	t.Cleanup(func() {
+		cmd := exec.Command(sshAgent, "-k")
+		cmd.Env = append(os.Environ(), "SSH_AGENT_PID="+pid, "SSH_AUTH_SOCK="+sock)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("ssh-agent -k: %v\n%s", err, out)
+		}
+	})
+	t.Setenv("SSH_AUTH_SOCK", sock)
+	if _, err := LoadSigner(enc); err == nil || !strings.Contains(err.Error(), "does not hold it (SHA256:") {
+		t.Fatalf("an agent without the key: %v", err)
+	}
+	if out, err := run(t, nil, sshAdd, "-q", plain); err != nil {
+		t.Fatalf("ssh-add: %v\n%s", err, out)
+	}
+	signer, err := LoadSigner(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := testStatement().Marshal()
+	sig, err := Sign(signer, msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := Verify(msg, sig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pubFile, err := os.ReadFile(plain + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _, _, _, err := ssh.ParseAuthorizedKey(pubFile)
+	if err != nil || !bytes.Equal(pub.Marshal(), want.Marshal()) {
+		t.Fatalf("signed by %s, want the key file's (%v)", ssh.FingerprintSHA256(pub), err)
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 // StatementVersion is the first line of every statement.
 const StatementVersion = "agentrt-approval/1"
 
-// Limits on what a statement, an op name and a group name may hold.
+// Limits on what a statement and an op name may hold.
 const (
 	// MaxStatement is the most bytes a statement may have.
 	MaxStatement = 4 << 10
