@@ -57,6 +57,8 @@ var (
 	Key = Kind{"key file", 64 << 10}
 	// Policy is a Cedar policy file.
 	Policy = Kind{"policy file", 1 << 20}
+	// Vote is a statement to sign, or its armored SSH signature.
+	Vote = Kind{"vote file", 64 << 10}
 	// Modes is a permission modes file.
 	Modes = Kind{"modes file", 1 << 20}
 	// Approvals is a cell's approval rules file (approval.RulesFile).
