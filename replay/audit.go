@@ -124,9 +124,9 @@ type AuditReport struct {
 	// responses, made every recorded call with the recorded request and
 	// reached the recorded end; for a run that has not finished
 	// (Finished false), every recorded call.
-	ReplayIdentical bool     `json:"replay_identical"`
-	Finished        bool     `json:"finished"`
-	Calls           int      `json:"calls"`
+	ReplayIdentical bool `json:"replay_identical"`
+	Finished        bool `json:"finished"`
+	Calls           int  `json:"calls"`
 	// Approvals is what the audit established of the run's approvals,
 	// when it has any (step 2b).
 	Approvals *ApprovalReport `json:"approvals,omitempty"`

@@ -289,4 +289,3 @@ func remoteHint(err error) error {
 	}
 	return err
 }
-

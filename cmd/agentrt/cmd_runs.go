@@ -25,7 +25,7 @@ no instance in memory: WAITING says for what (--parked lists only those).
 While a cell daemon holds the data directory, the list comes from it, and
 LIVE marks the runs it is executing.`,
 		Example: "  agentrt runs\n  agentrt runs --parked\n  agentrt runs --json | jq -r .run_id",
-		Args: cobra.NoArgs,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			runs, err := c.listRuns(cmd.Context())
 			if err != nil {

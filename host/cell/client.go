@@ -12,8 +12,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"os"
+	"strconv"
 	"strings"
 )
 
