@@ -8,13 +8,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/approval"
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/host/cell"
@@ -517,5 +522,118 @@ func relink(t *testing.T, b *replay.Bundle, from int, key ed25519.PrivateKey) {
 	}
 	if err := b.Sign(key); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestModeAskParksTheCallForItsApprovers: a permission mode that asks
+// about an HTTP POST, in a cell with approvers, parks the call before it is
+// sent; an approval lets it through once, a deny refuses it. The effect is
+// made once per approval, never before.
+func TestModeAskParksTheCallForItsApprovers(t *testing.T) {
+	dir := t.TempDir()
+	alice := newApprover(t, "alice")
+	writeApprovers(t, dir, "ops", "", alice)
+	if err := os.WriteFile(filepath.Join(dir, cell.ModesFile), []byte("rules:\n  - {name: ask-post, op: http.request, method: POST, effect: ask, group: ops}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	posts := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		posts[string(b)]++
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	p := openParkCell(t, dir, clock.NewFake(time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)))
+	defer func() { p.close() }()
+	sent := func() string { mu.Lock(); defer mu.Unlock(); return fmt.Sprint(posts) }
+
+	run := p.launch(map[string]any{"hits": srv.URL}, waiterGrant)
+	res := p.next()
+	if res.Status != journal.StatusParked || res.Wait.Kind != journal.WaitApproval || res.Wait.Op != "http.request" || res.Wait.Group != "ops" {
+		t.Fatalf("the POST did not park for its approval: %+v %+v", res, res.Wait)
+	}
+	if s := sent(); s != "map[]" {
+		t.Fatalf("the POST was sent before its approval: %s", s)
+	}
+	pend, err := p.cell.Book.Get(run, res.Wait.Step)
+	if err != nil || !strings.Contains(pend.Action, "http.request") || pend.Rule != "ask-post" {
+		t.Fatalf("the request: %+v %v", pend, err)
+	}
+	if _, err := p.vote(run, res.Wait.Step, alice, true); err != nil {
+		t.Fatal(err)
+	}
+	// The first POST goes, and the second parks in its turn; alice
+	// denies it.
+	res = p.next()
+	if res.Status != journal.StatusParked || res.Wait.Op != "http.request" {
+		t.Fatalf("the second POST did not park: %+v", res)
+	}
+	if s := sent(); s != "map[before:1]" {
+		t.Fatalf("after one approval: %s", s)
+	}
+	if _, err := p.vote(run, res.Wait.Step, alice, false); err != nil {
+		t.Fatal(err)
+	}
+	res = p.next()
+	if res.Status != journal.StatusFailed {
+		t.Fatalf("after the deny the run ended %s: %v", res.Status, res.Err)
+	}
+	if s := sent(); s != "map[before:1]" {
+		t.Fatalf("a denied POST was sent: %s", s)
+	}
+	posts2 := p.entries(run, "http.request")
+	var phases []string
+	for _, e := range posts2 {
+		phases = append(phases, e.Phase.String())
+	}
+	if strings.Join(phases, " ") != "intent executing completed intent failed" {
+		t.Fatalf("the POSTs are journaled as %v", phases)
+	}
+	if posts2[1].Approval == nil || posts2[4].Approval == nil {
+		t.Fatal("the decisions are not journaled with the entries that ended the waits")
+	}
+	if posts2[4].Status != uint32(abi.StatusDenied) || !strings.Contains(string(posts2[4].Response), "not approved: denied by alice") {
+		t.Fatalf("the denied POST's answer: status %d, %q", posts2[4].Status, posts2[4].Response)
+	}
+}
+
+// TestCancelledParkedRunKeepsItsWait: cancelling a parked run keeps what it
+// waits for; its timer does not wake it, and a resume parks it again until
+// its time.
+func TestCancelledParkedRunKeepsItsWait(t *testing.T) {
+	start := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(start)
+	p := openParkCell(t, t.TempDir(), clk)
+	defer func() { p.close() }()
+	run := p.launch(map[string]any{"sleep": int64(time.Hour)}, waiterGrant)
+	if res := p.next(); res.Status != journal.StatusParked {
+		t.Fatalf("%+v", res)
+	}
+	if err := p.cell.Host.Cancel(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+	m := p.meta(run)
+	if m.Status != journal.StatusCancelled || m.Wait == nil || m.Wait.Kind != journal.WaitTimer {
+		t.Fatalf("cancelled: %s, wait %+v", m.Status, m.Wait)
+	}
+	clk.Advance(2 * time.Hour)
+	select {
+	case res := <-p.ended:
+		t.Fatalf("a cancelled run woke on its timer: %+v", res)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if p.meta(run).Status != journal.StatusCancelled {
+		t.Fatal("the timer woke the cancelled run")
+	}
+	// Resumed by hand after its time: it goes on at once.
+	st, err := p.cell.Host.Reopen(context.Background(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.Execute(context.Background())
+	if err != nil || res.Status != journal.StatusCompleted {
+		t.Fatalf("resume: %v %+v", err, res)
 	}
 }
