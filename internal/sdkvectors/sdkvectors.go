@@ -179,6 +179,28 @@ func RequestLine(op string, data []byte) (string, error) {
 			args = append(args, TextTok(a))
 		}
 		args = append(args, BytesTok(r.Stdin))
+	case "timer.sleep":
+		// The SDKs send exactly one of for (agentrt_sleep, sleep) and
+		// until (agentrt_sleep_until, sleep_until), and only above 0:
+		// the command names the field.
+		r, err := decode[abi.TimerSleepRequest](data)
+		if err != nil {
+			return "", err
+		}
+		switch {
+		case r.For > 0 && r.Until == 0:
+			args = append(args, TextTok("for"), strconv.FormatInt(r.For, 10))
+		case r.Until > 0 && r.For == 0:
+			args = append(args, TextTok("until"), strconv.FormatInt(r.Until, 10))
+		default:
+			return "", fmt.Errorf("an SDK sends exactly one of for and until, above 0; this request has for %d, until %d", r.For, r.Until)
+		}
+	case "approval.request":
+		r, err := decode[abi.ApprovalRequest](data)
+		if err != nil {
+			return "", err
+		}
+		args = append(args, TextTok(r.Action), TextTok(r.Group))
 	default:
 		return "", fmt.Errorf("no command for op %q", op)
 	}
@@ -209,6 +231,10 @@ func ProbeLine(op string, n int) string {
 		return op + " " + strconv.Itoa(n)
 	case "tool.run":
 		return op + " " + TextTok("t") + " 0 -"
+	case "timer.sleep":
+		return op + " " + TextTok("for") + " 1"
+	case "approval.request":
+		return op + " " + TextTok("a") + " " + TextTok("g")
 	}
 	return op
 }
@@ -310,6 +336,21 @@ func Render(op string, data []byte) (string, error) {
 		out = append(out, strconv.Itoa(len(r.Files)))
 		for _, f := range r.Files {
 			out = append(out, TextTok(f.Path), strconv.FormatBool(!utf8.ValidString(f.Path)), strconv.FormatUint(f.Size, 10), viewTok(f.SHA256), TextTok(f.Unhashed))
+		}
+	case "timer.sleep":
+		r, err := decode[abi.TimerSleepResponse](data)
+		if err != nil {
+			return "", err
+		}
+		out = append(out, strconv.FormatInt(r.Due, 10), strconv.FormatInt(r.Woke, 10))
+	case "approval.request":
+		r, err := decode[abi.ApprovalResponse](data)
+		if err != nil {
+			return "", err
+		}
+		out = append(out, strconv.FormatBool(r.Approved), viewTok(r.Digest), TextTok(r.Reason), strconv.Itoa(len(r.Approvers)))
+		for _, a := range r.Approvers {
+			out = append(out, TextTok(a))
 		}
 	default:
 		return "", fmt.Errorf("no rendering for op %q", op)
@@ -540,6 +581,10 @@ func decodeOp(op string, data []byte) (any, error) {
 		return decode[abi.RandomBytesResponse](data)
 	case "tool.run":
 		return decode[abi.ToolRunResponse](data)
+	case "timer.sleep":
+		return decode[abi.TimerSleepResponse](data)
+	case "approval.request":
+		return decode[abi.ApprovalResponse](data)
 	}
 	return decode[abi.Empty](data)
 }
