@@ -619,6 +619,43 @@ func TransportSteps() ([]Step, error) {
 	return steps, errors.Join(errs...)
 }
 
+// ZeroFieldSteps answer calls with canonically encoded maps that break
+// §6.1 rule 5 by their fields, not their bytes: an omitempty field present
+// with its zero value, or a field that is not omitempty left out. The
+// vectors rarely hold these, and damage seldom makes them; an SDK that
+// reads each field by itself must still refuse them as the Go codec does
+// (each step checks that it does).
+func ZeroFieldSteps() ([]Step, error) {
+	digest := bytes.Repeat([]byte{0x9f}, 32)
+	cases := []struct {
+		name, op string
+		body     map[string]any
+	}{
+		{"an approval with an empty reason", "approval.request", map[string]any{"digest": digest, "reason": ""}},
+		{"an approval with approved false", "approval.request", map[string]any{"digest": digest, "approved": false}},
+		{"an approval with no approvers listed", "approval.request", map[string]any{"digest": digest, "approved": true, "approvers": []string{}}},
+		{"an approval with approvers null", "approval.request", map[string]any{"digest": digest, "approved": true, "approvers": nil}},
+		{"an approval without its digest", "approval.request", map[string]any{"approved": true, "approvers": []string{"alice"}}},
+		{"a wake without woke", "timer.sleep", map[string]any{"due": 1}},
+		{"a wake without due", "timer.sleep", map[string]any{"woke": 1}},
+		{"a tool result with an empty signal", "tool.run", map[string]any{"exit": 0, "signal": "", "stderr": nil, "stdout": nil}},
+		{"a tool result with no limits listed", "tool.run", map[string]any{"exit": 0, "limits": []string{}, "stderr": nil, "stdout": nil}},
+	}
+	var steps []Step
+	for _, c := range cases {
+		b, err := abi.Marshal(c.body)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.name, err)
+		}
+		if _, err := Render(c.op, b); err == nil {
+			return nil, fmt.Errorf("%s: the Go codec accepts %x", c.name, b)
+		}
+		steps = append(steps, Step{Name: c.name, Line: ProbeLine(c.op, 0), Op: c.op, Reply: Reply{Body: b},
+			Want: StatusLine(SDKMalformed, "malformed "+c.op+" response")})
+	}
+	return steps, nil
+}
+
 // StatusTable returns the line a driver's "statuses" command must print:
 // every status abi/status.go names, with its name.
 func StatusTable() string {

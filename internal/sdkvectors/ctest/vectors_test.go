@@ -63,6 +63,11 @@ func TestVectors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	zero, err := sdkvectors.ZeroFieldSteps()
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps = append(steps, zero...)
 	sdkvectors.Run(t, wasm, nil, append(steps, transport...))
 }
 

@@ -165,6 +165,11 @@ func TestVectors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	zero, err := sdkvectors.ZeroFieldSteps()
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps = append(steps, zero...)
 	steps = append(append(steps, transport...), rustSteps(t)...)
 	sdkvectors.Run(t, vectorsDriver(t), driverArgs, steps)
 }
