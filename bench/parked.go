@@ -39,6 +39,8 @@ const (
 	// while the harness parks them: enough for the store to group their
 	// durable commits, few enough that their instances stay small.
 	parkInFlight = 128
+	// parkLaunchers is the number of goroutines that launch them.
+	parkLaunchers = 32
 	// wakeWait is how long the harness waits for a woken run's live call
 	// before it gives up on the figure.
 	wakeWait = 30 * time.Second
@@ -160,17 +162,38 @@ func (d *daemon) parkAll(ctx context.Context, code []byte, inputs [][]byte) ([]j
 	waits := map[journal.RunID]*journal.Wait{}
 	sem := make(chan struct{}, parkInFlight)
 	launched := make(chan error, 1)
+	// Launch journals each run's start durably before it returns: the
+	// launchers are many, so that the store groups those commits too.
+	next, stop := make(chan int), make(chan struct{})
+	var stopOnce sync.Once
 	go func() {
-		for i, in := range inputs {
-			sem <- struct{}{}
-			run, err := d.srv.Launch(ctx, host.RunSpec{Code: code, Name: "park", Input: in, Grant: parkGrant()}, "started")
-			if err != nil {
-				launched <- fmt.Errorf("bench: launch of run %d of %d: %w", i, len(inputs), err)
+		defer close(next)
+		for i := range inputs {
+			select {
+			case sem <- struct{}{}:
+			case <-stop:
 				return
 			}
-			runs[i] = run
+			select {
+			case next <- i:
+			case <-stop:
+				return
+			}
 		}
-		launched <- nil
+	}()
+	go func() {
+		_, err := concurrently(parkLaunchers, func(int) error {
+			for i := range next {
+				run, err := d.srv.Launch(ctx, host.RunSpec{Code: code, Name: "park", Input: inputs[i], Grant: parkGrant()}, "started")
+				if err != nil {
+					stopOnce.Do(func() { close(stop) })
+					return fmt.Errorf("bench: launch of run %d of %d: %w", i, len(inputs), err)
+				}
+				runs[i] = run
+			}
+			return nil
+		})
+		launched <- err
 	}()
 	var lerr error
 	done := false
