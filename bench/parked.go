@@ -166,6 +166,8 @@ func (d *daemon) parkAll(ctx context.Context, code []byte, inputs [][]byte) ([]j
 	// launchers are many, so that the store groups those commits too.
 	next, stop := make(chan int), make(chan struct{})
 	var stopOnce sync.Once
+	halt := func() { stopOnce.Do(func() { close(stop) }) }
+	defer halt() // a harness that gives up launches no more
 	go func() {
 		defer close(next)
 		for i := range inputs {
@@ -186,7 +188,7 @@ func (d *daemon) parkAll(ctx context.Context, code []byte, inputs [][]byte) ([]j
 			for i := range next {
 				run, err := d.srv.Launch(ctx, host.RunSpec{Code: code, Name: "park", Input: inputs[i], Grant: parkGrant()}, "started")
 				if err != nil {
-					stopOnce.Do(func() { close(stop) })
+					halt()
 					return fmt.Errorf("bench: launch of run %d of %d: %w", i, len(inputs), err)
 				}
 				runs[i] = run
