@@ -119,7 +119,10 @@ func TestQuickHarness(t *testing.T) {
 	var got []string
 	for _, f := range rep.Figures {
 		got = append(got, f.ID)
-		if f.Value <= 0 || f.Unit == "" || f.Measures == "" {
+		// At quick sizes 16a's resident-set difference is within a few
+		// pages either way (1000 runs of some hundred bytes): its sign
+		// says nothing. TestParkedFigures checks what must hold of it.
+		if (f.Value <= 0 && f.ID != "16a") || f.Unit == "" || f.Measures == "" {
 			t.Errorf("figure %s: value %v unit %q, measures %q", f.ID, f.Value, f.Unit, f.Measures)
 		}
 		if f.Floor != nil && (f.Floor.Value <= 0 || f.Ratio <= 0) {

@@ -410,9 +410,9 @@ func (h *harness) parkedMemory(ctx context.Context, code []byte) (Figure, error)
 			"them before both readings), and the process's resident set (VmRSS) read after runtime.GC and debug.FreeOSMemory; then Server.Recover, "+
 			"which arms one timer per parked run, and the same reading again: the figure is the difference / %d. Counted: what the daemon keeps "+
 			"for a parked run after Recover (its waker's map entry, its timer and closure) and any growth of the process the readings see. "+
-			"Not counted: the store's own memory (badger's memtables, block and index caches, mmapped tables), the engine and the compiled "+
-			"module, which are there before the first reading and are the cell's, not the runs'; and the runs' state, which is their journal "+
-			"on disk. Median over %d reopenings.", n, parkInFlight, n, h.cfg.Reps),
+			"Not counted: the store's own memory (badger's memtables, block and index caches, mmapped tables) and the cell's engine, which are "+
+			"there before the first reading and are the cell's, not the runs'; no module is compiled or instantiated, since a parked run holds "+
+			"no instance; and the runs' state, which is their journal on disk. Median over %d reopenings.", n, parkInFlight, n, h.cfg.Reps),
 		Goal: &Goal{Text: "<= 4 KiB/run", MaxValue: ptr(4)},
 		Extra: map[string]float64{
 			"Go heap B/run":            median(heap),
@@ -645,7 +645,7 @@ func (h *harness) wakeLatency(ctx context.Context, code []byte) ([]Figure, error
 			r, v50[r], v99[r], fv50[r], fv99[r], t50[r], t99[r], ft50[r], ft99[r])
 	}
 	measures := func(parkedOn, start string) string {
-		return fmt.Sprintf("a cell daemon in process (agentcell.Open on a clock.Fake, agentcell.NewServer, no listeners) with %d+1 runs of testdata/park.wat "+
+		return fmt.Sprintf("a cell daemon in process (cell.Open on a clock.Fake, cell.NewServer, no listeners) with %d+1 runs of testdata/park.wat "+
 			"parked per repetition on %s; one at a time, the time from %s to the woken run's next live call (its run.log, timestamped with "+
 			"time.Now in the cell's sink), the daemon having resumed it (Store.Meta, Host.Reopen: verify the last segment, the module from the "+
 			"engine's in-memory compilation cache, replay of the recorded calls, the parked call asked again and answered, then live). The first "+
