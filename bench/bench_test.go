@@ -112,10 +112,17 @@ func TestQuickHarness(t *testing.T) {
 		want = append(want, "10")
 	}
 	want = append(want, "11a", "11b", "12a", "12b", "13a", "13b", "14a", "14b", "14c", "14d", "15a", "15b")
+	if runtime.GOOS == "linux" {
+		want = append(want, "16a")
+	}
+	want = append(want, "16b", "16c")
 	var got []string
 	for _, f := range rep.Figures {
 		got = append(got, f.ID)
-		if f.Value <= 0 || f.Unit == "" || f.Measures == "" {
+		// At quick sizes 16a's resident-set difference is within a few
+		// pages either way (1000 runs of some hundred bytes): its sign
+		// says nothing. TestParkedFigures checks what must hold of it.
+		if (f.Value <= 0 && f.ID != "16a") || f.Unit == "" || f.Measures == "" {
 			t.Errorf("figure %s: value %v unit %q, measures %q", f.ID, f.Value, f.Unit, f.Measures)
 		}
 		if f.Floor != nil && (f.Floor.Value <= 0 || f.Ratio <= 0) {

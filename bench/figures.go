@@ -53,7 +53,13 @@ type Config struct {
 	// LLMCalls is the number of streamed model calls of figure 14, per
 	// repetition.
 	LLMCalls int `json:"llm_calls"`
-	// Only, when set, names the figure groups (1 to 15) to measure.
+	// ParkedRuns is the number of runs figure 16a parks in one daemon.
+	ParkedRuns int `json:"parked_runs"`
+	// WakeSamples is the number of wakes of each kind (a vote, a timer)
+	// figures 16b and 16c time per repetition, and of bare resumes of
+	// their floors.
+	WakeSamples int `json:"wake_samples"`
+	// Only, when set, names the figure groups (1 to 16) to measure.
 	Only []int `json:"only,omitempty"`
 
 	// TempDir is where the harness makes its temporary directory; empty:
@@ -66,14 +72,16 @@ type Config struct {
 // DefaultConfig is the configuration of make bench.
 func DefaultConfig() Config {
 	return Config{Reps: 5, RoundTripCalls: 1_000_000, PureCalls: 100_000, DurableCalls: 2000,
-		Agents: 64, AgentCalls: 250, ColdReps: 3, GoAgent: true, ScaleEntries: 10_000_000, BudgetCalls: 1_000_000, LLMCalls: 200}
+		Agents: 64, AgentCalls: 250, ColdReps: 3, GoAgent: true, ScaleEntries: 10_000_000, BudgetCalls: 1_000_000, LLMCalls: 200,
+		ParkedRuns: 10_000, WakeSamples: 200}
 }
 
 // QuickConfig runs every path with tiny sizes: a check that the harness
 // works, not a measurement.
 func QuickConfig() Config {
 	return Config{Reps: 1, RoundTripCalls: 2000, PureCalls: 2000, DurableCalls: 20,
-		Agents: 8, AgentCalls: 5, ColdReps: 1, ScaleEntries: 20_000, BudgetCalls: 2000, LLMCalls: 10}
+		Agents: 8, AgentCalls: 5, ColdReps: 1, ScaleEntries: 20_000, BudgetCalls: 2000, LLMCalls: 10,
+		ParkedRuns: 1000, WakeSamples: 10}
 }
 
 // Run measures every figure.
@@ -105,7 +113,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	steps := []func(context.Context) ([]Figure, error){
 		h.roundTrip, h.pureCalls, h.durable, h.groupCommit, h.replay, h.coldStart, h.resume, h.gate,
-		h.interrupt, h.memory, h.scale, h.budget, h.conversation, h.llmOverhead, h.llmConversation,
+		h.interrupt, h.memory, h.scale, h.budget, h.conversation, h.llmOverhead, h.llmConversation, h.parked,
 	}
 	defer h.closeRecorded()
 	var noisy []string

@@ -22,6 +22,8 @@ var (
 	loopWAT []byte
 	//go:embed testdata/kvput.wat
 	kvputWAT []byte
+	//go:embed testdata/park.wat
+	parkWAT []byte
 )
 
 // ErrNoWat2wasm is returned when wabt's wat2wasm is not on PATH.
@@ -33,6 +35,9 @@ type Guests struct {
 	Loop []byte
 	// KVPut makes one run.input and N kv.put calls (testdata/kvput.wat).
 	KVPut []byte
+	// Park waits (timer.sleep or approval.request, by its input), then
+	// makes one run.log call (testdata/park.wat).
+	Park []byte
 	// Echo is a real Go agent built with the guest SDK
 	// (testdata/agents/echo); nil unless asked for.
 	Echo []byte
@@ -51,6 +56,9 @@ func BuildGuests(ctx context.Context, dir string, goAgent bool) (*Guests, error)
 		return nil, err
 	}
 	if g.KVPut, err = wat2wasm(ctx, dir, "kvput", kvputWAT); err != nil {
+		return nil, err
+	}
+	if g.Park, err = wat2wasm(ctx, dir, "park", parkWAT); err != nil {
 		return nil, err
 	}
 	if goAgent {
