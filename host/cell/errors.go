@@ -43,6 +43,10 @@ var errorKinds = []struct {
 	{"module_limit", host.ErrModuleLimit},
 	{"limit_raised", host.ErrLimitRaised},
 	{"module_too_large", ErrModuleTooLarge},
+	{"no_task", ErrNoTask},
+	{"task_state", ErrTaskState},
+	{"bad_task", ErrBadTask},
+	{"shutting_down", ErrShuttingDown},
 }
 
 // Gap is a *journal.GapError as an API error carries it ("gap"): entries

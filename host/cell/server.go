@@ -158,6 +158,8 @@ type Server struct {
 	// onEnd are told of every run this server executed that stopped
 	// (OnEnd).
 	onEnd []func(journal.RunID, *host.Result, error)
+	// tasks are the cell's tasks (tasks.go); nil on a control server.
+	tasks *tasks
 }
 
 // OnEnd registers fn, which is called, in the run's goroutine, each time a
@@ -210,6 +212,9 @@ func NewServer(c *Cell, opts ServerOptions) *Server {
 		breaker: newBreaker(c.Store, c.Store, opts.Breaker)}
 	if s.logf == nil {
 		s.logf = log.Printf
+	}
+	if !s.control {
+		s.tasks = newTasks(s)
 	}
 	if s.approvals != nil {
 		s.approvals.mu.Lock()
@@ -274,6 +279,10 @@ func (s *Server) unsubscribe(run journal.RunID, ch chan StreamLine) {
 	}
 }
 
+// ErrShuttingDown is returned for a run that a server shutting down does
+// not execute.
+var ErrShuttingDown = errors.New("cell: shutting down")
+
 // execute runs st in the background until it ends or stops, then tells
 // the run's followers. A server shutting down refuses, and the run (its
 // start journaled) stays running, to be recovered.
@@ -282,7 +291,7 @@ func (s *Server) execute(st *host.Started, what string) error {
 	if s.closed {
 		s.mu.Unlock()
 		st.Abandon()
-		return errors.New("cell: shutting down")
+		return ErrShuttingDown
 	}
 	s.wg.Add(1)
 	s.mu.Unlock()
@@ -325,6 +334,13 @@ func (s *Server) execute(st *host.Started, what string) error {
 // making no progress is resumed after a backoff, then held. It returns the
 // runs it resumed now; a run that cannot be reopened is logged and left.
 func (s *Server) Recover(ctx context.Context) ([]journal.RunID, error) {
+	if s.tasks != nil {
+		// First the tasks, so that a task cancelled while its run was
+		// not is cancelled before the run would be resumed.
+		if err := s.tasks.recover(ctx); err != nil {
+			return nil, err
+		}
+	}
 	runs, err := s.cell.Store.Runs(ctx)
 	if err != nil {
 		return nil, err
@@ -360,6 +376,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.closed = true
 	s.mu.Unlock()
 	s.breaker.close()
+	if s.tasks != nil {
+		s.tasks.close()
+	}
 	live := s.liveRuns(ctx)
 	err := s.cell.Host.Drain(ctx)
 	if err == nil {
@@ -393,6 +412,7 @@ func (s *Server) handler() http.Handler {
 	if !s.control {
 		mux.HandleFunc("POST /v1/runs", s.submit)
 		mux.HandleFunc("POST /v1/runs/{run}/resume", s.resume)
+		s.taskRoutes(mux)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		hint := "the API is under /v1 (see host/cell/API.md)"
