@@ -405,7 +405,7 @@ func TestTaskSurvivesRestart(t *testing.T) {
 	}
 	id := tk.ID
 	waitTask(t, d.cl, id, "executing", func(tk cell.Task) bool { return tk.Attempts[0].Live })
-	d.stop() // drains: the run stays running, to be recovered
+	d.stop()               // drains: the run stays running, to be recovered
 	clk.Advance(time.Hour) // while no daemon runs
 	d = startTaskDaemon(t, dir, clk)
 	tk = waitTask(t, d.cl, id, "waited after the recovered attempt 1", state(cell.TaskWaiting, 1))
