@@ -191,6 +191,8 @@ same output as from the store itself.`,
 		c.cellCmd(),
 		c.cancelCmd(),
 		c.approveCmd(),
+		c.taskCmd(),
+		c.tasksCmd(),
 	)
 	return root
 }

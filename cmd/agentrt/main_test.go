@@ -21,7 +21,7 @@ func TestMain(m *testing.M) {
 // are built once, here, and found through $MODULES.
 func TestScripts(t *testing.T) {
 	modules := t.TempDir()
-	for name, dir := range map[string]string{"smoke": "host/testdata/agents/smoke", "probe": "host/testdata/agents/probe", "tools": "host/testdata/agents/tools"} {
+	for name, dir := range map[string]string{"smoke": "host/testdata/agents/smoke", "probe": "host/testdata/agents/probe", "tools": "host/testdata/agents/tools", "taskprobe": "host/testdata/agents/taskprobe"} {
 		if err := os.WriteFile(filepath.Join(modules, name+".wasm"), testutil.BuildGo(t, dir), 0o644); err != nil {
 			t.Fatal(err)
 		}
