@@ -677,6 +677,11 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, startErrorCode(err), err, "")
 		return
 	}
+	if s.tasks != nil {
+		// A run not executing here (parked, or killed) is cancelled
+		// without an end: its task learns of it so.
+		s.tasks.onEnd(run, nil, nil)
+	}
 	m, err := s.cell.Store.Meta(r.Context(), run)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err, "")

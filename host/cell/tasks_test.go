@@ -17,6 +17,7 @@ import (
 	"github.com/agentrt/agentrt/internal/clock"
 	"github.com/agentrt/agentrt/internal/testutil"
 	"github.com/agentrt/agentrt/journal"
+	"github.com/agentrt/agentrt/journal/badgerstore"
 )
 
 const taskGrant = "capabilities:\n  run: {}\n  kv: {namespace: taskprobe}\n  clock: {}\n"
@@ -385,6 +386,23 @@ func TestTaskCancelAndResume(t *testing.T) {
 	if !tk.Attempts[1].Started.Equal(resumedAt) {
 		t.Errorf("attempt 2 started %v, want at the resume, %v (its time had passed)", tk.Attempts[1].Started, resumedAt)
 	}
+
+	// A task's run cancelled as a run (agentrt cancel RUN) cancels the
+	// task.
+	tk, err = d.cl.SubmitTask(ctx, cell.TaskSubmission{Module: code, Objective: "wait again", Input: probeInput(t, map[string]any{"until": clk.Now().Add(time.Hour).UnixNano()}),
+		Grant: taskGrant})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.cl.Cancel(ctx, tk.Attempts[0].Run); err != nil {
+		t.Fatal(err)
+	}
+	waitTask(t, d.cl, tk.ID, "cancelled with its run", state(cell.TaskCancelled, 1))
+	if _, err := d.cl.ResumeTask(ctx, tk.ID); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Hour)
+	waitTask(t, d.cl, tk.ID, "completed", state(cell.TaskCompleted, 1))
 }
 
 // TestTaskSurvivesRestart stops the daemon in a task's backoff and starts
@@ -467,5 +485,102 @@ func TestTaskSubmissionRefused(t *testing.T) {
 	var re *cell.RemoteError
 	if _, err := d.cl.Task(ctx, "0123"); !errors.As(err, &re) || re.Code != 404 || !errors.Is(err, cell.ErrNoTask) {
 		t.Errorf("an unknown task: %v, want 404 no_task", err)
+	}
+}
+
+// editTask changes the record of task id in the store of the stopped
+// daemon's dir, as a daemon killed at the wrong moment would have left it.
+func editTask(t *testing.T, dir, id string, edit func(rec map[string]any)) {
+	t.Helper()
+	st, err := badgerstore.Open(cell.StoreDir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	raw, ok, err := st.CellGet(cell.TasksTable, id)
+	if err != nil || !ok {
+		t.Fatalf("task record %s: %v %v", id, ok, err)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		t.Fatal(err)
+	}
+	edit(rec)
+	if raw, err = json.Marshal(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CellPut(cell.TasksTable, id, raw); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// attemptRuns counts the runs of the store that are attempt seq of task.
+func attemptRuns(t *testing.T, c *cell.Cell, task string, seq uint64) int {
+	t.Helper()
+	runs, err := c.Store.Runs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, m := range runs {
+		if o := m.Origin; o != nil && o.Kind == "task" && o.ID == task && o.Seq == seq {
+			n++
+		}
+	}
+	return n
+}
+
+// TestTaskReattachesClaimedAttempts starts a daemon on task records left
+// by a daemon that died between claiming an attempt and recording its run:
+// an attempt that never started is started, once; one whose run had
+// started is found by the run's origin and followed to its end, with no
+// second run.
+func TestTaskReattachesClaimedAttempts(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	dir := t.TempDir()
+	d := startTaskDaemon(t, dir, clk)
+	code := testutil.BuildGo(t, "host/testdata/agents/taskprobe")
+
+	// Claimed, never started.
+	a, err := d.cl.SubmitTask(ctx, cell.TaskSubmission{Module: code, Objective: "claimed", Input: probeInput(t, map[string]any{"fail": 1}),
+		Grant: taskGrant, Retries: 1, Backoff: "1h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitTask(t, d.cl, a.ID, "waited", state(cell.TaskWaiting, 1))
+	// Started, its run id not recorded.
+	b, err := d.cl.SubmitTask(ctx, cell.TaskSubmission{Module: code, Objective: "started", Input: probeInput(t, map[string]any{"until": t0.Add(time.Hour).UnixNano()}),
+		Grant: taskGrant})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = waitTask(t, d.cl, b.ID, "executing", func(tk cell.Task) bool { return tk.Attempts[0].Live })
+	runB := b.Attempts[0].Run
+	d.stop()
+	editTask(t, dir, a.ID, func(rec map[string]any) {
+		rec["state"] = "running"
+		delete(rec, "next_at")
+		rec["attempts"] = append(rec["attempts"].([]any), map[string]any{"attempt": 2, "status": "starting", "started": t0})
+	})
+	editTask(t, dir, b.ID, func(rec map[string]any) {
+		at := rec["attempts"].([]any)[0].(map[string]any)
+		delete(at, "run_id")
+		at["status"] = "starting"
+	})
+
+	d = startTaskDaemon(t, dir, clk)
+	tk := waitTask(t, d.cl, a.ID, "completed", state(cell.TaskCompleted, 2))
+	if n := attemptRuns(t, d.cell, a.ID, 2); n != 1 || runMeta(t, d.cell, tk.Attempts[1].Run).Origin.Seq != 2 {
+		t.Fatalf("the claimed attempt 2 has %d runs (want 1), recorded %s", n, tk.Attempts[1].Run)
+	}
+	tk, _ = d.cl.Task(ctx, b.ID)
+	if tk.Attempts[0].Run != runB {
+		t.Fatalf("attempt 1 re-attached to run %q, want its run %s", tk.Attempts[0].Run, runB)
+	}
+	clk.Advance(time.Hour)
+	tk = waitTask(t, d.cl, b.ID, "completed", state(cell.TaskCompleted, 1))
+	if n := attemptRuns(t, d.cell, b.ID, 1); n != 1 || tk.Attempts[0].Run != runB {
+		t.Fatalf("task completed by %s with %d runs of attempt 1, want %s alone", tk.Attempts[0].Run, n, runB)
 	}
 }
