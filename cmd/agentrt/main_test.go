@@ -21,10 +21,13 @@ func TestMain(m *testing.M) {
 // are built once, here, and found through $MODULES.
 func TestScripts(t *testing.T) {
 	modules := t.TempDir()
-	for name, dir := range map[string]string{"smoke": "host/testdata/agents/smoke", "probe": "host/testdata/agents/probe", "tools": "host/testdata/agents/tools", "taskprobe": "host/testdata/agents/taskprobe"} {
+	for name, dir := range map[string]string{"smoke": "host/testdata/agents/smoke", "probe": "host/testdata/agents/probe", "tools": "host/testdata/agents/tools"} {
 		if err := os.WriteFile(filepath.Join(modules, name+".wasm"), testutil.BuildGo(t, dir), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := os.WriteFile(filepath.Join(modules, "taskprobe.wasm"), testutil.BuildC(t, "host/testdata/agents/taskprobe"), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	// The smoke agent rebuilt with one changed line: a different kv key.
 	v2 := testutil.BuildVariant(t, "host/testdata/agents/smoke", `agent.KVGet("k2")`, `agent.KVGet("k3")`)

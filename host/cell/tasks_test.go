@@ -147,7 +147,7 @@ func TestTaskRetriesWithBackoff(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake(t0)
 	d := startTaskDaemon(t, t.TempDir(), clk)
-	code := testutil.BuildGo(t, "host/testdata/agents/taskprobe")
+	code := testutil.BuildC(t, "host/testdata/agents/taskprobe")
 	tk, err := d.cl.SubmitTask(ctx, cell.TaskSubmission{Module: code, Name: "taskprobe.wasm", Objective: "succeed on the third try",
 		Input: probeInput(t, map[string]any{"fail": 2}), Grant: taskGrant, Retries: 3, Backoff: "10s", MaxBackoff: "15s"})
 	if err != nil {
@@ -204,7 +204,7 @@ func TestTaskCapsHoldAcrossAttempts(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake(t0)
 	d := startTaskDaemon(t, t.TempDir(), clk)
-	code := testutil.BuildGo(t, "host/testdata/agents/taskprobe")
+	code := testutil.BuildC(t, "host/testdata/agents/taskprobe")
 	const steps = 12
 	tk, err := d.cl.SubmitTask(ctx, cell.TaskSubmission{Module: code, Objective: "spend", Input: probeInput(t, map[string]any{"fail": 10, "puts": 3}),
 		Grant: taskGrant, Retries: 5, Backoff: "1s", Caps: capability.Budget{Steps: capability.Limit(steps), ToolCalls: capability.Limit(5)}})
@@ -252,7 +252,7 @@ func TestTaskTokenAttenuatedPerAttempt(t *testing.T) {
 	clk := clock.NewFake(t0)
 	dir := t.TempDir()
 	d := startTaskDaemon(t, dir, clk)
-	code := testutil.BuildGo(t, "host/testdata/agents/taskprobe")
+	code := testutil.BuildC(t, "host/testdata/agents/taskprobe")
 	g, err := host.ParseGrant([]byte(taskGrant))
 	if err != nil {
 		t.Fatal(err)
@@ -321,7 +321,7 @@ func TestTaskCancelAndResume(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake(t0)
 	d := startTaskDaemon(t, t.TempDir(), clk)
-	code := testutil.BuildGo(t, "host/testdata/agents/taskprobe")
+	code := testutil.BuildC(t, "host/testdata/agents/taskprobe")
 	until := t0.Add(time.Hour).UnixNano()
 	tk, err := d.cl.SubmitTask(ctx, cell.TaskSubmission{Module: code, Objective: "wait for the hour", Input: probeInput(t, map[string]any{"until": until}),
 		Grant: taskGrant})
@@ -414,7 +414,7 @@ func TestTaskSurvivesRestart(t *testing.T) {
 	clk := clock.NewFake(t0)
 	dir := t.TempDir()
 	d := startTaskDaemon(t, dir, clk)
-	code := testutil.BuildGo(t, "host/testdata/agents/taskprobe")
+	code := testutil.BuildC(t, "host/testdata/agents/taskprobe")
 	until := t0.Add(time.Hour).UnixNano()
 	tk, err := d.cl.SubmitTask(ctx, cell.TaskSubmission{Module: code, Objective: "survive", Input: probeInput(t, map[string]any{"fail": 1, "until": until}),
 		Grant: taskGrant, Retries: 2, Backoff: "30s"})
@@ -453,7 +453,7 @@ func TestTaskSurvivesRestart(t *testing.T) {
 func TestTaskSubmissionRefused(t *testing.T) {
 	ctx := context.Background()
 	d := startTaskDaemon(t, t.TempDir(), clock.NewFake(t0))
-	code := testutil.BuildGo(t, "host/testdata/agents/taskprobe")
+	code := testutil.BuildC(t, "host/testdata/agents/taskprobe")
 	ok := cell.TaskSubmission{Module: code, Objective: "x", Grant: taskGrant}
 	for _, c := range []struct {
 		name string
@@ -540,7 +540,7 @@ func TestTaskReattachesClaimedAttempts(t *testing.T) {
 	clk := clock.NewFake(t0)
 	dir := t.TempDir()
 	d := startTaskDaemon(t, dir, clk)
-	code := testutil.BuildGo(t, "host/testdata/agents/taskprobe")
+	code := testutil.BuildC(t, "host/testdata/agents/taskprobe")
 
 	// Claimed, never started.
 	a, err := d.cl.SubmitTask(ctx, cell.TaskSubmission{Module: code, Objective: "claimed", Input: probeInput(t, map[string]any{"fail": 1}),
