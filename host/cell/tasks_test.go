@@ -207,7 +207,7 @@ func TestTaskCapsHoldAcrossAttempts(t *testing.T) {
 	code := testutil.BuildC(t, "host/testdata/agents/taskprobe")
 	const steps = 12
 	tk, err := d.cl.SubmitTask(ctx, cell.TaskSubmission{Module: code, Objective: "spend", Input: probeInput(t, map[string]any{"fail": 10, "puts": 3}),
-		Grant: taskGrant, Retries: 5, Backoff: "1s", Caps: capability.Budget{Steps: capability.Limit(steps), ToolCalls: capability.Limit(5)}})
+		Grant: taskGrant, Retries: 5, Backoff: "1s", Caps: capability.Budget{Steps: capability.Limit(steps), ToolCalls: capability.Limit(5), MicroUSD: capability.Limit(2_500_000)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,6 +221,9 @@ func TestTaskCapsHoldAcrossAttempts(t *testing.T) {
 	}
 	if c, ok := ceiling(t, d.cell, tk.Attempts[0].Run, budget.ToolCalls); !ok || c != 5 {
 		t.Fatalf("attempt 1's tool_calls ceiling = %d (%v), want 5", c, ok)
+	}
+	if c, ok := ceiling(t, d.cell, tk.Attempts[0].Run, budget.MicroUSD); !ok || c != 2_500_000 {
+		t.Fatalf("attempt 1's micro_usd ceiling = %d (%v), want 2500000", c, ok)
 	}
 	clk.Advance(time.Second)
 	tk = waitTask(t, d.cl, tk.ID, "failed", state(cell.TaskFailed, 2))
@@ -239,6 +242,35 @@ func TestTaskCapsHoldAcrossAttempts(t *testing.T) {
 	}
 	if clk.Pending() != 0 {
 		t.Errorf("%d timers armed for a failed task", clk.Pending())
+	}
+}
+
+// TestTaskWallCapAcrossAttempts gives a task a wall-clock cap: the first
+// attempt takes 60 s of the cell's clock, so the second starts with the
+// 40 s left; the task completes with its spend the sum of both.
+func TestTaskWallCapAcrossAttempts(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	d := startTaskDaemon(t, t.TempDir(), clk)
+	code := testutil.BuildC(t, "host/testdata/agents/taskprobe")
+	tk, err := d.cl.SubmitTask(ctx, cell.TaskSubmission{Module: code, Objective: "take a minute", Grant: taskGrant, Retries: 1, Backoff: "1s",
+		Input: probeInput(t, map[string]any{"fail": 1, "until": t0.Add(time.Minute).UnixNano()}), Caps: capability.Budget{WallSeconds: capability.Limit(100)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitTask(t, d.cl, tk.ID, "executing", func(tk cell.Task) bool { return tk.Attempts[0].Live })
+	clk.Advance(time.Minute)
+	tk = waitTask(t, d.cl, tk.ID, "waited", state(cell.TaskWaiting, 1))
+	if w := tk.Attempts[0].Spent["wall_seconds"]; w != 60 {
+		t.Fatalf("attempt 1 spent %d wall seconds, want 60", w)
+	}
+	clk.Advance(time.Second)
+	tk = waitTask(t, d.cl, tk.ID, "completed", state(cell.TaskCompleted, 2))
+	if c, ok := ceiling(t, d.cell, tk.Attempts[1].Run, budget.WallSeconds); !ok || c != 40 {
+		t.Fatalf("attempt 2's wall_seconds ceiling = %d (%v), want 100 - 60 = 40", c, ok)
+	}
+	if c, _ := ceiling(t, d.cell, tk.Attempts[0].Run, budget.WallSeconds); c != 100 {
+		t.Fatalf("attempt 1's wall_seconds ceiling = %d, want the cap 100", c)
 	}
 }
 
