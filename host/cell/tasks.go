@@ -344,6 +344,9 @@ func (t *tasks) submit(ctx context.Context, sub TaskSubmission) (*Task, error) {
 			// submitter's to fix, and nothing ran.
 			_ = t.cells.CellDelete(TasksTable, r.ID)
 		}
+		if errors.Is(err, ErrShuttingDown) {
+			return nil, fmt.Errorf("%w: task %s is kept, its attempt 1 starts when the daemon starts again", err, r.ID)
+		}
 		return nil, err
 	}
 	out := r.Task

@@ -616,3 +616,26 @@ func TestTaskReattachesClaimedAttempts(t *testing.T) {
 		t.Fatalf("task completed by %s with %d runs of attempt 1, want %s alone", tk.Attempts[0].Run, n, runB)
 	}
 }
+
+// TestBackoffFormula checks the waits min(base·2^(n−1), max), the largest
+// shifts included.
+func TestBackoffFormula(t *testing.T) {
+	for _, c := range []struct {
+		base, max time.Duration
+		n         int
+		want      time.Duration
+	}{
+		{10 * time.Second, time.Minute, 1, 10 * time.Second},
+		{10 * time.Second, time.Minute, 2, 20 * time.Second},
+		{10 * time.Second, time.Minute, 3, 40 * time.Second},
+		{10 * time.Second, time.Minute, 4, time.Minute},
+		{10 * time.Second, 15 * time.Second, 2, 15 * time.Second},
+		{time.Millisecond, time.Hour, 100, time.Hour},
+		{time.Hour, time.Hour, 1, time.Hour},
+		{3 * time.Second, time.Duration(1<<63 - 1), 80, time.Duration(1<<63 - 1)},
+	} {
+		if got := cell.Backoff(c.base, c.max, c.n); got != c.want {
+			t.Errorf("Backoff(%v, %v, %d) = %v, want %v", c.base, c.max, c.n, got, c.want)
+		}
+	}
+}
