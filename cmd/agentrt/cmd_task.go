@@ -372,6 +372,13 @@ func writeTask(w io.Writer, tk cell.Task) error {
 			}
 			fmt.Fprintln(w)
 		}
+		if ap := a.Approval; ap != nil {
+			fmt.Fprintf(w, "approval %s of group %s: %s, %d of %d approvers", ap.Digest, termtext.Line(ap.Group), ap.State, len(ap.Approvers), ap.Quorum)
+			if ap.Expires != nil {
+				fmt.Fprintf(w, ", expires %s", at(*ap.Expires))
+			}
+			fmt.Fprintf(w, " (agentrt approvals; agentrt approve %s %d --key KEY)\n", a.Run, ap.Step)
+		}
 		for _, ap := range a.Waiting {
 			what := ap.Op
 			if ap.Resource != "" {

@@ -140,12 +140,15 @@ type Attempt struct {
 	Steps   uint64            `json:"steps"`
 	Spent   map[string]uint64 `json:"spent,omitempty"`
 	Error   string            `json:"error,omitempty"`
-	// Live, Wait and Waiting describe the task's current run, as it is
-	// now (they are not stored): executing here; what it is parked for
-	// (its index record's wait); its calls that wait for approval.
-	Live    bool           `json:"live,omitempty"`
-	Wait    *WaitInfo      `json:"wait,omitempty"`
-	Waiting []ApprovalInfo `json:"waiting,omitempty"`
+	// Live, Wait, Approval and Waiting describe the task's current run,
+	// as it is now (they are not stored): executing here; what it is
+	// parked for (its index record's wait); the signed approval it waits
+	// for, with its votes and expiry; its calls that wait for an answer
+	// (permission modes without approvers).
+	Live     bool            `json:"live,omitempty"`
+	Wait     *WaitInfo       `json:"wait,omitempty"`
+	Approval *SignedApproval `json:"approval,omitempty"`
+	Waiting  []ApprovalInfo  `json:"waiting,omitempty"`
 }
 
 // Attempt statuses besides the run statuses.
@@ -153,33 +156,6 @@ const (
 	AttemptStarting = "starting"
 	AttemptRefused  = "refused"
 )
-
-// WaitInfo is what a parked run waits for (journal.Wait), for people.
-type WaitInfo struct {
-	Kind  string     `json:"kind"`
-	Step  uint64     `json:"step"`
-	Op    string     `json:"op,omitempty"`
-	Until *time.Time `json:"until,omitempty"`
-	Group string     `json:"group,omitempty"`
-	// Digest is the action digest an approval's votes are bound to (hex).
-	Digest string     `json:"digest,omitempty"`
-	Since  *time.Time `json:"since,omitempty"`
-}
-
-func waitInfo(w *journal.Wait) *WaitInfo {
-	if w == nil {
-		return nil
-	}
-	at := func(ns int64) *time.Time {
-		if ns == 0 {
-			return nil
-		}
-		t := time.Unix(0, ns).UTC()
-		return &t
-	}
-	return &WaitInfo{Kind: w.Kind, Step: w.Step, Op: w.Op, Until: at(w.Until), Group: w.Group,
-		Digest: hex.EncodeToString(w.Digest), Since: at(w.Since)}
-}
 
 // TaskSubmission is the body of POST /v1/tasks.
 type TaskSubmission struct {
@@ -769,10 +745,22 @@ func (t *tasks) cancel(ctx context.Context, id string) (*Task, error) {
 		return nil, err
 	}
 	t.s.logf("task %s cancelled", id)
-	if !run.IsZero() {
-		// Outside the task's lock: the run's end takes it.
+	// Outside the task's lock: the run's end takes it. A run that was
+	// parking as it was stopped stops parked, not cancelled; it is not
+	// executing any more, and a second cancel marks it.
+	for i := 0; i < 3 && !run.IsZero(); i++ {
 		if err := t.s.cell.Host.Cancel(ctx, run); err != nil && !errors.Is(err, host.ErrFinished) {
 			return nil, fmt.Errorf("task %s: cancel run %s: %w", id, run, err)
+		}
+		m, err := t.s.cell.Store.Meta(ctx, run)
+		if err != nil {
+			return nil, err
+		}
+		if m.Status != journal.StatusParked {
+			// A run marked cancelled without executing has no end to
+			// tell the task: settle it here.
+			t.onEnd(run, nil, nil)
+			break
 		}
 	}
 	return t.show(ctx, id)
@@ -980,7 +968,13 @@ func (t *tasks) show(ctx context.Context, id string) (*Task, error) {
 				if !m.Status.Finished() {
 					a.Status = string(m.Status)
 				}
-				a.Wait = waitInfo(m.Wait)
+				a.Wait = Info(m, false).Wait
+				if w := m.Wait; w != nil && w.Kind == journal.WaitApproval && t.s.cell.Book != nil {
+					if p, err := t.s.cell.Book.Get(run, w.Step); err == nil {
+						sa := SignedApprovalOf(p)
+						a.Approval = &sa
+					}
+				}
 			}
 			if t.s.approvals != nil {
 				for _, ap := range t.s.approvals.Pending(run) {

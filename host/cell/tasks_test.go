@@ -20,7 +20,7 @@ import (
 	"github.com/agentrt/agentrt/journal/badgerstore"
 )
 
-const taskGrant = "capabilities:\n  run: {}\n  kv: {namespace: taskprobe}\n  clock: {}\n"
+const taskGrant = "capabilities:\n  run: {}\n  kv: {namespace: taskprobe}\n  clock: {}\n  timer: {}\n"
 
 // t0 is where the tests' fake clocks start.
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -637,5 +637,40 @@ func TestBackoffFormula(t *testing.T) {
 		if got := cell.Backoff(c.base, c.max, c.n); got != c.want {
 			t.Errorf("Backoff(%v, %v, %d) = %v, want %v", c.base, c.max, c.n, got, c.want)
 		}
+	}
+}
+
+// TestTaskParkedOnTimer runs a task whose attempt sleeps durably: the task
+// shows the run parked with its wake time; cancelling the task cancels
+// the run, whose timer then wakes nothing; resume parks it again, and the
+// timer, its time passed, completes it, in the same attempt.
+func TestTaskParkedOnTimer(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	d := startTaskDaemon(t, t.TempDir(), clk)
+	code := testutil.BuildC(t, "host/testdata/agents/taskprobe")
+	tk, err := d.cl.SubmitTask(ctx, cell.TaskSubmission{Module: code, Objective: "sleep an hour", Grant: taskGrant,
+		Input: probeInput(t, map[string]any{"sleep": int64(time.Hour)})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk = waitTask(t, d.cl, tk.ID, "parked", func(tk cell.Task) bool { return tk.Attempts[0].Wait != nil })
+	a := tk.Attempts[0]
+	if a.Status != "parked" || a.Wait.Kind != "timer" || a.Wait.Until == nil || !a.Wait.Until.Equal(t0.Add(time.Hour)) || tk.State != cell.TaskRunning {
+		t.Fatalf("the parked attempt shows %+v (wait %+v), task %s; want parked on a timer until %v", a, a.Wait, tk.State, t0.Add(time.Hour))
+	}
+	if tk, err = d.cl.CancelTask(ctx, tk.ID); err != nil || tk.State != cell.TaskCancelled {
+		t.Fatalf("cancel: %v %v", tk.State, err)
+	}
+	clk.Advance(2 * time.Hour)
+	if m := runMeta(t, d.cell, a.Run); m.Status != journal.StatusCancelled {
+		t.Fatalf("the cancelled run is %s after its wake time", m.Status)
+	}
+	if _, err := d.cl.ResumeTask(ctx, tk.ID); err != nil {
+		t.Fatal(err)
+	}
+	tk = waitTask(t, d.cl, tk.ID, "completed", state(cell.TaskCompleted, 1))
+	if tk.Attempts[0].Run != a.Run {
+		t.Fatalf("completed by run %s, want the parked %s", tk.Attempts[0].Run, a.Run)
 	}
 }

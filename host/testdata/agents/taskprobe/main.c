@@ -2,11 +2,12 @@
 // attempts in kv, makes the calls asked, may wait for the real clock, and
 // fails until its attempt count passes the number asked.
 //
-//   input: {"fail": 2, "puts": 5, "until": UNIX_NS}
+//   input: {"fail": 2, "puts": 5, "sleep": NS, "until": UNIX_NS}
 //
 // Each attempt reads and writes kv "tries" (2 calls), then makes "puts"
-// kv.put calls, then, with "until", reads the real clock (clock.now) until
-// it reads that time or later; attempts up to "fail" then fail (exit 1),
+// kv.put calls, then, with "sleep", sleeps durably that long (timer.sleep:
+// the run parks), then, with "until", reads the real clock (clock.now)
+// until it reads that time or later; attempts up to "fail" then fail (exit 1),
 // the next ones complete with the output "done after N tries". A key left
 // out is 0: an input without them (a task's objective) completes at once.
 //
@@ -42,7 +43,7 @@ int main(void) {
   agentrt_status_t st = agentrt_input(&input);
   if (st) return fail("input", st);
   const char *in = (const char *)input.data;
-  long long nfail = field(in, "fail"), puts = field(in, "puts"), until = field(in, "until");
+  long long nfail = field(in, "fail"), puts = field(in, "puts"), sleep = field(in, "sleep"), until = field(in, "until");
 
   long long n = 1;
   agentrt_buf_t prev;
@@ -60,6 +61,10 @@ int main(void) {
     char key[32];
     snprintf(key, sizeof key, "pad%lld", i);
     if ((st = agentrt_kv_put(key, "x", 1))) return fail("kv.put pad", st);
+  }
+  if (sleep > 0) {
+    int64_t due, woke;
+    if ((st = agentrt_sleep(sleep, &due, &woke))) return fail("timer.sleep", st);
   }
   while (until > 0) {
     int64_t now;
