@@ -262,8 +262,11 @@ directory, or, when none runs, into its store (agentrt resume RUN then goes
 on with a decided run).
 
 In a cell without approvers, a permission mode's ask waits in the daemon for
-its operator: agentrt approve RUN [--step N] [--deny] answers it, and the
-cell names who answered from the credential (unix:USER, token:api#...).
+its operator: agentrt approve RUN [--step N] [--deny] answers it. Who
+answered is named by the cell from the credential the answer came with,
+never by the answer itself: on the unix socket, the user the kernel reports
+for this process ("unix:alice(uid 1000)"); on TCP, the API token
+("token:api#" and the first 8 hex digits of the token's SHA-256).
 agentrt approve --list lists those calls.`,
 		Example: "  agentrt approvals\n  agentrt approve last --key ~/.ssh/id_ed25519\n  agentrt approve 18ec7ae8 12 --deny --key ~/.ssh/id_ed25519\n  agentrt approve 18ec7ae8 12 --print > vote.txt",
 		Args:    cobra.MaximumNArgs(2),

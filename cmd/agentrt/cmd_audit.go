@@ -215,8 +215,7 @@ that root in --trust-token-roots.
 Exits 0 when everything holds. Otherwise names the first bad entry (when the
 failure is in one) and the class: decode, sequence, chain, hash, signature,
 untrusted, uncovered, blob (a payload's blob missing or changed: the blob's
-hash is named), budget, approval, checkpoint, token, bundle-format or
-divergence.
+hash is named), budget, approval, checkpoint, token, bundle-format or divergence.
 
 A run's approvals (approval/SPEC.md) are checked with its journal: each
 request is bound to its call's action digest, each counted vote's SSH

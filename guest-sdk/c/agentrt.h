@@ -1167,8 +1167,12 @@ static inline agentrt_status_t agentrt__timer_sleep(const char *key, int64_t v, 
   size_t pairs;
   bool empty;
   int64_t d = 0, k = 0;
-  if (!agentrt__rd_begin(&r, &pairs, &empty) || empty || !agentrt__rd_key(&r, &pairs, "due") || !agentrt__rd_int64(&r, &d) ||
-      !agentrt__rd_key(&r, &pairs, "woke") || !agentrt__rd_int64(&r, &k) || !agentrt__rd_end(&r, pairs))
+  /* The empty body is the zero value (abi/SPEC.md 6.3), as for every
+   * response. */
+  if (!agentrt__rd_begin(&r, &pairs, &empty) ||
+      (!empty && !(agentrt__rd_key(&r, &pairs, "due") && agentrt__rd_int64(&r, &d) && agentrt__rd_key(&r, &pairs, "woke") &&
+                   agentrt__rd_int64(&r, &k))) ||
+      !agentrt__rd_end(&r, pairs))
     return agentrt__malformed(&out, "timer.sleep");
   free(out.body);
   if (due) *due = d;
@@ -1214,13 +1218,6 @@ static inline void agentrt_approval_free(agentrt_approval_t *a) {
   memset(a, 0, sizeof *a);
 }
 
-/* agentrt__rd_next_is reports whether the next key is name, without
- * consuming it. */
-static inline bool agentrt__rd_next_is(const agentrt__rd *r, size_t pairs, const char *name) {
-  size_t n = strlen(name);
-  return pairs > 0 && (size_t)(r->end - r->p) >= n + 1 && r->p[0] == (uint8_t)(0x60 + n) && memcmp(r->p + 1, name, n) == 0;
-}
-
 /* agentrt_request_approval asks the cell's approvers of group to approve
  * action, a text they read (approval.request): the run parks until the
  * group's quorum decides by signed votes, or the request expires. A denial
@@ -1241,14 +1238,23 @@ static inline agentrt_status_t agentrt_request_approval(const char *action, cons
   agentrt__rd r = {out.body, out.body + out.len};
   size_t pairs;
   bool empty;
-  bool ok = agentrt__rd_begin(&r, &pairs, &empty) && !empty && agentrt__rd_key(&r, &pairs, "digest") && agentrt__rd_bytes(&r, &a->digest);
-  if (ok && agentrt__rd_next_is(&r, pairs, "reason")) ok = agentrt__rd_key(&r, &pairs, "reason") && agentrt__rd_text(&r, &a->reason);
-  if (ok && agentrt__rd_next_is(&r, pairs, "approved")) ok = agentrt__rd_key(&r, &pairs, "approved") && agentrt__rd_bool(&r, &a->approved) && a->approved;
-  if (ok && agentrt__rd_next_is(&r, pairs, "approvers"))
-    ok = agentrt__rd_key(&r, &pairs, "approvers") && agentrt__rd_texts(&r, &a->approvers, &a->n_approvers);
+  bool ok = agentrt__rd_begin(&r, &pairs, &empty);
+  /* The empty body is the zero value (abi/SPEC.md 6.3). Keys in canonical
+   * order, shorter first: digest, reason, approved, approvers. reason,
+   * approved and approvers are omitempty: present only when not empty
+   * (not false). */
+  if (ok && !empty) {
+    ok = agentrt__rd_key(&r, &pairs, "digest") && agentrt__rd_bytes(&r, &a->digest);
+    if (ok && agentrt__rd_key(&r, &pairs, "reason")) ok = agentrt__rd_text(&r, &a->reason) && a->reason.len > 0;
+    if (ok && agentrt__rd_key(&r, &pairs, "approved")) ok = agentrt__rd_bool(&r, &a->approved) && a->approved;
+    if (ok && agentrt__rd_key(&r, &pairs, "approvers"))
+      ok = agentrt__rd_texts(&r, &a->approvers, &a->n_approvers) && a->n_approvers > 0;
+  }
   if (!ok || !agentrt__rd_end(&r, pairs)) {
+    /* Nothing of a refused body stays readable: its views point into
+     * memory agentrt__malformed frees. */
     free(a->approvers);
-    a->approvers = NULL;
+    memset(a, 0, sizeof *a);
     return agentrt__malformed(&out, "approval.request");
   }
   agentrt__term_bytes(&a->digest);
