@@ -192,6 +192,8 @@ same output as from the store itself.`,
 		c.cancelCmd(),
 		c.approveCmd(),
 		c.approvalsCmd(),
+		c.taskCmd(),
+		c.tasksCmd(),
 	)
 	return root
 }

@@ -14,6 +14,7 @@ func scriptCmds() map[string]func(ts *testscript.TestScript, neg bool, args []st
 	cmds := tokenScriptCmds()
 	maps.Copy(cmds, daemonScriptCmds())
 	maps.Copy(cmds, forkScriptCmds())
+	maps.Copy(cmds, taskScriptCmds())
 	return cmds
 }
 

@@ -26,6 +26,9 @@ func TestScripts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if err := os.WriteFile(filepath.Join(modules, "taskprobe.wasm"), testutil.BuildC(t, "host/testdata/agents/taskprobe"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	// The smoke agent rebuilt with one changed line: a different kv key.
 	v2 := testutil.BuildVariant(t, "host/testdata/agents/smoke", `agent.KVGet("k2")`, `agent.KVGet("k3")`)
 	if err := os.WriteFile(filepath.Join(modules, "smoke-v2.wasm"), v2, 0o644); err != nil {

@@ -45,6 +45,10 @@ var errorKinds = []struct {
 	{"module_too_large", ErrModuleTooLarge},
 	{"not_waiting", ErrNotWaiting},
 	{"vote_refused", ErrVoteRefused},
+	{"no_task", ErrNoTask},
+	{"task_state", ErrTaskState},
+	{"bad_task", ErrBadTask},
+	{"shutting_down", ErrShuttingDown},
 }
 
 // Gap is a *journal.GapError as an API error carries it ("gap"): entries

@@ -188,6 +188,8 @@ type Server struct {
 	// follow GET /v1/approvals?follow=1.
 	waker        *waker
 	approvalSubs map[chan StreamLine]bool
+	// tasks are the cell's tasks (tasks.go); nil on a control server.
+	tasks *tasks
 }
 
 // OnEnd registers fn, which is called, in the run's goroutine, each time a
@@ -247,6 +249,9 @@ func NewServer(c *Cell, opts ServerOptions) *Server {
 		c.Book.mu.Lock()
 		c.Book.decided = func(run journal.RunID, _ uint64) { s.wake(run, "approval decided") }
 		c.Book.mu.Unlock()
+	}
+	if !s.control {
+		s.tasks = newTasks(s)
 	}
 	if s.approvals != nil {
 		s.approvals.mu.Lock()
@@ -311,6 +316,10 @@ func (s *Server) unsubscribe(run journal.RunID, ch chan StreamLine) {
 	}
 }
 
+// ErrShuttingDown is returned for a run that a server shutting down does
+// not execute.
+var ErrShuttingDown = errors.New("cell: shutting down")
+
 // execute runs st in the background until it ends or stops, then tells
 // the run's followers. A server shutting down refuses, and the run (its
 // start journaled) stays running, to be recovered.
@@ -319,7 +328,7 @@ func (s *Server) execute(st *host.Started, what string) error {
 	if s.closed {
 		s.mu.Unlock()
 		st.Abandon()
-		return errors.New("cell: shutting down")
+		return ErrShuttingDown
 	}
 	s.wg.Add(1)
 	s.mu.Unlock()
@@ -365,6 +374,13 @@ func (s *Server) execute(st *host.Started, what string) error {
 // making no progress is resumed after a backoff, then held. It returns the
 // runs it resumed now; a run that cannot be reopened is logged and left.
 func (s *Server) Recover(ctx context.Context) ([]journal.RunID, error) {
+	if s.tasks != nil {
+		// First the tasks, so that a task cancelled while its run was
+		// not is cancelled before the run would be resumed.
+		if err := s.tasks.recover(ctx); err != nil {
+			return nil, err
+		}
+	}
 	runs, err := s.cell.Store.Runs(ctx)
 	if err != nil {
 		return nil, err
@@ -405,6 +421,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	s.breaker.close()
 	s.waker.close()
+	if s.tasks != nil {
+		s.tasks.close()
+	}
 	live := s.liveRuns(ctx)
 	err := s.cell.Host.Drain(ctx)
 	if err == nil {
@@ -440,6 +459,7 @@ func (s *Server) handler() http.Handler {
 	if !s.control {
 		mux.HandleFunc("POST /v1/runs", s.submit)
 		mux.HandleFunc("POST /v1/runs/{run}/resume", s.resume)
+		s.taskRoutes(mux)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		hint := "the API is under /v1 (see host/cell/API.md)"
@@ -707,6 +727,11 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 	if err := s.cell.Host.Cancel(r.Context(), run); err != nil {
 		writeError(w, startErrorCode(err), err, "")
 		return
+	}
+	if s.tasks != nil {
+		// A run not executing here (parked, or killed) is cancelled
+		// without an end: its task learns of it so.
+		s.tasks.onEnd(run, nil, nil)
 	}
 	m, err := s.cell.Store.Meta(r.Context(), run)
 	if err != nil {

@@ -884,6 +884,30 @@ func TestNoAnswerCarriesKeyMaterial(t *testing.T) {
 		}
 		t.Fatalf("run %s did not end", run)
 	}
+	// The tasks' token carries its key: neither may show in an answer.
+	g, err := host.ParseGrant([]byte(smokeGrant))
+	if err != nil {
+		t.Fatal(err)
+	}
+	caps, err := g.TokenCaps()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := capability.Issue(a.cell.Key, capability.Claims{Audience: a.cell.Public(), Caps: caps,
+		NotBefore: time.Now().Add(-time.Minute), Expires: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ptok, err := capability.Parse(tok)
+	if err != nil || len(ptok.Proof.Seed) == 0 {
+		t.Fatalf("the token carries no key: %v", err)
+	}
+	for name, b := range map[string][]byte{"task token": tok, "task token key": ptok.Proof.Seed} {
+		sec[name+" (hex)"] = hex.EncodeToString(b)
+		sec[name+" (base64)"] = base64.StdEncoding.EncodeToString(b)
+	}
+	tsub, _ := json.Marshal(cell.TaskSubmission{Module: code, Name: "smoke.wasm", Objective: "x", Grant: smokeGrant, Token: tok,
+		Caps: capability.Budget{Steps: capability.Limit(1000)}})
 	for _, unix := range []bool{false, true} {
 		send(unix, "GET", "/v1/cell", nil, nil)
 		// A run followed from its submission, parked, listed, streamed,
@@ -929,6 +953,25 @@ func TestNoAnswerCarriesKeyMaterial(t *testing.T) {
 		answer(unix, s.RunID, false)
 		wg.Wait()
 		send(unix, "GET", "/v1/runs/"+s.RunID+"/events?follow=1", nil, nil)
+		// A task granted by a bearer token: its run parked, the task
+		// listed and shown, cancelled, resumed, its run answered.
+		c, body = send(unix, "POST", "/v1/tasks", nil, tsub)
+		var tk cell.Task
+		if json.Unmarshal([]byte(body), &tk); c != http.StatusCreated {
+			t.Fatalf("task submission: %d %s", c, body)
+		}
+		trun := tk.Attempts[0].Run
+		waitParked(trun)
+		send(unix, "GET", "/v1/tasks", nil, nil)
+		send(unix, "GET", "/v1/tasks/"+tk.ID, nil, nil)
+		send(unix, "POST", "/v1/tasks/"+tk.ID+"/cancel", nil, nil)
+		send(unix, "POST", "/v1/tasks/"+tk.ID+"/resume", nil, nil)
+		waitParked(trun)
+		send(unix, "GET", "/v1/tasks/last", nil, nil)
+		answer(unix, trun, true)
+		send(unix, "POST", "/v1/tasks/"+tk.ID+"/cancel", nil, nil) // 409: completed
+		send(unix, "GET", "/v1/tasks/ffff", nil, nil)
+		send(unix, "POST", "/v1/tasks", nil, []byte(`{"objective": "x"}`))
 		// The reads of the store, and what the cell signs for them.
 		for _, path := range []string{
 			"/v1/store/runs", "/v1/store/runs/" + run, "/v1/store/runs/" + run + "/records", "/v1/store/runs/" + run + "/records?from=2",

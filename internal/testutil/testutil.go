@@ -50,6 +50,28 @@ func BuildGo(t testing.TB, dir string) []byte {
 	return b
 }
 
+// BuildC builds the C agent in dir (relative to the repository root), with
+// clang and wasi-libc, and returns its bytes. Builds are memoized per test
+// binary, with BuildGo's.
+func BuildC(t testing.TB, dir string) []byte {
+	t.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	if b, ok := built["c:"+dir]; ok {
+		return b
+	}
+	out := filepath.Join(t.TempDir(), filepath.Base(dir)+".wasm")
+	if err := wasmbuild.C(context.Background(), filepath.Join(RepoRoot(), dir), out); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	built["c:"+dir] = b
+	return b
+}
+
 // Env is a host on a fresh store in a temporary directory.
 type Env struct {
 	Dir    string
