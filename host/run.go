@@ -417,6 +417,11 @@ func (h *Host) conclude(ctx context.Context, m *Module, s *session, w *journal.W
 		wait := s.park.wait
 		meta.Status, meta.Wait, meta.Steps = journal.StatusParked, &wait, s.steps
 		res := &Result{Run: s.run, Status: journal.StatusParked, Steps: s.steps, Wait: &wait}
+		if errors.Is(lr.why(), ErrCancelled) {
+			// Cancelled as it parked: it stays cancelled, keeping its
+			// wait, so that no timer or vote resumes it on its own.
+			meta.Status, res.Status = journal.StatusCancelled, journal.StatusCancelled
+		}
 		if err := events.flushTo(w); err != nil {
 			return res, err
 		}
