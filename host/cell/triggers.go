@@ -426,7 +426,7 @@ func (t *Triggers) look(lt *liveTrigger) {
 			Catchup: true, Reason: fmt.Sprintf("missed (misfire %s): %d moments from %s", lt.misfire, n, from.UTC().Format(time.RFC3339))}
 		if err := t.put(f); err != nil {
 			t.logf("trigger %s: log: %v", lt.def.Name, err)
-			t.arm(lt, now)
+			t.arm(lt)
 			return
 		}
 		lt.cursor = last
@@ -448,23 +448,22 @@ func (t *Triggers) look(lt *liveTrigger) {
 		t.fire(lt, Firing{Trigger: lt.def.Name, Seq: uint64(m.Unix()), Moment: m, Catchup: plan.Catchup})
 	}
 	t.armCatchup(lt)
-	t.arm(lt, now)
+	t.arm(lt)
 }
 
-// arm sets lt's timer for its schedule's next moment after its cursor (or
-// now, whichever is later). Its caller holds lt.mu.
-func (t *Triggers) arm(lt *liveTrigger, now time.Time) {
+// arm sets lt's timer for its schedule's next moment after its cursor; a
+// moment already come (the clock moved while lt looked) is looked at at
+// once. Its caller holds lt.mu.
+func (t *Triggers) arm(lt *liveTrigger) {
 	if lt.timer != nil {
 		lt.timer.Stop()
 	}
-	next := lt.spec.Cron.Next(laterOf(lt.cursor, now.Add(-time.Second)))
+	next := lt.spec.Cron.Next(lt.cursor)
 	if next.IsZero() {
 		return
 	}
-	if !next.After(lt.cursor) {
-		next = lt.spec.Cron.Next(lt.cursor)
-	}
-	lt.timer = t.clk.AfterFunc(next.Sub(now), func() {
+	// The clock is read again: it may have moved while lt looked.
+	lt.timer = t.clk.AfterFunc(next.Sub(t.clk.Now()), func() {
 		lt.mu.Lock()
 		defer lt.mu.Unlock()
 		t.look(lt)
@@ -488,7 +487,6 @@ func (t *Triggers) armCatchup(lt *liveTrigger) {
 		if lt.def.Paused || lt.gone || t.isClosed() {
 			return
 		}
-		f.State = ""
 		t.fire(lt, f)
 		t.armCatchup(lt)
 	})

@@ -57,6 +57,9 @@ type TriggerInfo struct {
 	Paused       bool      `json:"paused"`
 	PausedReason string    `json:"paused_reason,omitempty"`
 	Refusals     int       `json:"refusals,omitempty"`
+	// Holds says a metric trigger's threshold held at its last look (it
+	// fires again only once it has stopped holding).
+	Holds bool `json:"holds,omitempty"`
 	// Next is a schedule's next moment.
 	Next *time.Time `json:"next,omitempty"`
 	// Active are the runs it started that have not ended; Queued the
@@ -103,14 +106,14 @@ func (t *Triggers) info(lt *liveTrigger) TriggerInfo {
 	d := lt.def
 	ti := TriggerInfo{Name: d.Name, On: d.On, Kind: string(lt.spec.Kind), Module: d.ModuleName, ModuleSHA256: d.ModuleSHA256,
 		Authority: "grant", Overlap: string(lt.overlap), Created: d.Created, Paused: d.Paused, PausedReason: d.PausedReason,
-		Refusals: d.Refusals, Active: []string{}, Queued: len(lt.queue)}
+		Refusals: d.Refusals, Active: []string{}, Queued: len(lt.queue), Holds: d.MetricHigh}
 	if d.Token != nil {
 		ti.Authority = "token"
 	}
 	if lt.spec.Kind == trigger.Schedule {
 		ti.Misfire = lt.misfire.String()
 		if !d.Paused {
-			n := lt.spec.Cron.Next(laterOf(lt.cursor, t.clk.Now().Add(-time.Second)))
+			n := lt.spec.Cron.Next(lt.cursor)
 			ti.Next = &n
 		}
 	}

@@ -126,7 +126,9 @@ func (sp Spec) Match(rel string) bool {
 
 // Recursive says whether a File trigger's glob can match below Dir, so
 // that its subfolders are watched too.
-func (sp Spec) Recursive() bool { return strings.Contains(sp.Glob, "/") || strings.Contains(sp.Glob, "**") }
+func (sp Spec) Recursive() bool {
+	return strings.Contains(sp.Glob, "/") || strings.Contains(sp.Glob, "**")
+}
 
 // Misfire says what a schedule does with moments it missed (the cell was
 // down, or busy past a moment's grace).
