@@ -751,4 +751,3 @@ func TestTriggerMetric(t *testing.T) {
 		t.Fatalf("log %s", states(log))
 	}
 }
-
