@@ -189,6 +189,11 @@ func (t *Triggers) add(ctx context.Context, ts TriggerSpec) (TriggerInfo, error)
 	if err != nil {
 		return TriggerInfo{}, err
 	}
+	if sp.Kind == trigger.File {
+		if fi, err := os.Stat(sp.Dir); err != nil || !fi.IsDir() {
+			return TriggerInfo{}, fmt.Errorf("%w %q: the folder %s is not there to watch (create it first)", trigger.ErrSpec, ts.On, sp.Dir)
+		}
+	}
 	if sp.Kind != trigger.Schedule && ts.Misfire != "" {
 		return TriggerInfo{}, fmt.Errorf("misfire %q: only a schedule misses moments; leave it out for a %s trigger", ts.Misfire, sp.Kind)
 	}

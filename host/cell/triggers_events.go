@@ -125,9 +125,10 @@ func (t *Triggers) armMetric() {
 	})
 }
 
-// Counters returns the cell's counters at now: for each event counter,
-// the times of its events (run starts, completions, failures,
-// cancellations), and the gauges' values.
+// counters returns the cell's counters at now, from its run index: each
+// event counter named in windows counts its events (run starts,
+// completions, failures, cancellations) within its window up to now; the
+// gauges (runs parked, runs live) are as they are now.
 func (t *Triggers) counters(now time.Time, windows map[string]time.Duration) (map[string]float64, error) {
 	runs, err := t.srv.cell.Store.Runs(context.Background())
 	if err != nil {
@@ -170,13 +171,9 @@ func (t *Triggers) counters(now time.Time, windows map[string]time.Duration) (ma
 // trigger, so a restart does not fire a threshold that held before it.
 func (t *Triggers) lookMetrics() {
 	var metrics []*liveTrigger
-	windows := map[string]time.Duration{}
 	for _, lt := range t.sortedTriggers() {
 		if lt.spec.Kind == trigger.Metric && !lt.def.Paused {
 			metrics = append(metrics, lt)
-			if e := lt.spec.Expr; e.Window > windows[e.Counter] || trigger.IsGauge(e.Counter) {
-				windows[e.Counter] = e.Window
-			}
 		}
 	}
 	if len(metrics) == 0 || t.isClosed() {
@@ -185,8 +182,7 @@ func (t *Triggers) lookMetrics() {
 	now := t.clk.Now()
 	for _, lt := range metrics {
 		e := lt.spec.Expr
-		w := map[string]time.Duration{e.Counter: e.Window}
-		v, err := t.counters(now, w)
+		v, err := t.counters(now, map[string]time.Duration{e.Counter: e.Window})
 		if err != nil {
 			t.logf("trigger %s: counters: %v", lt.def.Name, err)
 			return
@@ -308,7 +304,17 @@ func (t *Triggers) fileEvent(lt *liveTrigger, fw *fileWatch, ev fsnotify.Event) 
 	}
 	if info.IsDir() {
 		if ev.Has(fsnotify.Create) && lt.spec.Recursive() {
-			t.addDirs(lt, fw, ev.Name)
+			// Files may arrive in the folder before its watch is in
+			// place: those already there are taken as arriving now.
+			if err := t.addDirs(lt, fw, ev.Name); err != nil {
+				t.logf("trigger %s: watching %s: %v", lt.def.Name, ev.Name, err)
+			}
+			filepath.WalkDir(ev.Name, func(p string, d fs.DirEntry, err error) error {
+				if err == nil && d.Type().IsRegular() {
+					t.fileEvent(lt, fw, fsnotify.Event{Name: p, Op: fsnotify.Create})
+				}
+				return nil
+			})
 		}
 		return
 	}

@@ -490,9 +490,8 @@ func TestTriggerFileFiresOncePerArrival(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(inbox, "sub"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	// The new folder is watched once its creation is seen; a file written
-	// at once may come first, and is then missed, so wait for the watch.
-	time.Sleep(100 * time.Millisecond)
+	// Written at once, before the new folder's watch may be in place: the
+	// folder's files are taken when its creation is seen.
 	os.WriteFile(filepath.Join(inbox, "sub", "c.csv"), []byte("5,6\n"), 0o600)
 	log := settle(3, "fired for sub/c.csv")
 	tc.waitIdle(t)
