@@ -59,7 +59,10 @@ type Triggers struct {
 	// origins caches which trigger started each run (kv writes of a
 	// trigger's own runs do not fire it).
 	origins map[journal.RunID]string
-	wg      sync.WaitGroup
+	// last is each trigger's newest log entry, for its info (the log is
+	// listed oldest first).
+	last map[string]Firing
+	wg   sync.WaitGroup
 	done    chan struct{}
 }
 
@@ -180,7 +183,7 @@ type liveTrigger struct {
 // newTriggers returns the triggers of s, not started.
 func newTriggers(s *Server) *Triggers {
 	return &Triggers{srv: s, clk: s.cell.Clock, logf: s.logf, all: map[string]*liveTrigger{},
-		kvWake: make(chan struct{}, 1), origins: map[journal.RunID]string{}, done: make(chan struct{})}
+		kvWake: make(chan struct{}, 1), origins: map[journal.RunID]string{}, last: map[string]Firing{}, done: make(chan struct{})}
 }
 
 func firingKey(name string, seq uint64) string { return fmt.Sprintf("%s\x00%020d", name, seq) }
@@ -273,6 +276,7 @@ func (t *Triggers) load(d TriggerDef, byOrigin map[string]journal.RunMeta) (*liv
 			return fmt.Errorf("a firing record does not decode: %w", err)
 		}
 		lt.nextSeq = max(lt.nextSeq, f.Seq+1)
+		t.noteLast(f)
 		if lt.spec.Kind == trigger.Schedule {
 			lt.cursor = laterOf(lt.cursor, time.Unix(int64(f.Seq), 0))
 		}
@@ -561,7 +565,11 @@ func (t *Triggers) create(f Firing) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return t.srv.cell.Store.CellCreate(tableFirings, firingKey(f.Trigger, f.Seq), b)
+	ok, err := t.srv.cell.Store.CellCreate(tableFirings, firingKey(f.Trigger, f.Seq), b)
+	if ok {
+		t.noteLast(f)
+	}
+	return ok, err
 }
 
 func (t *Triggers) put(f Firing) error {
@@ -570,7 +578,21 @@ func (t *Triggers) put(f Firing) error {
 	if err != nil {
 		return err
 	}
-	return t.srv.cell.Store.CellPut(tableFirings, firingKey(f.Trigger, f.Seq), b)
+	if err := t.srv.cell.Store.CellPut(tableFirings, firingKey(f.Trigger, f.Seq), b); err != nil {
+		return err
+	}
+	t.noteLast(f)
+	return nil
+}
+
+// noteLast keeps f as its trigger's newest entry when it is.
+func (t *Triggers) noteLast(f Firing) {
+	f.Input = nil
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if l, ok := t.last[f.Trigger]; !ok || f.Seq >= l.Seq {
+		t.last[f.Trigger] = f
+	}
 }
 
 func (t *Triggers) saveDef(d TriggerDef) error {

@@ -123,9 +123,11 @@ func (t *Triggers) info(lt *liveTrigger) TriggerInfo {
 	for run := range lt.active {
 		ti.Active = append(ti.Active, run.String())
 	}
-	if log, err := t.Log(d.Name, 1); err == nil && len(log) == 1 {
-		ti.Last = &log[0]
+	t.mu.Lock()
+	if f, ok := t.last[d.Name]; ok {
+		ti.Last = &f
 	}
+	t.mu.Unlock()
 	return ti
 }
 
@@ -294,6 +296,9 @@ func (t *Triggers) add(ctx context.Context, ts TriggerSpec) (TriggerInfo, error)
 
 // deleteLog removes the log and seen records of name.
 func (t *Triggers) deleteLog(name string) {
+	t.mu.Lock()
+	delete(t.last, name)
+	t.mu.Unlock()
 	for _, table := range []string{tableFirings, tableSeen} {
 		var keys []string
 		t.srv.cell.Store.CellList(table, name+"\x00", func(k string, _ []byte) error {
