@@ -116,6 +116,12 @@ agentrt store check and salvage need the daemon stopped.`,
 				}
 				servers = append(servers, hs)
 			}
+			// The triggers start before the API is served, so that no
+			// request finds them loading. A claimed firing they resolve
+			// may start a run before Recover: Recover leaves live runs be.
+			if err := srv.StartTriggers(ctx); err != nil {
+				logger.Printf("triggers: %v", err)
+			}
 			serveErr := make(chan error, len(lns))
 			for i, ln := range lns {
 				go func() { serveErr <- servers[i].Serve(ln) }()
@@ -129,9 +135,6 @@ agentrt store check and salvage need the daemon stopped.`,
 				logger.Printf("recover: %v", err)
 			}
 			logger.Printf("recovered %d unfinished runs", len(runs))
-			if err := srv.StartTriggers(ctx); err != nil {
-				logger.Printf("triggers: %v", err)
-			}
 
 			select {
 			case <-ctx.Done():
