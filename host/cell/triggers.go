@@ -63,7 +63,7 @@ type Triggers struct {
 	// listed oldest first).
 	last map[string]Firing
 	wg   sync.WaitGroup
-	done    chan struct{}
+	done chan struct{}
 }
 
 // Tables of the cell's records that triggers keep.
