@@ -151,7 +151,7 @@ type Server struct {
 	// breaker decides the recoveries (breaker.go).
 	breaker *breaker
 	// triggers are the cell's triggers, when the server keeps them.
-	triggers *Triggers
+	triggers *triggerSet
 
 	mu     sync.Mutex
 	subs   map[journal.RunID]map[chan StreamLine]bool

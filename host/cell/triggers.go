@@ -23,9 +23,9 @@ import (
 	"github.com/agentrt/agentrt/journal"
 )
 
-// Triggers start runs in a cell daemon on their own: at the moments of a
-// schedule, on a kv write, a file arriving, a signed webhook, a metric
-// threshold (trigger.Spec). Definitions and the trigger log live in the
+// triggerSet is a cell daemon's triggers, which start runs on their own:
+// at the moments of a schedule, on a kv write, a file arriving, a signed
+// webhook, a metric threshold (trigger.Spec). Definitions and the trigger log live in the
 // cell's own records (journal.CellRecords), so both survive restarts.
 //
 // Each firing is taken once, also across a SIGKILL, in three steps:
@@ -41,7 +41,7 @@ import (
 // On start, a daemon resolves every record left claimed: it starts the
 // firing only when no run's origin names it. A schedule's seq is its
 // moment in Unix seconds; an event's is its ordinal, from 1.
-type Triggers struct {
+type triggerSet struct {
 	srv  *Server
 	clk  clock.Clock
 	logf func(string, ...any)
@@ -99,8 +99,8 @@ var (
 	ErrTriggerPaused = errors.New("the trigger is paused")
 )
 
-// TriggerDef is a trigger as the cell keeps it (table "triggers", JSON).
-type TriggerDef struct {
+// triggerDef is a trigger as the cell keeps it (table "triggers", JSON).
+type triggerDef struct {
 	Name         string    `json:"name"`
 	On           string    `json:"on"`
 	ModuleSHA256 string    `json:"module_sha256"`
@@ -158,7 +158,7 @@ type Firing struct {
 // liveTrigger is a loaded trigger. Its mu serializes its firings.
 type liveTrigger struct {
 	mu      sync.Mutex
-	def     TriggerDef
+	def     triggerDef
 	spec    trigger.Spec
 	misfire trigger.Misfire
 	overlap trigger.Overlap
@@ -181,8 +181,8 @@ type liveTrigger struct {
 }
 
 // newTriggers returns the triggers of s, not started.
-func newTriggers(s *Server) *Triggers {
-	return &Triggers{srv: s, clk: s.cell.Clock, logf: s.logf, all: map[string]*liveTrigger{},
+func newTriggers(s *Server) *triggerSet {
+	return &triggerSet{srv: s, clk: s.cell.Clock, logf: s.logf, all: map[string]*liveTrigger{},
 		kvWake: make(chan struct{}, 1), origins: map[journal.RunID]string{}, last: map[string]Firing{}, done: make(chan struct{})}
 }
 
@@ -191,7 +191,7 @@ func firingKey(name string, seq uint64) string { return fmt.Sprintf("%s\x00%020d
 var triggerName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$`)
 
 // secretPath is where a webhook trigger's secret is kept, owner-only.
-func (t *Triggers) secretPath(name string) string {
+func (t *triggerSet) secretPath(name string) string {
 	return filepath.Join(t.srv.cell.Dir, "triggers", name+".secret")
 }
 
@@ -205,9 +205,9 @@ func (s *Server) StartTriggers(ctx context.Context) error {
 	if t == nil {
 		return errors.New("cell: this server has no triggers (ServerOptions.Triggers)")
 	}
-	var defs []TriggerDef
+	var defs []triggerDef
 	err := s.cell.Store.CellList(tableTriggers, "", func(_ string, v []byte) error {
-		var d TriggerDef
+		var d triggerDef
 		if err := json.Unmarshal(v, &d); err != nil {
 			return fmt.Errorf("cell: a trigger record does not decode: %w", err)
 		}
@@ -257,7 +257,7 @@ func (s *Server) StartTriggers(ctx context.Context) error {
 // load makes a loaded trigger of d from its log: the schedule's cursor, the
 // next ordinal, the queue, the runs still going; a claimed firing whose run
 // exists is marked started.
-func (t *Triggers) load(d TriggerDef, byOrigin map[string]journal.RunMeta) (*liveTrigger, error) {
+func (t *triggerSet) load(d triggerDef, byOrigin map[string]journal.RunMeta) (*liveTrigger, error) {
 	lt, err := newLive(d)
 	if err != nil {
 		return nil, err
@@ -287,7 +287,12 @@ func (t *Triggers) load(d TriggerDef, byOrigin map[string]journal.RunMeta) (*liv
 			lt.queue = append(lt.queue, f.Seq)
 		}
 		if m, ok := byOrigin[firingKey(d.Name, f.Seq)]; ok && runGoing(m.Status) {
+			// Recovered or parked: its end, when it comes, is this
+			// trigger's to hear of.
 			lt.active[m.ID] = true
+			t.mu.Lock()
+			t.origins[m.ID] = d.Name
+			t.mu.Unlock()
 		}
 		return nil
 	})
@@ -325,7 +330,7 @@ func laterOf(a, b time.Time) time.Time {
 }
 
 // newLive parses d's spec and policies.
-func newLive(d TriggerDef) (*liveTrigger, error) {
+func newLive(d triggerDef) (*liveTrigger, error) {
 	sp, err := trigger.Parse(d.On)
 	if err != nil {
 		return nil, err
@@ -344,7 +349,7 @@ func newLive(d TriggerDef) (*liveTrigger, error) {
 }
 
 // begin arms lt: its schedule, its pending catch-up, its folder watch.
-func (t *Triggers) begin(lt *liveTrigger) {
+func (t *triggerSet) begin(lt *liveTrigger) {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
 	if lt.def.Paused || lt.gone {
@@ -362,7 +367,7 @@ func (t *Triggers) begin(lt *liveTrigger) {
 }
 
 // halt disarms lt. Its caller holds lt.mu.
-func (t *Triggers) halt(lt *liveTrigger) {
+func (t *triggerSet) halt(lt *liveTrigger) {
 	if lt.timer != nil {
 		lt.timer.Stop()
 		lt.timer = nil
@@ -379,7 +384,7 @@ func (t *Triggers) halt(lt *liveTrigger) {
 
 // stop disarms every trigger and stops observing: a server shutting down
 // starts nothing more.
-func (t *Triggers) stop() {
+func (t *triggerSet) stop() {
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -407,7 +412,7 @@ func (t *Triggers) stop() {
 }
 
 // isClosed says whether the triggers were stopped.
-func (t *Triggers) isClosed() bool {
+func (t *triggerSet) isClosed() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.closed
@@ -417,7 +422,7 @@ func (t *Triggers) isClosed() bool {
 // skipped ones are logged as one entry, the first to fire fires now, the
 // other catch-up moments are logged pending and fire CatchupSpacing
 // apart; then it arms the next look. Its caller holds lt.mu.
-func (t *Triggers) look(lt *liveTrigger) {
+func (t *triggerSet) look(lt *liveTrigger) {
 	if lt.def.Paused || lt.gone || t.isClosed() {
 		return
 	}
@@ -458,7 +463,7 @@ func (t *Triggers) look(lt *liveTrigger) {
 // arm sets lt's timer for its schedule's next moment after its cursor; a
 // moment already come (the clock moved while lt looked) is looked at at
 // once. Its caller holds lt.mu.
-func (t *Triggers) arm(lt *liveTrigger) {
+func (t *triggerSet) arm(lt *liveTrigger) {
 	if lt.timer != nil {
 		lt.timer.Stop()
 	}
@@ -476,7 +481,7 @@ func (t *Triggers) arm(lt *liveTrigger) {
 
 // armCatchup sets the timer of lt's oldest pending catch-up moment, if it
 // has one and none is set. Its caller holds lt.mu.
-func (t *Triggers) armCatchup(lt *liveTrigger) {
+func (t *triggerSet) armCatchup(lt *liveTrigger) {
 	if lt.catchup != nil {
 		return
 	}
@@ -497,7 +502,7 @@ func (t *Triggers) armCatchup(lt *liveTrigger) {
 }
 
 // oldest returns the oldest firing of name in state.
-func (t *Triggers) oldest(name, state string) (Firing, bool) {
+func (t *triggerSet) oldest(name, state string) (Firing, bool) {
 	var out Firing
 	found := false
 	stop := errors.New("found")
@@ -515,7 +520,7 @@ func (t *Triggers) oldest(name, state string) (Firing, bool) {
 // fire takes one firing of lt (f.State empty for a new one, pending for a
 // catch-up moment): the overlap policy skips or queues it while a run of
 // lt is going; else it is claimed and started. Its caller holds lt.mu.
-func (t *Triggers) fire(lt *liveTrigger, f Firing) {
+func (t *triggerSet) fire(lt *liveTrigger, f Firing) {
 	fresh := f.State == ""
 	busy := len(lt.active) > 0 || len(lt.queue) > 0
 	switch {
@@ -544,7 +549,7 @@ func (t *Triggers) fire(lt *liveTrigger, f Firing) {
 
 // record writes f: a fresh firing is created (and not written again when
 // its seq was taken: false), a pending one overwritten.
-func (t *Triggers) record(lt *liveTrigger, f Firing, fresh bool) bool {
+func (t *triggerSet) record(lt *liveTrigger, f Firing, fresh bool) bool {
 	if !fresh {
 		if err := t.put(f); err != nil {
 			t.logf("trigger %s: log: %v", lt.def.Name, err)
@@ -559,7 +564,7 @@ func (t *Triggers) record(lt *liveTrigger, f Firing, fresh bool) bool {
 	return ok
 }
 
-func (t *Triggers) create(f Firing) (bool, error) {
+func (t *triggerSet) create(f Firing) (bool, error) {
 	f.Recorded = t.clk.Now().UTC()
 	b, err := json.Marshal(f)
 	if err != nil {
@@ -572,7 +577,7 @@ func (t *Triggers) create(f Firing) (bool, error) {
 	return ok, err
 }
 
-func (t *Triggers) put(f Firing) error {
+func (t *triggerSet) put(f Firing) error {
 	f.Recorded = t.clk.Now().UTC()
 	b, err := json.Marshal(f)
 	if err != nil {
@@ -586,7 +591,7 @@ func (t *Triggers) put(f Firing) error {
 }
 
 // noteLast keeps f as its trigger's newest entry when it is.
-func (t *Triggers) noteLast(f Firing) {
+func (t *triggerSet) noteLast(f Firing) {
 	f.Input = nil
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -595,7 +600,7 @@ func (t *Triggers) noteLast(f Firing) {
 	}
 }
 
-func (t *Triggers) saveDef(d TriggerDef) error {
+func (t *triggerSet) saveDef(d triggerDef) error {
 	b, err := json.Marshal(d)
 	if err != nil {
 		return err
@@ -608,7 +613,7 @@ func (t *Triggers) saveDef(d TriggerDef) error {
 // and not retried; MaxRefusals in a row pause the trigger. A failure of
 // the cell itself (it is shutting down, its store failed) leaves f
 // claimed, for the next daemon to resolve. Its caller holds lt.mu.
-func (t *Triggers) start(lt *liveTrigger, f Firing) {
+func (t *triggerSet) start(lt *liveTrigger, f Firing) {
 	spec, err := t.runSpec(lt, f)
 	var run journal.RunID
 	if err == nil {
@@ -655,7 +660,7 @@ func (t *Triggers) start(lt *liveTrigger, f Firing) {
 // cell for each run, as a submission's is; a token is attenuated to a
 // fresh link for each firing (same capabilities, a new nonce and subject
 // key), since the cell refuses a token presented twice.
-func (t *Triggers) runSpec(lt *liveTrigger, f Firing) (host.RunSpec, error) {
+func (t *triggerSet) runSpec(lt *liveTrigger, f Firing) (host.RunSpec, error) {
 	sum, err := hex.DecodeString(lt.def.ModuleSHA256)
 	if err != nil {
 		return host.RunSpec{}, fmt.Errorf("%w: the trigger's module hash %q", host.ErrBadModule, lt.def.ModuleSHA256)
@@ -698,7 +703,7 @@ func firingToken(tok []byte) ([]byte, error) {
 }
 
 // pauseLocked pauses lt with reason. Its caller holds lt.mu.
-func (t *Triggers) pauseLocked(lt *liveTrigger, reason string) {
+func (t *triggerSet) pauseLocked(lt *liveTrigger, reason string) {
 	lt.def.Paused, lt.def.PausedReason = true, reason
 	t.halt(lt)
 	if err := t.saveDef(lt.def); err != nil {
@@ -710,7 +715,7 @@ func (t *Triggers) pauseLocked(lt *liveTrigger, reason string) {
 // ended learns of the end of a run (Server.OnEnd): a run of a trigger
 // that has ended (not parked, not interrupted) leaves its active runs, and
 // a queued firing may start. Metric triggers look again.
-func (t *Triggers) ended(run journal.RunID, _ *host.Result, _ error) {
+func (t *triggerSet) ended(run journal.RunID, _ *host.Result, _ error) {
 	t.mu.Lock()
 	name, ok := t.origins[run]
 	lt := t.all[name]
@@ -729,7 +734,7 @@ func (t *Triggers) ended(run journal.RunID, _ *host.Result, _ error) {
 
 // drainQueue starts lt's oldest queued firing when none of its runs is
 // going. Its caller holds lt.mu.
-func (t *Triggers) drainQueue(lt *liveTrigger) {
+func (t *triggerSet) drainQueue(lt *liveTrigger) {
 	for len(lt.active) == 0 && len(lt.queue) > 0 && !lt.def.Paused && !lt.gone && !t.isClosed() {
 		seq := lt.queue[0]
 		lt.queue = lt.queue[1:]
@@ -749,7 +754,7 @@ func (t *Triggers) drainQueue(lt *liveTrigger) {
 
 // event fires an event trigger (kv, file, webhook, metric) with input,
 // under the next ordinal. It returns the firing as logged.
-func (t *Triggers) event(lt *liveTrigger, input []byte) (Firing, error) {
+func (t *triggerSet) event(lt *liveTrigger, input []byte) (Firing, error) {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
 	if lt.gone {
@@ -771,7 +776,7 @@ func (t *Triggers) event(lt *liveTrigger, input []byte) (Firing, error) {
 }
 
 // lookup returns the loaded trigger name.
-func (t *Triggers) lookup(name string) (*liveTrigger, error) {
+func (t *triggerSet) lookup(name string) (*liveTrigger, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.started {
@@ -788,7 +793,7 @@ var errTriggersLoading = errors.New("the cell's triggers are loading")
 
 // Log returns the firings of name, oldest first, at most limit (the
 // newest) when limit > 0.
-func (t *Triggers) Log(name string, limit int) ([]Firing, error) {
+func (t *triggerSet) Log(name string, limit int) ([]Firing, error) {
 	var out []Firing
 	err := t.srv.cell.Store.CellList(tableFirings, name+"\x00", func(_ string, v []byte) error {
 		var f Firing
@@ -808,7 +813,7 @@ func (t *Triggers) Log(name string, limit int) ([]Firing, error) {
 // pruneSeen forgets the webhook signatures and file arrivals older than
 // the replay window twice over: a replayed request that old is refused by
 // its timestamp.
-func (t *Triggers) pruneSeen() {
+func (t *triggerSet) pruneSeen() {
 	cut := t.clk.Now().Add(-2 * trigger.ReplayWindow)
 	var old []string
 	t.srv.cell.Store.CellList(tableSeen, "", func(k string, v []byte) error {
@@ -828,7 +833,7 @@ func (t *Triggers) pruneSeen() {
 
 // seen records key (a webhook signature, a file arrival) of trigger name
 // once; false when it was recorded before.
-func (t *Triggers) seen(name, kind, key string) (bool, error) {
+func (t *triggerSet) seen(name, kind, key string) (bool, error) {
 	b, _ := json.Marshal(map[string]any{"at": t.clk.Now().UTC(), "kind": kind})
 	return t.srv.cell.Store.CellCreate(tableSeen, name+"\x00"+kind+"\x00"+key, b)
 }
@@ -847,7 +852,7 @@ func triggerCode(err error) int {
 }
 
 // sortedTriggers returns the loaded triggers by name.
-func (t *Triggers) sortedTriggers() []*liveTrigger {
+func (t *triggerSet) sortedTriggers() []*liveTrigger {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := make([]*liveTrigger, 0, len(t.all))

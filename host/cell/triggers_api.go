@@ -100,7 +100,7 @@ func (s *Server) triggerRoutes(mux *http.ServeMux) {
 // signature is theirs (trigger.Verify).
 const HookPrefix = "/v1/hooks/"
 
-func (t *Triggers) info(lt *liveTrigger) TriggerInfo {
+func (t *triggerSet) info(lt *liveTrigger) TriggerInfo {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
 	d := lt.def
@@ -183,7 +183,7 @@ func triggerHint(err error) string {
 }
 
 // add checks ts, stores its module and its definition, and starts it.
-func (t *Triggers) add(ctx context.Context, ts TriggerSpec) (TriggerInfo, error) {
+func (t *triggerSet) add(ctx context.Context, ts TriggerSpec) (TriggerInfo, error) {
 	if !triggerName.MatchString(ts.Name) {
 		return TriggerInfo{}, fmt.Errorf("trigger name %q: use 1 to 64 letters, digits, _ . - (not starting with . or -)", ts.Name)
 	}
@@ -233,7 +233,7 @@ func (t *Triggers) add(ctx context.Context, ts TriggerSpec) (TriggerInfo, error)
 		return TriggerInfo{}, fmt.Errorf("store the module: %w", err)
 	}
 	now := t.clk.Now().UTC()
-	d := TriggerDef{Name: ts.Name, On: ts.On, ModuleSHA256: hex.EncodeToString(sum), ModuleName: ts.ModuleName, Grant: ts.Grant,
+	d := triggerDef{Name: ts.Name, On: ts.On, ModuleSHA256: hex.EncodeToString(sum), ModuleName: ts.ModuleName, Grant: ts.Grant,
 		Token: ts.Token, Input: ts.Input, Misfire: ts.Misfire, Overlap: ts.Overlap, Created: now}
 	lt, err := newLive(d)
 	if err != nil {
@@ -295,7 +295,7 @@ func (t *Triggers) add(ctx context.Context, ts TriggerSpec) (TriggerInfo, error)
 }
 
 // deleteLog removes the log and seen records of name.
-func (t *Triggers) deleteLog(name string) {
+func (t *triggerSet) deleteLog(name string) {
 	t.mu.Lock()
 	delete(t.last, name)
 	t.mu.Unlock()

@@ -29,7 +29,7 @@ type kvEvent struct {
 
 // observe is the store's commit observer: it queues the batch's kv writes
 // (not deletes) for the worker, and never blocks.
-func (t *Triggers) observe(b *journal.Batch) {
+func (t *triggerSet) observe(b *journal.Batch) {
 	if len(b.KV) == 0 {
 		return
 	}
@@ -53,7 +53,7 @@ func (t *Triggers) observe(b *journal.Batch) {
 // under, one firing per write, in commit order. A write by a run of the
 // trigger itself does not fire it (a run answering its trigger would
 // otherwise fire it again, without end).
-func (t *Triggers) kvWorker() {
+func (t *triggerSet) kvWorker() {
 	defer t.wg.Done()
 	for {
 		select {
@@ -95,7 +95,7 @@ func isQuiet(err error) bool {
 }
 
 // originOf names the trigger that started run, "" for none.
-func (t *Triggers) originOf(run journal.RunID) string {
+func (t *triggerSet) originOf(run journal.RunID) string {
 	t.mu.Lock()
 	name, ok := t.origins[run]
 	t.mu.Unlock()
@@ -113,7 +113,7 @@ func (t *Triggers) originOf(run journal.RunID) string {
 }
 
 // armMetric sets the metric triggers' periodic look.
-func (t *Triggers) armMetric() {
+func (t *triggerSet) armMetric() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
@@ -129,7 +129,7 @@ func (t *Triggers) armMetric() {
 // event counter named in windows counts its events (run starts,
 // completions, failures, cancellations) within its window up to now; the
 // gauges (runs parked, runs live) are as they are now.
-func (t *Triggers) counters(now time.Time, windows map[string]time.Duration) (map[string]float64, error) {
+func (t *triggerSet) counters(now time.Time, windows map[string]time.Duration) (map[string]float64, error) {
 	runs, err := t.srv.cell.Store.Runs(context.Background())
 	if err != nil {
 		return nil, err
@@ -169,7 +169,7 @@ func (t *Triggers) counters(now time.Time, windows map[string]time.Duration) (ma
 // lookMetrics evaluates every metric trigger; each fires when its
 // threshold comes to hold (trigger.Edge), and the edge is kept with the
 // trigger, so a restart does not fire a threshold that held before it.
-func (t *Triggers) lookMetrics() {
+func (t *triggerSet) lookMetrics() {
 	var metrics []*liveTrigger
 	for _, lt := range t.sortedTriggers() {
 		if lt.spec.Kind == trigger.Metric && !lt.def.Paused {
@@ -245,7 +245,7 @@ func (fw *fileWatch) close() {
 }
 
 // watch starts lt's file watch. Its caller holds lt.mu.
-func (t *Triggers) watch(lt *liveTrigger) error {
+func (t *triggerSet) watch(lt *liveTrigger) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return err
@@ -277,7 +277,7 @@ func (t *Triggers) watch(lt *liveTrigger) error {
 }
 
 // addDirs watches dir, and its subfolders when lt's glob reaches them.
-func (t *Triggers) addDirs(lt *liveTrigger, fw *fileWatch, dir string) error {
+func (t *triggerSet) addDirs(lt *liveTrigger, fw *fileWatch, dir string) error {
 	if !lt.spec.Recursive() {
 		return fw.w.Add(dir)
 	}
@@ -294,7 +294,7 @@ func (t *Triggers) addDirs(lt *liveTrigger, fw *fileWatch, dir string) error {
 
 // fileEvent takes a file created, moved in or written: it (re)starts the
 // file's settle timer. A folder created under a recursive glob is watched.
-func (t *Triggers) fileEvent(lt *liveTrigger, fw *fileWatch, ev fsnotify.Event) {
+func (t *triggerSet) fileEvent(lt *liveTrigger, fw *fileWatch, ev fsnotify.Event) {
 	if !ev.Has(fsnotify.Create) && !ev.Has(fsnotify.Write) {
 		return
 	}
@@ -341,7 +341,7 @@ func (t *Triggers) fileEvent(lt *liveTrigger, fw *fileWatch, ev fsnotify.Event) 
 
 // settled fires for path when it is as it was when its timer was set (no
 // write since has changed its size or time); else it waits again.
-func (t *Triggers) settled(lt *liveTrigger, fw *fileWatch, path string, a *arrival) {
+func (t *triggerSet) settled(lt *liveTrigger, fw *fileWatch, path string, a *arrival) {
 	fw.mu.Lock()
 	if fw.closed || fw.pending[path] != a {
 		fw.mu.Unlock()
