@@ -95,9 +95,11 @@ Kinds of SPEC:
                      when it comes to hold (and again only after it stopped
                      holding): COUNTER OP NUMBER[/WINDOW], OP one of
                      > >= < <= ==. Counters over a window: runs_started,
-                     runs_completed, runs_failed, runs_cancelled; now:
-                     runs_parked, runs_live. It is looked at when a run ends
-                     and every 15 seconds.
+                     runs_completed, runs_failed, runs_cancelled, and
+                     spend_usd (dollars spent by the runs that ended in
+                     it); now: runs_parked, runs_live. queue_depth is
+                     refused: the cell has no queue yet. It is looked at
+                     when a run ends and every 15 seconds.
 
 Policies:
   --misfire skip|once|all:N  (schedules) what to do with moments missed: a

@@ -62,7 +62,9 @@ type triggerSet struct {
 	// last is each trigger's newest log entry, for its info (the log is
 	// listed oldest first).
 	last map[string]Firing
-	wg   sync.WaitGroup
+	// spend caches the dollars each ended run spent (metric spend_usd).
+	spend map[journal.RunID]float64
+	wg    sync.WaitGroup
 	done chan struct{}
 }
 
@@ -183,7 +185,7 @@ type liveTrigger struct {
 // newTriggers returns the triggers of s, not started.
 func newTriggers(s *Server) *triggerSet {
 	return &triggerSet{srv: s, clk: s.cell.Clock, logf: s.logf, all: map[string]*liveTrigger{},
-		kvWake: make(chan struct{}, 1), origins: map[journal.RunID]string{}, last: map[string]Firing{}, done: make(chan struct{})}
+		kvWake: make(chan struct{}, 1), origins: map[journal.RunID]string{}, last: map[string]Firing{}, spend: map[journal.RunID]float64{}, done: make(chan struct{})}
 }
 
 func firingKey(name string, seq uint64) string { return fmt.Sprintf("%s\x00%020d", name, seq) }

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentrt/agentrt/host"
+	"github.com/agentrt/agentrt/host/budget"
 	"github.com/agentrt/agentrt/host/cell/trigger"
 	"github.com/agentrt/agentrt/internal/clock"
 	"github.com/agentrt/agentrt/journal"
@@ -158,6 +160,13 @@ func (t *triggerSet) counters(now time.Time, windows map[string]time.Duration) (
 			}
 		case journal.StatusParked:
 			v["runs_parked"]++
+		}
+		if in("spend_usd", m.Ended) {
+			usd, err := t.spendOf(m.ID)
+			if err != nil {
+				return nil, err
+			}
+			v["spend_usd"] += usd
 		}
 		if t.srv.cell.Host.Live(m.ID) {
 			v["runs_live"]++
@@ -376,4 +385,36 @@ func (t *triggerSet) settled(lt *liveTrigger, fw *fileWatch, path string, a *arr
 	if _, err := t.event(lt, in); err != nil && !isQuiet(err) {
 		t.logf("trigger %s: %v", lt.def.Name, err)
 	}
+}
+
+// spendOf returns the dollars an ended run spent, from the budget records
+// of its journal (host.BudgetReport), once per run: an ended run spends no
+// more.
+func (t *triggerSet) spendOf(run journal.RunID) (float64, error) {
+	t.mu.Lock()
+	usd, ok := t.spend[run]
+	t.mu.Unlock()
+	if ok {
+		return usd, nil
+	}
+	var entries []*journal.Entry
+	if err := journal.ReadEntries(context.Background(), t.srv.cell.Store, run, func(e *journal.Entry, _ *journal.Record) error {
+		entries = append(entries, e)
+		return nil
+	}); err != nil {
+		return 0, fmt.Errorf("the spend of run %s: %w", run, err)
+	}
+	rep, err := host.BudgetReport(entries)
+	if err != nil {
+		return 0, fmt.Errorf("the spend of run %s: %w", run, err)
+	}
+	for _, r := range rep.Rows {
+		if r.Dim == budget.MicroUSD {
+			usd = float64(r.Spent) / 1e6
+		}
+	}
+	t.mu.Lock()
+	t.spend[run] = usd
+	t.mu.Unlock()
+	return usd, nil
 }

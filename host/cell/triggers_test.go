@@ -749,4 +749,13 @@ func TestTriggerMetric(t *testing.T) {
 	if len(log) != 2 {
 		t.Fatalf("log %s", states(log))
 	}
+	// The spend of the runs ended in the window comes from their budget
+	// records; none of these spent anything. (A journal that did not read
+	// would keep the threshold from being looked at, and it from firing.)
+	tc.waitIdle(t)
+	tc.add(t, cell.TriggerSpec{Name: "cheap", On: "metric:spend_usd<0.01/1h"})
+	tc.waitLog(t, "cheap", "fired", func(l []cell.Firing) bool {
+		clk.Advance(cell.MetricTick)
+		return count(l, cell.FiringStarted) == 1
+	})
 }

@@ -10,10 +10,13 @@ import (
 
 // Expr is a metric trigger's threshold: COUNTER OP NUMBER, with /WINDOW
 // for the counters of events (runs started, completed or failed within the
-// last WINDOW), without for the gauges (runs parked now).
+// last WINDOW; spend_usd, the dollars spent by the runs that ended within
+// it, from their budget records), without for the gauges (runs parked
+// now).
 //
 //	runs_failed>3/10m     more than 3 runs failed in the last 10 minutes
 //	runs_started>=100/1h  at least 100 runs started in the last hour
+//	spend_usd>5/1h        the runs that ended in the last hour spent over $5
 //	runs_parked>50        more than 50 runs parked now
 type Expr struct {
 	Counter string
@@ -31,13 +34,14 @@ var counters = map[string]bool{
 	"runs_completed": false,
 	"runs_failed":    false,
 	"runs_cancelled": false,
+	"spend_usd":      false,
 	"runs_parked":    true,
 	"runs_live":      true,
 }
 
 // CounterNames lists the counters an Expr may name.
 func CounterNames() []string {
-	return []string{"runs_started", "runs_completed", "runs_failed", "runs_cancelled", "runs_parked", "runs_live"}
+	return []string{"runs_started", "runs_completed", "runs_failed", "runs_cancelled", "spend_usd", "runs_parked", "runs_live"}
 }
 
 // IsGauge says whether counter is a gauge (a number now, without window).
@@ -51,8 +55,7 @@ var ErrNoCounter = errors.New("the cell has no such counter")
 // with why.
 var unsupported = map[string]string{
 	"queue_depth": "the cell has no queue yet (a run starts when it is submitted), so there is no queue depth to watch",
-	"spend":       "the cell does not total its runs' spend yet (the budget ledger is per run)",
-	"spend_usd":   "the cell does not total its runs' spend yet (the budget ledger is per run)",
+	"spend": "write spend_usd: the dollars spent by the runs that ended within the window",
 }
 
 // MinWindow and MaxWindow bound an event counter's window.
