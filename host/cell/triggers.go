@@ -65,7 +65,7 @@ type triggerSet struct {
 	// spend caches the dollars each ended run spent (metric spend_usd).
 	spend map[journal.RunID]float64
 	wg    sync.WaitGroup
-	done chan struct{}
+	done  chan struct{}
 }
 
 // Tables of the cell's records that triggers keep.

@@ -55,7 +55,7 @@ var ErrNoCounter = errors.New("the cell has no such counter")
 // with why.
 var unsupported = map[string]string{
 	"queue_depth": "the cell has no queue yet (a run starts when it is submitted), so there is no queue depth to watch",
-	"spend": "write spend_usd: the dollars spent by the runs that ended within the window",
+	"spend":       "write spend_usd: the dollars spent by the runs that ended within the window",
 }
 
 // MinWindow and MaxWindow bound an event counter's window.
