@@ -759,3 +759,29 @@ func TestTriggerMetric(t *testing.T) {
 		return count(l, cell.FiringStarted) == 1
 	})
 }
+
+// TestTriggerExpiredTokenIsRefused: a trigger's token that expires between
+// two firings starts the first run, and the next start is refused, logged
+// with the cell's reason (expired), not retried.
+func TestTriggerExpiredTokenIsRefused(t *testing.T) {
+	clk := clock.NewFake(t0)
+	tc := openTrigCell(t, filepath.Join(t.TempDir(), "cell"), clk)
+	tok, err := capability.Issue(tc.cell.Key, capability.Claims{Caps: capability.Caps{Run: &capability.Unit{}},
+		Audience: tc.cell.Key.Public().(ed25519.PublicKey), NotBefore: t0.Add(-time.Hour), Expires: t0.Add(90 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc.add(t, cell.TriggerSpec{Name: "short", On: "schedule:* * * * *", Token: tok})
+	clk.Set(t0.Add(time.Minute))
+	tc.waitLog(t, "short", "started", func(l []cell.Firing) bool { return count(l, cell.FiringStarted) == 1 })
+	tc.waitIdle(t)
+	clk.Set(t0.Add(2 * time.Minute))
+	log := tc.waitLog(t, "short", "refused", func(l []cell.Firing) bool { return count(l, cell.FiringRefused) == 1 })
+	if f := log[len(log)-1]; !strings.Contains(f.Reason, "expired") || f.Run != "" {
+		t.Fatalf("the refusal %+v, want it to say the token expired", f)
+	}
+	ti, err := tc.api.Trigger(context.Background(), "short")
+	if err != nil || ti.Refusals != 1 || ti.Paused {
+		t.Fatalf("after one refusal: %+v %v", ti, err)
+	}
+}
