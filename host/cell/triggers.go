@@ -207,6 +207,12 @@ func (s *Server) StartTriggers(ctx context.Context) error {
 	if t == nil {
 		return errors.New("cell: this server has no triggers (ServerOptions.Triggers)")
 	}
+	t.mu.Lock()
+	again, closed := t.started, t.closed
+	t.mu.Unlock()
+	if again || closed {
+		return errors.New("cell: the triggers were started already, or the server is shutting down")
+	}
 	var defs []triggerDef
 	err := s.cell.Store.CellList(tableTriggers, "", func(_ string, v []byte) error {
 		var d triggerDef
@@ -245,8 +251,9 @@ func (s *Server) StartTriggers(ctx context.Context) error {
 		t.mu.Unlock()
 		t.begin(lt)
 	}
+	stopObs := s.cell.Store.ObserveCommits(t.observe)
 	t.mu.Lock()
-	t.stopObs = s.cell.Store.ObserveCommits(t.observe)
+	t.stopObs = stopObs
 	t.mu.Unlock()
 	t.wg.Add(1)
 	go t.kvWorker()
@@ -397,14 +404,17 @@ func (t *triggerSet) stop() {
 	for _, lt := range t.all {
 		all = append(all, lt)
 	}
-	if t.stopObs != nil {
-		t.stopObs()
-	}
+	stopObs := t.stopObs
 	if t.metric != nil {
 		t.metric.Stop()
 	}
 	close(t.done)
 	t.mu.Unlock()
+	// Not under t.mu: the observer takes it, within the store's lock of
+	// its observers.
+	if stopObs != nil {
+		stopObs()
+	}
 	for _, lt := range all {
 		lt.mu.Lock()
 		t.halt(lt)
