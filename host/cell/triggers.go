@@ -273,10 +273,14 @@ func (t *triggerSet) load(d triggerDef, byOrigin map[string]journal.RunMeta) (*l
 	}
 	if lt.spec.Kind == trigger.Webhook {
 		b, err := os.ReadFile(t.secretPath(d.Name))
-		if err != nil {
-			return nil, fmt.Errorf("its webhook secret: %w (remove the trigger and add it again for a new one)", err)
-		}
 		lt.secret = strings.TrimSpace(string(b))
+		if err != nil || len(lt.secret) != 64 {
+			// Kept, and listed, so that it can be removed; it takes no
+			// webhook without its secret.
+			lt.def.Paused = true
+			lt.def.PausedReason = fmt.Sprintf("its webhook secret %s cannot be read (%v): remove the trigger and add it again for a new one", t.secretPath(d.Name), err)
+			lt.secret = ""
+		}
 	}
 	var claimed []Firing
 	err = t.srv.cell.Store.CellList(tableFirings, d.Name+"\x00", func(_ string, v []byte) error {

@@ -452,7 +452,19 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t := s.triggers
-	sig, err := trigger.Verify(lt.secret, r.Header.Get(trigger.HeaderTimestamp), r.Header.Get(trigger.HeaderSignature), body, t.clk.Now())
+	lt.mu.Lock()
+	paused, reason, secret := lt.def.Paused, lt.def.PausedReason, lt.secret
+	lt.mu.Unlock()
+	if secret == "" {
+		// Never an HMAC under an empty key, which anyone can compute.
+		writeError(w, http.StatusConflict, errors.New("webhook: the trigger has no secret to check the request with"), "remove the trigger and add it again for a new secret")
+		return
+	}
+	if paused {
+		writeError(w, http.StatusConflict, fmt.Errorf("%w: %s", ErrTriggerPaused, reason), "resume it: agentrt trigger resume "+lt.def.Name)
+		return
+	}
+	sig, err := trigger.Verify(secret, r.Header.Get(trigger.HeaderTimestamp), r.Header.Get(trigger.HeaderSignature), body, t.clk.Now())
 	if err != nil {
 		s.logf("trigger %s: webhook refused: %v", lt.def.Name, err)
 		writeError(w, http.StatusUnauthorized, err, "sign the request with the trigger's secret: "+trigger.HeaderSignature+": v1=HEX(HMAC-SHA256(SECRET, \"v1:\" + TIMESTAMP + \":\" + BODY)) (see agentrt trigger add --help)")

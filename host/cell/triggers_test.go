@@ -688,6 +688,29 @@ func TestTriggerSurvivesRestart(t *testing.T) {
 	if _, err := tc.api.Trigger(context.Background(), "gone"); err == nil {
 		t.Fatal("a removed trigger is back")
 	}
+	// A webhook trigger whose secret is lost comes back paused, saying
+	// so, and takes no webhook, resumed or not: it can only be removed.
+	tc.close()
+	if err := os.Remove(filepath.Join(dir, "triggers", "hook.secret")); err != nil {
+		t.Fatal(err)
+	}
+	tc = openTrigCell(t, dir, clk)
+	ti, err := tc.api.Trigger(context.Background(), "hook")
+	if err != nil || !ti.Paused || !strings.Contains(ti.PausedReason, "webhook secret") {
+		t.Fatalf("without its secret: %+v %v", ti, err)
+	}
+	if _, err := tc.api.ResumeTrigger(context.Background(), "hook"); err != nil {
+		t.Fatal(err)
+	}
+	body := []byte("{}")
+	code, resp := tc.hookPost(t, "hook", body, map[string]string{trigger.HeaderTimestamp: strconv.FormatInt(clk.Now().Unix(), 10),
+		trigger.HeaderSignature: trigger.Sign("", clk.Now(), body)})
+	if code != http.StatusConflict || !strings.Contains(resp, "no secret") {
+		t.Fatalf("a webhook signed with an empty key: %d %s", code, resp)
+	}
+	if err := tc.api.RemoveTrigger(context.Background(), "hook"); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestTriggerMetric: runs_failed>1/10m fires once when the second failed
