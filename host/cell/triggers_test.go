@@ -476,9 +476,16 @@ func TestTriggerFileFiresOncePerArrival(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(inbox, "a.csv"), []byte("1,2\n"), 0o600); err != nil {
+	// a.csv is written in two parts: it fires once, complete.
+	f, err := os.Create(filepath.Join(inbox, "a.csv"))
+	if err != nil {
 		t.Fatal(err)
 	}
+	f.WriteString("1,2\n")
+	f.Sync()
+	time.Sleep(50 * time.Millisecond)
+	f.WriteString("3,4\n")
+	f.Close()
 	os.WriteFile(filepath.Join(inbox, "a.txt"), []byte("no"), 0o600)
 	settle(1, "fired for a.csv")
 	os.WriteFile(filepath.Join(outside, "b.csv"), []byte("3,4\n"), 0o600)
@@ -502,10 +509,16 @@ func TestTriggerFileFiresOncePerArrival(t *testing.T) {
 	}
 	paths := map[string]bool{}
 	for _, ids := range runsOf(t, tc.cell.Store, "inbox") {
-		var in struct{ Path string }
+		var in struct {
+			Path string
+			Size int
+		}
 		json.Unmarshal(runInput(t, tc.cell, ids[0]), &in)
 		rel, _ := filepath.Rel(inbox, in.Path)
 		paths[filepath.ToSlash(rel)] = true
+		if rel == "a.csv" && in.Size != 8 {
+			t.Errorf("a.csv fired at %d bytes, want all 8", in.Size)
+		}
 	}
 	if fmt.Sprint(paths) != "map[a.csv:true b.csv:true sub/c.csv:true]" {
 		t.Fatalf("fired for %v", paths)
