@@ -46,10 +46,14 @@ const (
 	CapRandom Capability = "random"
 	CapTool   Capability = "tool"
 	CapLLM    Capability = "llm"
+	// CapTimer is the durable sleep; CapApproval the explicit request for
+	// a person's approval (SPEC.md §15).
+	CapTimer    Capability = "timer"
+	CapApproval Capability = "approval"
 )
 
 // Capabilities lists every capability of this ABI version, in a stable order.
-var Capabilities = []Capability{CapRun, CapKV, CapHTTP, CapClock, CapRandom, CapTool, CapLLM}
+var Capabilities = []Capability{CapRun, CapKV, CapHTTP, CapClock, CapRandom, CapTool, CapLLM, CapTimer, CapApproval}
 
 // Module returns the import module name of c, e.g. "agentrt:kv".
 func (c Capability) Module() string { return ModulePrefix + string(c) }
@@ -154,6 +158,9 @@ var Ops = []Op{
 	// doubt is sent again (SPEC.md §13).
 	{CapLLM, OpLLMComplete, "llm.complete", Effect, true},
 	{CapLLM, OpLLMNext, "llm.next", Pure, true},
+	// Waits park the run; nothing is dispatched, so a resume asks again.
+	{CapTimer, OpTimerSleep, "timer.sleep", Effect, true},
+	{CapApproval, OpApprovalRequest, "approval.request", Effect, true},
 }
 
 // LookupOp returns the operation with the given code in capability c.

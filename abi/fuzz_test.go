@@ -64,6 +64,15 @@ var bodies = []fuzzBody{
 			Files: []abi.ToolFile{{Path: "a.txt", Size: 1, SHA256: make([]byte, 32)}}},
 		abi.ToolRunResponse{Stdout: []byte{}, Stderr: []byte{}, Limits: []string{"hash"},
 			Files: []abi.ToolFile{{Path: "caf\xe9", Size: 9, Unhashed: abi.UnhashedLimit}, {Path: "d", Size: 1 << 33, Unhashed: abi.UnhashedSparse}}}}},
+	{"TimerSleepRequest", func() any { return new(abi.TimerSleepRequest) }, []any{
+		abi.TimerSleepRequest{For: 90_000_000_000}, abi.TimerSleepRequest{Until: 1767225600000000000}}},
+	{"TimerSleepResponse", func() any { return new(abi.TimerSleepResponse) }, []any{
+		abi.TimerSleepResponse{Due: 1767225600000000000, Woke: 1767225600250000000}}},
+	{"ApprovalRequest", func() any { return new(abi.ApprovalRequest) }, []any{
+		abi.ApprovalRequest{Action: "deploy v2 to production", Group: "release"}}},
+	{"ApprovalResponse", func() any { return new(abi.ApprovalResponse) }, []any{
+		abi.ApprovalResponse{Approved: true, Digest: make([]byte, 32), Approvers: []string{"alice", "bob"}},
+		abi.ApprovalResponse{Digest: make([]byte, 32), Reason: "denied by carol"}}},
 	{"Error", func() any { return new(abi.Error) }, []any{
 		abi.Error{Code: abi.StatusTooLarge, Message: "request exceeds the limit"}}},
 }

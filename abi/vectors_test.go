@@ -38,20 +38,22 @@ const vectorDir = "testdata/vectors"
 // opBodies maps every op to constructors of its request and response types.
 // A nil constructor stands for abi.Empty.
 var opBodies = map[string]struct{ req, resp func() any }{
-	"run.input":      {nil, func() any { return new(abi.InputResponse) }},
-	"run.set_output": {func() any { return new(abi.SetOutputRequest) }, nil},
-	"run.log":        {func() any { return new(abi.LogRequest) }, nil},
-	"run.introspect": {nil, func() any { return new(abi.IntrospectResponse) }},
-	"run.checkpoint": {func() any { return new(abi.CheckpointRequest) }, func() any { return new(abi.CheckpointResponse) }},
-	"run.limit":      {func() any { return new(abi.LimitRequest) }, func() any { return new(abi.LimitResponse) }},
-	"kv.get":         {func() any { return new(abi.KVGetRequest) }, func() any { return new(abi.KVGetResponse) }},
-	"kv.put":         {func() any { return new(abi.KVPutRequest) }, nil},
-	"kv.delete":      {func() any { return new(abi.KVDeleteRequest) }, func() any { return new(abi.KVDeleteResponse) }},
-	"kv.list":        {func() any { return new(abi.KVListRequest) }, func() any { return new(abi.KVListResponse) }},
-	"http.request":   {func() any { return new(abi.HTTPRequest) }, func() any { return new(abi.HTTPResponse) }},
-	"clock.now":      {nil, func() any { return new(abi.ClockNowResponse) }},
-	"random.bytes":   {func() any { return new(abi.RandomBytesRequest) }, func() any { return new(abi.RandomBytesResponse) }},
-	"tool.run":       {func() any { return new(abi.ToolRunRequest) }, func() any { return new(abi.ToolRunResponse) }},
+	"run.input":        {nil, func() any { return new(abi.InputResponse) }},
+	"run.set_output":   {func() any { return new(abi.SetOutputRequest) }, nil},
+	"run.log":          {func() any { return new(abi.LogRequest) }, nil},
+	"run.introspect":   {nil, func() any { return new(abi.IntrospectResponse) }},
+	"run.checkpoint":   {func() any { return new(abi.CheckpointRequest) }, func() any { return new(abi.CheckpointResponse) }},
+	"run.limit":        {func() any { return new(abi.LimitRequest) }, func() any { return new(abi.LimitResponse) }},
+	"kv.get":           {func() any { return new(abi.KVGetRequest) }, func() any { return new(abi.KVGetResponse) }},
+	"kv.put":           {func() any { return new(abi.KVPutRequest) }, nil},
+	"kv.delete":        {func() any { return new(abi.KVDeleteRequest) }, func() any { return new(abi.KVDeleteResponse) }},
+	"kv.list":          {func() any { return new(abi.KVListRequest) }, func() any { return new(abi.KVListResponse) }},
+	"http.request":     {func() any { return new(abi.HTTPRequest) }, func() any { return new(abi.HTTPResponse) }},
+	"clock.now":        {nil, func() any { return new(abi.ClockNowResponse) }},
+	"random.bytes":     {func() any { return new(abi.RandomBytesRequest) }, func() any { return new(abi.RandomBytesResponse) }},
+	"tool.run":         {func() any { return new(abi.ToolRunRequest) }, func() any { return new(abi.ToolRunResponse) }},
+	"timer.sleep":      {func() any { return new(abi.TimerSleepRequest) }, func() any { return new(abi.TimerSleepResponse) }},
+	"approval.request": {func() any { return new(abi.ApprovalRequest) }, func() any { return new(abi.ApprovalResponse) }},
 }
 
 // newBody returns a pointer to a fresh value of the Go type that a vector's
@@ -394,6 +396,14 @@ func generateVectors(t *testing.T) []*vector {
 		&abi.HTTPResponse{Status: 200, Headers: []abi.Header{{Name: "Content-Length", Value: "5"}, {Name: "Content-Type", Value: "text/plain"}}, Body: []byte("hello")})
 	valid("http.request", "response", "cut-body", "the host cut the body at its limit", &abi.HTTPResponse{Status: 206, Headers: []abi.Header{}, Body: []byte("abc"), Truncated: true})
 	valid("http.request", "response", "nil-lists", "nil headers and body are null", &abi.HTTPResponse{Status: 204})
+
+	// timer and approval (waits)
+	valid("timer.sleep", "request", "for", "a duration from the intent, ns", &abi.TimerSleepRequest{For: 90e9})
+	valid("timer.sleep", "request", "until", "a wall-clock time, Unix ns", &abi.TimerSleepRequest{Until: 1767225600e9})
+	valid("timer.sleep", "response", "woke", "the wake time and the real time the run went on", &abi.TimerSleepResponse{Due: 1767225600e9, Woke: 1767225600250000000})
+	valid("approval.request", "request", "basic", "", &abi.ApprovalRequest{Action: "deploy v2 to production", Group: "release"})
+	valid("approval.request", "response", "approved", "", &abi.ApprovalResponse{Approved: true, Digest: sha, Approvers: []string{"alice", "bob"}})
+	valid("approval.request", "response", "denied", "approved is omitted when false", &abi.ApprovalResponse{Digest: sha, Reason: "denied by carol"})
 
 	// clock and random
 	valid("clock.now", "response", "basic", "", &abi.ClockNowResponse{UnixNano: 1767225600123456789})

@@ -51,6 +51,12 @@ type LLM struct {
 	MaxOutputTokens uint32   `cbor:"max_output_tokens" json:"max_output_tokens" yaml:"max_output_tokens"`
 }
 
+// Approval allows asking the listed groups of the cell's approvers
+// (approval.request).
+type Approval struct {
+	Groups []string `cbor:"groups" json:"groups" yaml:"groups"`
+}
+
 // Caps are the capability families a token allows and the resources within
 // each. A nil family is not allowed. The families mirror the host's grant
 // (run, kv, http, clock, random) plus tool.
@@ -62,17 +68,22 @@ type Caps struct {
 	Random *Unit `cbor:"random,omitempty" json:"random,omitempty" yaml:"random,omitempty"`
 	Tool   *Tool `cbor:"tool,omitempty" json:"tool,omitempty" yaml:"tool,omitempty"`
 	LLM    *LLM  `cbor:"llm,omitempty" json:"llm,omitempty" yaml:"llm,omitempty"`
+	// Timer allows durable sleeps (timer.sleep).
+	Timer    *Unit     `cbor:"timer,omitempty" json:"timer,omitempty" yaml:"timer,omitempty"`
+	Approval *Approval `cbor:"approval,omitempty" json:"approval,omitempty" yaml:"approval,omitempty"`
 }
 
 // Capability family names, as the ABI spells them (plus "tool").
 const (
-	FamilyRun    = "run"
-	FamilyKV     = "kv"
-	FamilyHTTP   = "http"
-	FamilyClock  = "clock"
-	FamilyRandom = "random"
-	FamilyTool   = "tool"
-	FamilyLLM    = "llm"
+	FamilyRun      = "run"
+	FamilyKV       = "kv"
+	FamilyHTTP     = "http"
+	FamilyClock    = "clock"
+	FamilyRandom   = "random"
+	FamilyTool     = "tool"
+	FamilyLLM      = "llm"
+	FamilyTimer    = "timer"
+	FamilyApproval = "approval"
 )
 
 // Families lists the families c allows, in a stable order.
@@ -84,7 +95,7 @@ func (c Caps) Families() []string {
 	}{
 		{FamilyRun, c.Run != nil}, {FamilyKV, c.KV != nil}, {FamilyHTTP, c.HTTP != nil},
 		{FamilyClock, c.Clock != nil}, {FamilyRandom, c.Random != nil}, {FamilyTool, c.Tool != nil},
-		{FamilyLLM, c.LLM != nil},
+		{FamilyLLM, c.LLM != nil}, {FamilyTimer, c.Timer != nil}, {FamilyApproval, c.Approval != nil},
 	} {
 		if f.on {
 			out = append(out, f.name)
@@ -153,6 +164,9 @@ func (c *Caps) Normalize() {
 		c.LLM.Providers = sortUnique(c.LLM.Providers)
 		c.LLM.Models = sortUnique(c.LLM.Models)
 	}
+	if c.Approval != nil {
+		c.Approval.Groups = sortUnique(c.Approval.Groups)
+	}
 }
 
 func sortUnique(s []string) []string {
@@ -192,6 +206,11 @@ func (c Caps) Check() error {
 		}
 		if c.LLM.MaxOutputTokens == 0 {
 			return errors.New("llm: max_output_tokens is 0 (every model call needs a bound)")
+		}
+	}
+	if c.Approval != nil {
+		if err := checkList("approval groups", c.Approval.Groups, checkName); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -249,6 +268,19 @@ func (c Caps) Within(parent Caps) error {
 	}
 	if err := unitWithin(FamilyRandom, c.Random, parent.Random); err != nil {
 		return err
+	}
+	if err := unitWithin(FamilyTimer, c.Timer, parent.Timer); err != nil {
+		return err
+	}
+	if c.Approval != nil {
+		if parent.Approval == nil {
+			return widens("capability approval is not in the parent")
+		}
+		for _, g := range c.Approval.Groups {
+			if !slices.Contains(parent.Approval.Groups, g) {
+				return widens("approval group %q is not in the parent's", g)
+			}
+		}
 	}
 	if c.KV != nil {
 		if parent.KV == nil {
@@ -577,6 +609,8 @@ func (c Caps) String() string {
 			parts = append(parts, "tool["+strings.Join(c.Tool.Names(), " ")+"]")
 		case FamilyLLM:
 			parts = append(parts, fmt.Sprintf("llm[%s: %s ≤%d]", strings.Join(c.LLM.Providers, " "), strings.Join(c.LLM.Models, " "), c.LLM.MaxOutputTokens))
+		case FamilyApproval:
+			parts = append(parts, "approval["+strings.Join(c.Approval.Groups, " ")+"]")
 		default:
 			parts = append(parts, f)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/host/caps"
@@ -152,6 +153,12 @@ func (s *session) gate(ctx context.Context, c *Call, h caps.Handler) (*denial, [
 		}
 		return nil, cd.allowed, nil
 	case policy.Ask:
+		if s.deps.Approvals != nil {
+			// The call parks for its approvers' quorum, durably, once its
+			// intent is journaled (park.go); the record says the mode asked.
+			s.asking = &askState{rule: v.Rule, group: v.Group, action: describeCall(call)}
+			return nil, s.record(rec), nil
+		}
 		ok, who, err := s.ask(ctx, c, call, v.Rule)
 		if err != nil {
 			// Nothing of the call is journaled: a resume asks again, and
@@ -219,6 +226,20 @@ func (s *session) ask(ctx context.Context, c *Call, call policy.Call, rule strin
 		return false, "", fmt.Errorf("host: approval of step %d: %w", c.Step, err)
 	}
 	return ok, who, nil
+}
+
+// describeCall says what a call the modes ask about does, for the approvers
+// to read: its op, its method and its resource, quoted (they come from the
+// guest).
+func describeCall(c policy.Call) string {
+	s := c.Op
+	if c.Method != "" {
+		s += " " + strconv.Quote(c.Method)
+	}
+	if c.Resource != "" {
+		s += " " + strconv.Quote(c.Resource)
+	}
+	return s
 }
 
 // record encodes a gate record for the journal.

@@ -9,12 +9,14 @@ import (
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/capability"
+	"github.com/agentrt/agentrt/host/caps/approval"
 	"github.com/agentrt/agentrt/host/caps/clock"
 	"github.com/agentrt/agentrt/host/caps/http"
 	"github.com/agentrt/agentrt/host/caps/kv"
 	"github.com/agentrt/agentrt/host/caps/llm"
 	"github.com/agentrt/agentrt/host/caps/random"
 	"github.com/agentrt/agentrt/host/caps/run"
+	"github.com/agentrt/agentrt/host/caps/timer"
 	"github.com/agentrt/agentrt/host/caps/tool"
 	"github.com/agentrt/agentrt/internal/fileread"
 	"github.com/agentrt/agentrt/internal/yamlkeys"
@@ -26,13 +28,15 @@ import (
 // a signed capability token, and Grant stays the decoded, checked form that
 // the host consults.
 type Grant struct {
-	Run    *RunGrant    `yaml:"run,omitempty" cbor:"run,omitempty"`
-	KV     *KVGrant     `yaml:"kv,omitempty" cbor:"kv,omitempty"`
-	HTTP   *HTTPGrant   `yaml:"http,omitempty" cbor:"http,omitempty"`
-	Clock  *ClockGrant  `yaml:"clock,omitempty" cbor:"clock,omitempty"`
-	Random *RandomGrant `yaml:"random,omitempty" cbor:"random,omitempty"`
-	Tool   *ToolGrant   `yaml:"tool,omitempty" cbor:"tool,omitempty"`
-	LLM    *LLMGrant    `yaml:"llm,omitempty" cbor:"llm,omitempty"`
+	Run      *RunGrant      `yaml:"run,omitempty" cbor:"run,omitempty"`
+	KV       *KVGrant       `yaml:"kv,omitempty" cbor:"kv,omitempty"`
+	HTTP     *HTTPGrant     `yaml:"http,omitempty" cbor:"http,omitempty"`
+	Clock    *ClockGrant    `yaml:"clock,omitempty" cbor:"clock,omitempty"`
+	Random   *RandomGrant   `yaml:"random,omitempty" cbor:"random,omitempty"`
+	Tool     *ToolGrant     `yaml:"tool,omitempty" cbor:"tool,omitempty"`
+	LLM      *LLMGrant      `yaml:"llm,omitempty" cbor:"llm,omitempty"`
+	Timer    *TimerGrant    `yaml:"timer,omitempty" cbor:"timer,omitempty"`
+	Approval *ApprovalGrant `yaml:"approval,omitempty" cbor:"approval,omitempty"`
 	// Budget holds the budget ceilings of the run's token, when it has
 	// any. Not part of a grant file: it comes from the verified token.
 	Budget *capability.Budget `yaml:"-" cbor:"budget,omitempty"`
@@ -59,6 +63,10 @@ type (
 	ToolGrant = tool.Grant
 	// LLMGrant allows model calls to the providers and models it lists.
 	LLMGrant = llm.Grant
+	// TimerGrant allows durable sleeps.
+	TimerGrant = timer.Grant
+	// ApprovalGrant allows asking the approvers' groups it lists.
+	ApprovalGrant = approval.Grant
 )
 
 // DefaultGrant is the grant of a run started without one: the run

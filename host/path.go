@@ -43,6 +43,9 @@ type livePath struct {
 	// budget holds the budget records for the next intent or outcome
 	// entry (the session's, shared).
 	budget *budgetLog
+	// approval is the approval record for the outcome entry of the call
+	// being journaled (the votes and decision that ended its wait).
+	approval []byte
 	// conv is the conversation key of the call being journaled
 	// (caps.Handler.Conversation): its payloads are stored by hash.
 	conv string
@@ -91,6 +94,9 @@ func (p *livePath) serve(ctx context.Context, s *session, c *Call, h caps.Handle
 	defer func() { p.conv = "" }()
 	if d != nil {
 		return p.record(ctx, c, true, d.Status, d.Body)
+	}
+	if s.waiting(h) {
+		return p.wait(ctx, s, c, h)
 	}
 	if c.Op.Class != abi.Effect {
 		status, resp := h.Serve(ctx, c)
@@ -176,6 +182,7 @@ func (p *livePath) add(c *Call, withRequest bool, status abi.Status, resp []byte
 		e.Request, e.Gate = p.stored(c.Request, true), p.gate
 	}
 	p.gate = nil
+	e.Approval, p.approval = p.approval, nil
 	e.Response, e.OutputHash, e.Status = p.stored(resp, false), journal.Sum(resp), uint32(status)
 	return p.w.Add(e)
 }

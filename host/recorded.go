@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/journal"
@@ -208,7 +209,12 @@ func (r *Recording) Add(e *journal.Entry) {
 	r.budget.add(e)
 	switch e.Phase {
 	case journal.PhaseIntent:
-		r.calls = append(r.calls, recordedCall{step: e.Step, op: r.op(e.Op), inputHash: r.keep(e.InputHash), request: r.keep(e.Request)})
+		r.calls = append(r.calls, recordedCall{step: e.Step, op: r.op(e.Op), inputHash: r.keep(e.InputHash), request: r.keep(e.Request),
+			since: e.Time, approval: r.keep(e.Approval)})
+	case journal.PhaseExecuting:
+		if n := len(r.calls); n > 0 && r.calls[n-1].step == e.Step {
+			r.calls[n-1].executing = true
+		}
 	case journal.PhaseCompleted, journal.PhaseFailed:
 		if n := len(r.calls); n > 0 && r.calls[n-1].step == e.Step && !r.calls[n-1].done {
 			c := &r.calls[n-1]
@@ -253,6 +259,24 @@ func (r *Recording) InDoubt() (step uint64, op string, ok bool) {
 	return 0, "", false
 }
 
+// Parked reports whether the last recorded call is parked: it has an intent
+// and no outcome, and nothing was dispatched for it (no executing entry),
+// so it waits, for a timer or its approvers (park.go), and is asked again.
+func (r *Recording) Parked(waitOp bool) bool {
+	n := len(r.calls)
+	if n == 0 || r.calls[n-1].done || r.calls[n-1].executing {
+		return false
+	}
+	return waitOp || r.calls[n-1].approval != nil
+}
+
+// waitingIntent returns the time and the approval record of the last
+// recorded call's intent.
+func (r *Recording) waitingIntent() (time.Time, []byte) {
+	c := r.calls[len(r.calls)-1]
+	return time.Unix(0, c.since), c.approval
+}
+
 // Unserved returns the first recorded call not served yet.
 func (r *Recording) Unserved() (step uint64, op string, ok bool) {
 	if r.next < len(r.calls) {
@@ -270,6 +294,12 @@ type recordedCall struct {
 	status    abi.Status
 	response  []byte
 	done      bool
+	// since is the intent's time; approval its approval record (a call
+	// parked for an approval); executing says an executing entry follows
+	// the intent (an effect was dispatched, or may have been).
+	since     int64
+	approval  []byte
+	executing bool
 }
 
 // DivergenceError reports the first point where re-execution differs from

@@ -6,12 +6,14 @@ import (
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/capability"
 	"github.com/agentrt/agentrt/host/caps"
+	"github.com/agentrt/agentrt/host/caps/approval"
 	"github.com/agentrt/agentrt/host/caps/clock"
 	"github.com/agentrt/agentrt/host/caps/http"
 	"github.com/agentrt/agentrt/host/caps/kv"
 	"github.com/agentrt/agentrt/host/caps/llm"
 	"github.com/agentrt/agentrt/host/caps/random"
 	"github.com/agentrt/agentrt/host/caps/run"
+	"github.com/agentrt/agentrt/host/caps/timer"
 	"github.com/agentrt/agentrt/host/caps/tool"
 )
 
@@ -38,10 +40,12 @@ var registry = [numCaps]capEntry{
 		}
 		return d
 	}),
+	register(timer.Capability{}, func(g *Grant) **TimerGrant { return &g.Timer }, func(*session) struct{} { return struct{}{} }),
+	register(approval.Capability{}, func(g *Grant) **ApprovalGrant { return &g.Approval }, func(*session) struct{} { return struct{}{} }),
 }
 
 // numCaps is the number of capabilities of the ABI.
-const numCaps = 7
+const numCaps = 9
 
 // maxOpCode bounds the op codes of every capability.
 const maxOpCode = 8

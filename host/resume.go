@@ -84,7 +84,7 @@ func (h *Host) Reopen(ctx context.Context, run journal.RunID) (*Started, error) 
 	if meta.Status != journal.StatusRunning {
 		// A cancelled or held run runs again: its index record says so
 		// with the lease entry.
-		meta.Status, meta.Error = journal.StatusRunning, ""
+		meta.Status, meta.Error, meta.Wait = journal.StatusRunning, "", nil
 		if err := w.Commit(ctx, &meta, false); err != nil {
 			lease.release(ctx)
 			h.live.leave(run)
@@ -177,6 +177,10 @@ func (p *resumePath) goLive() {
 func (p *resumePath) decide(ctx context.Context, s *session, c *Call, h caps.Handler) (abi.Status, []byte, error) {
 	p.live.conv = h.Conversation
 	defer func() { p.live.conv = "" }()
+	if p.rec.Parked(h.Wait != nil) {
+		// Not in doubt: parked, with nothing dispatched (park.go).
+		return p.resumeWait(ctx, s, c, h)
+	}
 	if !s.idempotent(c) || h.Serve == nil {
 		s.settleInDoubt()
 		status, body := errorResponse(abi.StatusInDoubt,

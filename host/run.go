@@ -57,6 +57,10 @@ type Deps struct {
 	Policy *policy.Engine
 	// Modes are the permission modes applied after the policy; nil: none.
 	Modes *policy.Modes
+	// Approvals is the cell's book of signed quorum approvals: with one, a
+	// call the modes ask about, and every approval.request, parks its run
+	// until the approvers decide (park.go); Approver is then not asked.
+	Approvals Approvals
 	// Approver answers the calls a mode asks about; nil: an ask is a no.
 	// A cell with an approver runs its calls in the "interactive" mode of
 	// the policy context, without one "unattended".
@@ -157,6 +161,8 @@ type Result struct {
 	// Err is why the guest failed, when Status is failed.
 	Err   error
 	Steps uint64
+	// Wait is what a parked run (Status parked) waits for.
+	Wait *journal.Wait
 	// Replayed is, for a resumed run, the number of calls answered from
 	// its journal: those since its last checkpoint; for a fork, the number
 	// answered from its parent's.
@@ -405,6 +411,20 @@ func (h *Host) conclude(ctx context.Context, m *Module, s *session, w *journal.W
 	// Whatever the outcome, this process is done with the run: the next
 	// holder (a resume) need not wait for the lease to lapse.
 	defer lease.release(ctx)
+	if s.park != nil && errors.Is(s.fatal, errParked) {
+		// The run parked: its index says so and what for, durably with
+		// the events so far; its instance is closed.
+		wait := s.park.wait
+		meta.Status, meta.Wait, meta.Steps = journal.StatusParked, &wait, s.steps
+		res := &Result{Run: s.run, Status: journal.StatusParked, Steps: s.steps, Wait: &wait}
+		if err := events.flushTo(w); err != nil {
+			return res, err
+		}
+		if err := w.Commit(context.WithoutCancel(ctx), meta, true); err != nil {
+			return res, fmt.Errorf("host: park run: %w", err)
+		}
+		return res, nil
+	}
 	if s.fatal != nil && !errors.Is(guestErr, errGuest) {
 		res := &Result{Run: s.run, Status: journal.StatusRunning, Steps: s.steps}
 		var stop *stopError

@@ -75,6 +75,11 @@ type session struct {
 	journaled uint64
 	// fatal is the first error that stopped the run from inside a call.
 	fatal error
+	// asking is set by the gate for the call the permission modes asked
+	// about, when the cell keeps an approvals book: the call parks for its
+	// approvers (park.go). park is what the run parked for.
+	asking *askState
+	park   *parking
 	// seg is the segment the instance runs: the checkpoints before it, the
 	// state it starts from and its clock. clock is the instance's clock.
 	seg   segment

@@ -223,7 +223,9 @@ func ParseCapsFile(b []byte) (capability.Caps, capability.Budget, error) {
 				Names []string   `yaml:"names"`
 				Tools []ToolSpec `yaml:"tools"`
 			} `yaml:"tool"`
-			LLM *LLMGrant `yaml:"llm"`
+			LLM      *LLMGrant        `yaml:"llm"`
+			Timer    *capability.Unit `yaml:"timer"`
+			Approval *ApprovalGrant   `yaml:"approval"`
 		} `yaml:"capabilities"`
 		Budget capability.Budget `yaml:"budget"`
 	}
@@ -245,7 +247,13 @@ func ParseCapsFile(b []byte) (capability.Caps, capability.Budget, error) {
 		return capability.Caps{}, capability.Budget{}, fmt.Errorf("no 'capabilities' map (write e.g. capabilities: {run: {}})")
 	}
 	d := doc.Capabilities
-	c := capability.Caps{Run: d.Run, HTTP: d.HTTP, Clock: d.Clock, Random: d.Random}
+	c := capability.Caps{Run: d.Run, HTTP: d.HTTP, Clock: d.Clock, Random: d.Random, Timer: d.Timer}
+	if d.Approval != nil {
+		if err := d.Approval.Check(); err != nil {
+			return capability.Caps{}, capability.Budget{}, err
+		}
+		_ = d.Approval.Token(&c)
+	}
 	if d.LLM != nil {
 		if err := d.LLM.Check(); err != nil {
 			return capability.Caps{}, capability.Budget{}, err

@@ -752,9 +752,9 @@ func (p *parser) origin() *Origin {
 		p.bad = true
 		return o
 	}
-	o.Kind = p.nonemptyText()
+	o.Kind = p.text()
 	p.key(1, 2)
-	o.ID = p.nonemptyText()
+	o.ID = p.text()
 	if n == 3 {
 		p.key(2, 3)
 		o.Seq = p.nonzero(math.MaxUint64)

@@ -107,6 +107,8 @@ func (e *Entry) check() error {
 		return fmt.Errorf("the start entry is seq 0 and only seq 0 is a start entry")
 	case e.Header != nil && e.Header.Fork != nil && (e.Header.Fork.Parent.IsZero() || len(e.Header.Fork.Entry) != HashSize):
 		return fmt.Errorf("the header's fork names no parent run or no %d-byte entry hash", HashSize)
+	case e.Header != nil && e.Header.Origin != nil && (e.Header.Origin.Kind == "" || e.Header.Origin.ID == ""):
+		return fmt.Errorf("the header's origin has no kind or no id")
 	}
 	if !utf8.ValidString(e.Op) || !utf8.ValidString(e.Key) ||
 		(e.Header != nil && !utf8.ValidString(e.Header.ModuleName)) ||

@@ -46,6 +46,9 @@ type Rule struct {
 	Resource string `yaml:"resource,omitempty" json:"resource,omitempty"`
 	Method   string `yaml:"method,omitempty" json:"method,omitempty"`
 	Effect   Effect `yaml:"effect" json:"effect"`
+	// Group, on an ask rule, names the cell's approvers' group that
+	// answers (DATA/approvers/<group>); empty: the group "default".
+	Group string `yaml:"group,omitempty" json:"group,omitempty"`
 }
 
 // Modes are the allow / ask / deny rules a person sets for convenience
@@ -83,6 +86,8 @@ func CallOf(r Request) Call {
 type Verdict struct {
 	Effect Effect `cbor:"effect" json:"effect"`
 	Rule   string `cbor:"rule,omitempty" json:"rule,omitempty"`
+	// Group is the ask rule's approvers' group.
+	Group string `cbor:"group,omitempty" json:"group,omitempty"`
 }
 
 // ParseModes reads modes from YAML. Unknown keys, a missing or unknown
@@ -120,6 +125,10 @@ func (m *Modes) check() error {
 			return fmt.Errorf("%s: the name is used twice", where)
 		case !r.Effect.valid():
 			return fmt.Errorf("%s: effect %q: want allow, ask or deny", where, r.Effect)
+		case r.Group != "" && r.Effect != Ask:
+			return fmt.Errorf("%s: group %q is for an ask rule (the approvers who answer), not a rule that says %s", where, r.Group, r.Effect)
+		case r.Group != "" && !validGroup(r.Group):
+			return fmt.Errorf("%s: group %q: want 1-64 of a-z 0-9 . _ -, starting with a letter or digit", where, r.Group)
 		case r.Op == "":
 			return fmt.Errorf("%s: op is required (an op name such as http.request, or a glob such as kv.*)", where)
 		case !slices.ContainsFunc(actions, func(a string) bool { return glob(r.Op, a) }):
@@ -198,7 +207,24 @@ func (m *Modes) Apply(d Decision, c Call) Verdict {
 		}
 		return Verdict{Effect: def}
 	}
-	return Verdict{Effect: m.Rules[best].Effect, Rule: m.Rules[best].Name}
+	return Verdict{Effect: m.Rules[best].Effect, Rule: m.Rules[best].Name, Group: m.Rules[best].Group}
+}
+
+// validGroup reports whether name is an approvers' group name (as
+// approval.ValidGroup).
+func validGroup(name string) bool {
+	if name == "" || len(name) > 64 {
+		return false
+	}
+	for i, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+		case i > 0 && (r == '.' || r == '_' || r == '-'):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // glob matches s against pattern: "*" any run of characters, "?" any one

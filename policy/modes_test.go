@@ -183,11 +183,11 @@ rules:
 		call Call
 		want Verdict
 	}{
-		{Call{Op: "tool.run", Resource: "search"}, Verdict{Allow, "auto-search"}},
-		{Call{Op: "tool.run", Resource: "shell"}, Verdict{Ask, ""}},
-		{Call{Op: "http.request", Resource: "a.example", Method: "POST"}, Verdict{Ask, "ask-post"}},
-		{Call{Op: "kv.put", Resource: "prod-orders"}, Verdict{Deny, "no-prod"}}, // first of the strictest
-		{Call{Op: "kv.get", Resource: "crawler"}, Verdict{Ask, ""}},
+		{Call{Op: "tool.run", Resource: "search"}, Verdict{Effect: Allow, Rule: "auto-search"}},
+		{Call{Op: "tool.run", Resource: "shell"}, Verdict{Effect: Ask, Rule: ""}},
+		{Call{Op: "http.request", Resource: "a.example", Method: "POST"}, Verdict{Effect: Ask, Rule: "ask-post"}},
+		{Call{Op: "kv.put", Resource: "prod-orders"}, Verdict{Effect: Deny, Rule: "no-prod"}}, // first of the strictest
+		{Call{Op: "kv.get", Resource: "crawler"}, Verdict{Effect: Ask, Rule: ""}},
 	} {
 		if got := m.Apply(allowed, c.call); got != c.want {
 			t.Errorf("%+v: got %+v, want %+v", c.call, got, c.want)

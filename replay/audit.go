@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/approval"
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/transparency-dev/merkle/compact"
@@ -48,6 +49,7 @@ func Class(err error) string {
 		{journal.ErrUncovered, "uncovered"},
 		{journal.ErrBlob, "blob"},
 		{ErrBudget, "budget"},
+		{ErrApproval, "approval"},
 	} {
 		if errors.Is(err, c.err) {
 			return c.name
@@ -122,10 +124,13 @@ type AuditReport struct {
 	// responses, made every recorded call with the recorded request and
 	// reached the recorded end; for a run that has not finished
 	// (Finished false), every recorded call.
-	ReplayIdentical bool     `json:"replay_identical"`
-	Finished        bool     `json:"finished"`
-	Calls           int      `json:"calls"`
-	Failure         *Failure `json:"failure,omitempty"`
+	ReplayIdentical bool `json:"replay_identical"`
+	Finished        bool `json:"finished"`
+	Calls           int  `json:"calls"`
+	// Approvals is what the audit established of the run's approvals,
+	// when it has any (step 2b).
+	Approvals *ApprovalReport `json:"approvals,omitempty"`
+	Failure   *Failure        `json:"failure,omitempty"`
 }
 
 // CellReport is one key of the bundle's key list.
@@ -179,6 +184,11 @@ type VerifyOptions struct {
 	// TokenRoots are the keys, besides Trusted, that the recording cell
 	// trusted to issue capability tokens (its DATA/token_roots).
 	TokenRoots []ed25519.PublicKey
+	// Approvers are the approver keys the auditor trusts (agentrt audit
+	// verify --trust-approvers): every counted vote of the run's
+	// approvals must be signed by one. Nil: the votes are checked against
+	// the keys each request names, which only the cell vouches for.
+	Approvers []approval.Member
 	// Engine re-executes the module; nil: a fresh wazero engine with no
 	// compilation cache (nothing on disk), closed before VerifyBundle
 	// returns.
@@ -198,7 +208,7 @@ func VerifyBundle(ctx context.Context, data []byte, opts VerifyOptions) (*AuditR
 // for its format, its journal and the re-execution, and no pass keeps the
 // records. A file that changes between the passes fails.
 func VerifyBundleReader(ctx context.Context, r io.ReaderAt, size int64, opts VerifyOptions) (*AuditReport, error) {
-	a := &auditor{rep: &AuditReport{Cells: []CellReport{}}, trusted: opts.Trusted, tokenRoots: opts.TokenRoots}
+	a := &auditor{rep: &AuditReport{Cells: []CellReport{}}, trusted: opts.Trusted, tokenRoots: opts.TokenRoots, approvers: opts.Approvers}
 	err := a.verify(ctx, r, size, opts.Engine)
 	if err != nil {
 		var ae *AuditError
@@ -227,6 +237,7 @@ type auditor struct {
 	rep        *AuditReport
 	trusted    []ed25519.PublicKey
 	tokenRoots []ed25519.PublicKey
+	approvers  []approval.Member
 	changes    []Change
 }
 
@@ -285,10 +296,12 @@ func (a *auditor) verify(ctx context.Context, r io.ReaderAt, size int64, engine 
 	// changed entry is a chain failure, not a budget one.
 	var ledger host.BudgetReader
 	var ledgerErr error
+	approvals := newApprovalAudit(a.approvers)
 	v.OnEntry = func(e *journal.Entry, rec *journal.Record) error {
 		if e.Seq == 0 {
 			started = time.Unix(0, e.Time)
 		}
+		approvals.add(e)
 		if err := ledger.Add(e); err != nil && ledgerErr == nil {
 			ledgerErr = err
 		}
@@ -346,6 +359,12 @@ func (a *auditor) verify(ctx context.Context, r io.ReaderAt, size int64, engine 
 	}
 	if err := ledgerErr; err != nil {
 		return &AuditError{Class: ErrBudget, Err: fmt.Errorf("the budget records do not rebuild a ledger: %w", err)}
+	}
+	if approvals.err != nil {
+		return approvals.err
+	}
+	if approvals.rep.Requests > 0 {
+		rep.Approvals = &approvals.rep
 	}
 	rep.Run = sum.Run.String()
 	rep.ChainIntact, rep.Head = true, hex.EncodeToString(sum.Head)

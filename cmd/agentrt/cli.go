@@ -191,6 +191,7 @@ same output as from the store itself.`,
 		c.cellCmd(),
 		c.cancelCmd(),
 		c.approveCmd(),
+		c.approvalsCmd(),
 		c.triggerCmd(),
 	)
 	return root

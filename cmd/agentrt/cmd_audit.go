@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/agentrt/agentrt/approval"
 	"github.com/agentrt/agentrt/internal/fileread"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/journal/cellkey"
@@ -186,7 +187,7 @@ RUN is a run id, a unique prefix of one, or "last".`,
 }
 
 func (c *cli) auditVerifyCmd() *cobra.Command {
-	var trustFile, tokenRootsFile string
+	var trustFile, tokenRootsFile, approversFile string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "verify BUNDLE --trust KEYS",
@@ -214,8 +215,17 @@ that root in --trust-token-roots.
 Exits 0 when everything holds. Otherwise names the first bad entry (when the
 failure is in one) and the class: decode, sequence, chain, hash, signature,
 untrusted, uncovered, blob (a payload's blob missing or changed: the blob's
-hash is named), checkpoint, token, bundle-format or divergence.`,
-		Example: "  agentrt audit verify run.bundle --trust cell.keys\n  agentrt audit verify run.bundle --trust cell.keys --json",
+hash is named), budget, approval, checkpoint, token, bundle-format or divergence.
+
+A run's approvals (approval/SPEC.md) are checked with its journal: each
+request is bound to its call's action digest, each counted vote's SSH
+signature verifies, its approvers are distinct members of the group, the
+decision is the one the votes give under the group's rule (quorum,
+two-person, order, expiry), and what went on agrees with it. With
+--trust-approvers FILE (authorized_keys lines, the comment the approver's
+name) every counted vote must be signed by a key in FILE; without it, by the
+keys each request names, which only the recording cell vouches for.`,
+		Example: "  agentrt audit verify run.bundle --trust cell.keys\n  agentrt audit verify run.bundle --trust cell.keys --trust-approvers approvers.keys\n  agentrt audit verify run.bundle --trust cell.keys --json",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if trustFile == "" {
@@ -231,6 +241,15 @@ hash is named), checkpoint, token, bundle-format or divergence.`,
 			}
 			defer f.Close()
 			opts := replay.VerifyOptions{Trusted: keys}
+			if approversFile != "" {
+				b, err := fileread.Read(approversFile, fileread.Trust)
+				if err != nil {
+					return err
+				}
+				if opts.Approvers, err = approval.ParseTrust(b); err != nil {
+					return withHint(fmt.Errorf("%s: %w", approversFile, err), "one authorized_keys line per approver: ssh-ed25519 AAAA... NAME")
+				}
+			}
 			if tokenRootsFile != "" {
 				if opts.TokenRoots, err = readTrustFile(tokenRootsFile); err != nil {
 					return err
@@ -267,6 +286,7 @@ hash is named), checkpoint, token, bundle-format or divergence.`,
 		},
 	}
 	cmd.Flags().StringVar(&trustFile, "trust", "", "file of trusted cell keys, one authorized_keys line each (required)")
+	cmd.Flags().StringVar(&approversFile, "trust-approvers", "", "file of trusted approver keys, one authorized_keys line each with the approver's name: every counted vote of the run's approvals must be signed by one")
 	cmd.Flags().StringVar(&tokenRootsFile, "trust-token-roots", "", "file of further keys trusted to issue the run's capability token (the recording cell's DATA/token_roots)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
@@ -295,6 +315,13 @@ func printAudit(w io.Writer, file string, r *replay.AuditReport) {
 	fmt.Fprintf(w, "hashes:     %s\n", yes(r.OutputsMatched, fmt.Sprintf("%d input and %d output hashes matched", r.InputHashes, r.OutputHashes)))
 	if r.Blobs > 0 {
 		fmt.Fprintf(w, "blobs:      %s\n", yes(r.OutputsMatched, fmt.Sprintf("%d carried, %d references resolved and checked against their hashes", r.Blobs, r.BlobRefs)))
+	}
+	if a := r.Approvals; a != nil {
+		by := "the keys each request names (no --trust-approvers)"
+		if a.ApproversTrusted {
+			by = "trusted approver keys"
+		}
+		fmt.Fprintf(w, "approvals:  %d requests, %d decided, %d votes checked against %s\n", a.Requests, a.Decided, a.Votes, by)
 	}
 	fmt.Fprintf(w, "module:     %s\n", yes(r.ModuleMatched, fmt.Sprintf("%s (%d bytes) as the run header records", r.ModuleSHA256, r.ModuleBytes)))
 	if r.Checkpoint != nil {

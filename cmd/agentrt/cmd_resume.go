@@ -55,6 +55,7 @@ RUN is a run id, a unique prefix of one, or "last" for the newest run.`,
 			}
 			start := time.Now()
 			res, err := cl.Host.Resume(ctx, run)
+			res, err = c.sleepThrough(ctx, cl, res, err)
 			return c.report(res, err, start, asJSON)
 		},
 	}

@@ -135,6 +135,7 @@ command then detaches from the run, which goes on in the cell.`,
 			defer closeCell()
 			start := time.Now()
 			res, err := cl.Host.Run(ctx, spec)
+			res, err = c.sleepThrough(ctx, cl, res, err)
 			return c.report(res, err, start, asJSON)
 		},
 	}
@@ -223,6 +224,24 @@ func (c *cli) followOnCell(ctx context.Context, target string, open func(*cell.C
 		case l.End != nil && l.End.Status.Finished():
 			printer.flush()
 			return c.reportRemote(*l.End, start, asJSON)
+		case l.End != nil && l.End.Status == journal.StatusParked:
+			printer.flush()
+			if asJSON {
+				if err := c.printJSON(*l.End); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(c.stderr, "run %s parked: %d calls in %s\n", run, l.End.Steps, time.Since(start).Round(time.Millisecond))
+			}
+			var w *journal.Wait
+			if wi := l.End.Wait; wi != nil {
+				w = &journal.Wait{Kind: wi.Kind, Step: wi.Step, Op: wi.Op, Group: wi.Group}
+				if wi.Until != nil {
+					w.Until = wi.Until.UnixNano()
+				}
+				w.Digest, _ = hex.DecodeString(wi.Digest)
+			}
+			return c.reportParked(run, w, target)
 		case l.End != nil || l.Stopped != "":
 			why := l.Stopped
 			if why == "" {
@@ -328,6 +347,9 @@ func (c *cli) report(res *host.Result, err error, start time.Time, asJSON bool) 
 		return c.printRunJSON(res)
 	}
 	fmt.Fprintf(c.stderr, "run %s %s: %d calls in %s\n", res.Run, res.Status, res.Steps, time.Since(start).Round(time.Millisecond))
+	if res.Status == journal.StatusParked {
+		return c.reportParked(res.Run.String(), res.Wait, "")
+	}
 	if res.Status != journal.StatusCompleted {
 		fmt.Fprintf(c.stderr, "agentrt: error: %s\n", termtext.Line(res.Err.Error()))
 		return &exitError{1}
@@ -379,11 +401,72 @@ func (c *cli) printRunJSON(res *host.Result) error {
 	if res.Err != nil {
 		out["error"] = res.Err.Error()
 	}
+	if res.Wait != nil {
+		out["wait"] = cell.Info(journal.RunMeta{Wait: res.Wait}, false).Wait
+	}
 	if err := c.printJSON(out); err != nil {
 		return err
+	}
+	if res.Status == journal.StatusParked {
+		return &exitError{exitParked}
 	}
 	if res.Status != journal.StatusCompleted {
 		return &exitError{1}
 	}
 	return nil
+}
+
+// exitParked is the exit status of a run or resume that left the run
+// parked (EX_TEMPFAIL): not a failure; the run goes on when what it waits
+// for happens.
+const exitParked = 75
+
+// sleepThrough waits here, holding no instance, for each durable sleep a
+// run executed in this process parks on, and resumes it at its wake time:
+// without a daemon, agentrt run and agentrt resume see the run through its
+// timers. Interrupting the wait leaves the run parked, for agentrt resume
+// or a daemon to wake. A run parked for an approval is returned as it is.
+func (c *cli) sleepThrough(ctx context.Context, ce *cell.Cell, res *host.Result, err error) (*host.Result, error) {
+	for err == nil && res != nil && res.Status == journal.StatusParked && res.Wait != nil && res.Wait.Kind == journal.WaitTimer {
+		until := time.Unix(0, res.Wait.Until)
+		if c.printer != nil {
+			c.printer.flush()
+		}
+		fmt.Fprintf(c.stderr, "run %s parked until %s (timer.sleep, step %d): waiting here; interrupt to leave it parked\n",
+			res.Run, until.Format(time.RFC3339), res.Wait.Step)
+		t := time.NewTimer(time.Until(until))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return res, nil
+		case <-t.C:
+		}
+		res, err = ce.Host.Resume(ctx, res.Run)
+	}
+	return res, err
+}
+
+// reportParked says what a parked run waits for and how it goes on, and
+// returns the exit status of a parked run. target is the daemon's address
+// when a daemon runs it.
+func (c *cli) reportParked(run string, w *journal.Wait, target string) error {
+	if w == nil {
+		return &exitError{exitParked}
+	}
+	switch w.Kind {
+	case journal.WaitTimer:
+		fmt.Fprintf(c.stderr, "agentrt: step %d sleeps until %s; ", w.Step, time.Unix(0, w.Until).UTC().Format(time.RFC3339))
+		if target != "" {
+			fmt.Fprintln(c.stderr, "the cell wakes it then")
+		} else {
+			fmt.Fprintf(c.stderr, "agentrt resume %s (or a daemon: agentrt cell serve) goes on with it\n", run)
+		}
+	case journal.WaitApproval:
+		fmt.Fprintf(c.stderr, "agentrt: step %d (%s) waits for the approval of group %q (digest %x)\n  vote with: agentrt approve %s %d --key ~/.ssh/id_ed25519 [--deny]\n",
+			w.Step, w.Op, w.Group, w.Digest, run, w.Step)
+		if target == "" {
+			fmt.Fprintf(c.stderr, "  then: agentrt resume %s (a daemon, agentrt cell serve, resumes it when the quorum decides)\n", run)
+		}
+	}
+	return &exitError{exitParked}
 }

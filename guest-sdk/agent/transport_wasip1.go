@@ -44,6 +44,18 @@ func toolCall(op uint32, req unsafe.Pointer, reqLen uint32, resp unsafe.Pointer,
 //go:wasmimport agentrt:tool take
 func toolTake(resp unsafe.Pointer, respCap uint32) uint64
 
+//go:wasmimport agentrt:timer call
+func timerCall(op uint32, req unsafe.Pointer, reqLen uint32, resp unsafe.Pointer, respCap uint32) uint64
+
+//go:wasmimport agentrt:timer take
+func timerTake(resp unsafe.Pointer, respCap uint32) uint64
+
+//go:wasmimport agentrt:approval call
+func approvalCall(op uint32, req unsafe.Pointer, reqLen uint32, resp unsafe.Pointer, respCap uint32) uint64
+
+//go:wasmimport agentrt:approval take
+func approvalTake(resp unsafe.Pointer, respCap uint32) uint64
+
 //go:wasmimport agentrt:llm call
 func llmCall(op uint32, req unsafe.Pointer, reqLen uint32, resp unsafe.Pointer, respCap uint32) uint64
 
@@ -66,6 +78,14 @@ func httpTransport(op uint32, req []byte) (abi.Status, []byte, error) {
 
 func clockTransport(op uint32, req []byte) (abi.Status, []byte, error) {
 	return roundTrip(clockCall, clockTake, op, req)
+}
+
+func timerTransport(op uint32, req []byte) (abi.Status, []byte, error) {
+	return roundTrip(timerCall, timerTake, op, req)
+}
+
+func approvalTransport(op uint32, req []byte) (abi.Status, []byte, error) {
+	return roundTrip(approvalCall, approvalTake, op, req)
 }
 
 func randomTransport(op uint32, req []byte) (abi.Status, []byte, error) {

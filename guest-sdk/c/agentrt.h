@@ -101,6 +101,8 @@ enum {
   AGENTRT_OP_RANDOM_BYTES = 1,
   AGENTRT_OP_TOOL_RUN = 1,
   AGENTRT_OP_LLM_COMPLETE = 1,
+  AGENTRT_OP_TIMER_SLEEP = 1,
+  AGENTRT_OP_APPROVAL_REQUEST = 1,
 };
 
 /* Log levels of agentrt_log. */
@@ -622,6 +624,8 @@ AGENTRT__CAPABILITY(clock)
 AGENTRT__CAPABILITY(random)
 AGENTRT__CAPABILITY(tool)
 AGENTRT__CAPABILITY(llm)
+AGENTRT__CAPABILITY(timer)
+AGENTRT__CAPABILITY(approval)
 
 static inline agentrt_status_t agentrt__malformed(agentrt__resp *out, const char *what) {
   free(out->body);
@@ -1145,6 +1149,118 @@ static inline agentrt_status_t agentrt_clock_now(int64_t *unix_nano) {
     return agentrt__malformed(&out, "clock.now");
   free(out.body);
   *unix_nano = v;
+  return AGENTRT_STATUS_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The timer capability: agentrt:timer                                      */
+
+static inline agentrt_status_t agentrt__timer_sleep(const char *key, int64_t v, int64_t *due, int64_t *woke) {
+  agentrt__wr w = {0};
+  agentrt__resp out;
+  agentrt__wr_head(&w, 5, 1);
+  agentrt__wr_cstr(&w, key);
+  agentrt__wr_uint(&w, (uint64_t)v);
+  agentrt_status_t st = agentrt__timer_roundtrip(AGENTRT_OP_TIMER_SLEEP, &w, &out);
+  if (st) return st;
+  agentrt__rd r = {out.body, out.body + out.len};
+  size_t pairs;
+  bool empty;
+  int64_t d = 0, k = 0;
+  /* The empty body is the zero value (abi/SPEC.md 6.3), as for every
+   * response. */
+  if (!agentrt__rd_begin(&r, &pairs, &empty) ||
+      (!empty && !(agentrt__rd_key(&r, &pairs, "due") && agentrt__rd_int64(&r, &d) && agentrt__rd_key(&r, &pairs, "woke") &&
+                   agentrt__rd_int64(&r, &k))) ||
+      !agentrt__rd_end(&r, pairs))
+    return agentrt__malformed(&out, "timer.sleep");
+  free(out.body);
+  if (due) *due = d;
+  if (woke) *woke = k;
+  return AGENTRT_STATUS_OK;
+}
+
+/* agentrt_sleep waits ns nanoseconds of real time, durably (timer.sleep):
+ * the run parks, its instance is closed, and the cell resumes it when the
+ * time has passed, across restarts. due and woke (either may be NULL) get
+ * the wake time and the real time the run went on, Unix ns, journaled.
+ * The WASI sleep (nanosleep, poll_oneoff) only advances the run's virtual
+ * clock. Needs the timer capability (timer: {} in the grant). */
+static inline agentrt_status_t agentrt_sleep(int64_t ns, int64_t *due, int64_t *woke) {
+  if (ns <= 0) return agentrt__fail(AGENTRT_STATUS_BAD_REQUEST, "agentrt_sleep needs a duration above 0");
+  return agentrt__timer_sleep("for", ns, due, woke);
+}
+
+/* agentrt_sleep_until waits until unix_ns, a wall-clock time, as
+ * agentrt_sleep does; a time already past answers at once. */
+static inline agentrt_status_t agentrt_sleep_until(int64_t unix_ns, int64_t *due, int64_t *woke) {
+  if (unix_ns <= 0) return agentrt__fail(AGENTRT_STATUS_BAD_REQUEST, "agentrt_sleep_until needs a time after 1970");
+  return agentrt__timer_sleep("until", unix_ns, due, woke);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The approval capability: agentrt:approval                                */
+
+/* The answer of agentrt_request_approval. */
+typedef struct agentrt_approval {
+  bool approved;            /* the group's quorum approved */
+  agentrt_str_t reason;     /* why not, when denied (a veto, the expiry) */
+  agentrt_bytes_t digest;   /* the action digest the votes were bound to (32 bytes) */
+  agentrt_str_t *approvers; /* the names of those who approved */
+  size_t n_approvers;
+  void *mem_;
+} agentrt_approval_t;
+
+/* agentrt_approval_free releases what agentrt_request_approval returned. */
+static inline void agentrt_approval_free(agentrt_approval_t *a) {
+  free(a->approvers);
+  free(a->mem_);
+  memset(a, 0, sizeof *a);
+}
+
+/* agentrt_request_approval asks the cell's approvers of group to approve
+ * action, a text they read (approval.request): the run parks until the
+ * group's quorum decides by signed votes, or the request expires. A denial
+ * is an answer (approved false, reason set), not an error. Needs the
+ * approval capability (approval: {groups: [...]} in the grant). Release
+ * the answer with agentrt_approval_free. */
+static inline agentrt_status_t agentrt_request_approval(const char *action, const char *group, agentrt_approval_t *a) {
+  agentrt__wr w = {0};
+  agentrt__resp out;
+  memset(a, 0, sizeof *a);
+  agentrt__wr_head(&w, 5, 2);
+  agentrt__wr_cstr(&w, "group");
+  agentrt__wr_cstr(&w, group);
+  agentrt__wr_cstr(&w, "action");
+  agentrt__wr_cstr(&w, action);
+  agentrt_status_t st = agentrt__approval_roundtrip(AGENTRT_OP_APPROVAL_REQUEST, &w, &out);
+  if (st) return st;
+  agentrt__rd r = {out.body, out.body + out.len};
+  size_t pairs;
+  bool empty;
+  bool ok = agentrt__rd_begin(&r, &pairs, &empty);
+  /* The empty body is the zero value (abi/SPEC.md 6.3). Keys in canonical
+   * order, shorter first: digest, reason, approved, approvers. reason,
+   * approved and approvers are omitempty: present only when not empty
+   * (not false). */
+  if (ok && !empty) {
+    ok = agentrt__rd_key(&r, &pairs, "digest") && agentrt__rd_bytes(&r, &a->digest);
+    if (ok && agentrt__rd_key(&r, &pairs, "reason")) ok = agentrt__rd_text(&r, &a->reason) && a->reason.len > 0;
+    if (ok && agentrt__rd_key(&r, &pairs, "approved")) ok = agentrt__rd_bool(&r, &a->approved) && a->approved;
+    if (ok && agentrt__rd_key(&r, &pairs, "approvers"))
+      ok = agentrt__rd_texts(&r, &a->approvers, &a->n_approvers) && a->n_approvers > 0;
+  }
+  if (!ok || !agentrt__rd_end(&r, pairs)) {
+    /* Nothing of a refused body stays readable: its views point into
+     * memory agentrt__malformed frees. */
+    free(a->approvers);
+    memset(a, 0, sizeof *a);
+    return agentrt__malformed(&out, "approval.request");
+  }
+  agentrt__term_bytes(&a->digest);
+  agentrt__term_str(&a->reason);
+  for (size_t i = 0; i < a->n_approvers; i++) agentrt__term_str(&a->approvers[i]);
+  a->mem_ = out.body;
   return AGENTRT_STATUS_OK;
 }
 

@@ -115,6 +115,21 @@ type Handler struct {
 	Check        func(c *Call) *Denial
 	Serve        func(ctx context.Context, c *Call) (abi.Status, []byte)
 	Stage        func(c *Call) (abi.Status, []byte, journal.KVWrite)
+	// Wait, set instead of Serve, makes the op a wait (abi/SPEC.md §15):
+	// it returns what call c, a request its Check allowed whose intent was
+	// journaled at since, waits for. The host parks the run until that
+	// happens and answers the call itself; nothing is dispatched.
+	Wait func(c *Call, since time.Time) Wait
+}
+
+// Wait is what a waiting call waits for: a time, or an approval.
+type Wait struct {
+	// Until is a timer's wake time.
+	Until time.Time
+	// Group is the approvers' group an approval asks, and Action the text
+	// they are shown.
+	Group  string
+	Action string
 }
 
 // Section is a capability's section of a grant (a *S of the capability's

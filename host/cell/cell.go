@@ -84,6 +84,10 @@ type Cell struct {
 	// Clock is the time the cell's schedules run on, and its host's clock
 	// (Options.Clock).
 	Clock clock.Clock
+	// Book is the cell's book of signed quorum approvals, when it has
+	// approvers (DATA/approvers); nil: a call the modes ask about asks
+	// Options.Approver, in memory, and approval.request is denied.
+	Book *Book
 
 	mu    sync.RWMutex
 	sinks []func(host.Event)
@@ -188,6 +192,14 @@ func Open(ctx context.Context, dir string, opts Options) (*Cell, error) {
 	deps := host.Deps{Store: st, KV: st, Events: st, Key: key, Sink: c.sink, Nonces: st, Approver: opts.Approver,
 		Listeners: c.Listeners, Now: clk.Now}
 	deps.Tools = host.ToolDeps{Workspaces: WorkDir(dir), DataDir: dir}
+	if c.Book, err = OpenBook(dir, st, clk.Now); err == nil && c.Book != nil {
+		deps.Approvals = c.Book
+	}
+	if err != nil {
+		st.Close()
+		eng.Close(ctx)
+		return nil, err
+	}
 	if err = gateDeps(dir, opts, &deps); err == nil {
 		if deps.LLM, err = llmDeps(dir, st); err == nil {
 			c.Host, err = host.New(eng, deps, host.Config{})

@@ -274,6 +274,24 @@ func (c *Client) Approvals(ctx context.Context) ([]ApprovalInfo, error) {
 	return out, c.call(ctx, http.MethodGet, "/v1/approvals", nil, &out)
 }
 
+// SignedApprovals lists the approvals waiting in a cell with approvers.
+func (c *Client) SignedApprovals(ctx context.Context) ([]SignedApproval, error) {
+	var out []SignedApproval
+	return out, c.call(ctx, http.MethodGet, "/v1/approvals", nil, &out)
+}
+
+// SignedApproval returns the approval run waits for at step.
+func (c *Client) SignedApproval(ctx context.Context, run string, step uint64) (SignedApproval, error) {
+	var out SignedApproval
+	return out, c.call(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(run)+"/approvals/"+strconv.FormatUint(step, 10), nil, &out)
+}
+
+// Vote submits a signed vote on the approval run waits for.
+func (c *Client) Vote(ctx context.Context, run string, v VoteSubmission) (VoteAnswer, error) {
+	var out VoteAnswer
+	return out, c.call(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(run)+"/votes", v, &out)
+}
+
 // Approve answers a call of run waiting for approval.
 func (c *Client) Approve(ctx context.Context, run string, a Answer) (ApprovalInfo, error) {
 	var out ApprovalInfo

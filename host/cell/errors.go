@@ -43,6 +43,8 @@ var errorKinds = []struct {
 	{"module_limit", host.ErrModuleLimit},
 	{"limit_raised", host.ErrLimitRaised},
 	{"module_too_large", ErrModuleTooLarge},
+	{"not_waiting", ErrNotWaiting},
+	{"vote_refused", ErrVoteRefused},
 }
 
 // Gap is a *journal.GapError as an API error carries it ("gap"): entries

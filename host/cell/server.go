@@ -35,7 +35,9 @@ type RunInfo struct {
 	// Stopping says the run was asked to stop and is finishing its step.
 	Stopping bool `json:"stopping,omitempty"`
 	// Waiting lists the run's calls parked for approval.
-	Waiting      []ApprovalInfo  `json:"waiting,omitempty"`
+	Waiting []ApprovalInfo `json:"waiting,omitempty"`
+	// Wait is what a parked run waits for (a timer, an approval).
+	Wait         *WaitInfo       `json:"wait,omitempty"`
 	Module       string          `json:"module,omitempty"`
 	ModuleSHA256 string          `json:"module_sha256"`
 	Started      time.Time       `json:"started"`
@@ -78,7 +80,31 @@ func Info(m journal.RunMeta, live bool) RunInfo {
 	if m.Output != nil {
 		ri.Output, ri.OutputText, ri.OutputBase64 = EncodeOutput(m.Output)
 	}
+	if w := m.Wait; w != nil {
+		ri.Wait = &WaitInfo{Kind: w.Kind, Step: w.Step, Op: w.Op, Group: w.Group, Since: time.Unix(0, w.Since).UTC()}
+		if len(w.Digest) > 0 {
+			ri.Wait.Digest = hex.EncodeToString(w.Digest)
+		}
+		if w.Until != 0 {
+			t := time.Unix(0, w.Until).UTC()
+			ri.Wait.Until = &t
+		}
+	}
 	return ri
+}
+
+// WaitInfo is what a parked run waits for, as the API shows it.
+type WaitInfo struct {
+	// Kind is "timer" or "approval".
+	Kind string `json:"kind"`
+	Step uint64 `json:"step"`
+	Op   string `json:"op,omitempty"`
+	// Until is a timer's wake time, an approval's expiry.
+	Until *time.Time `json:"until,omitempty"`
+	// Group and Digest name an approval.
+	Group  string    `json:"group,omitempty"`
+	Digest string    `json:"digest,omitempty"`
+	Since  time.Time `json:"since"`
 }
 
 // EncodeOutput is how a run's output travels in JSON, without a byte lost
@@ -160,6 +186,10 @@ type Server struct {
 	// onEnd are told of every run this server executed that stopped
 	// (OnEnd).
 	onEnd []func(journal.RunID, *host.Result, error)
+	// waker keeps the timers of the parked runs (wake.go); approvalSubs
+	// follow GET /v1/approvals?follow=1.
+	waker        *waker
+	approvalSubs map[chan StreamLine]bool
 }
 
 // OnEnd registers fn, which is called, in the run's goroutine, each time a
@@ -215,6 +245,13 @@ func NewServer(c *Cell, opts ServerOptions) *Server {
 		breaker: newBreaker(c.Store, c.Store, opts.Breaker)}
 	if s.logf == nil {
 		s.logf = log.Printf
+	}
+	s.waker = newWaker(c.Clock, s.wake)
+	s.approvalSubs = map[chan StreamLine]bool{}
+	if c.Book != nil {
+		c.Book.mu.Lock()
+		c.Book.decided = func(run journal.RunID, _ uint64) { s.wake(run, "approval decided") }
+		c.Book.mu.Unlock()
 	}
 	if opts.Triggers && !opts.ControlOnly {
 		s.triggers = newTriggers(s)
@@ -320,6 +357,9 @@ func (s *Server) execute(st *host.Started, what string) error {
 		delete(s.subs, st.Run)
 		hooks := slices.Clone(s.onEnd)
 		s.mu.Unlock()
+		if err == nil && res != nil && res.Status == journal.StatusParked {
+			s.parked(st.Run, res.Wait)
+		}
 		for _, fn := range hooks {
 			fn(st.Run, res, err)
 		}
@@ -346,6 +386,10 @@ func (s *Server) Recover(ctx context.Context) ([]journal.RunID, error) {
 		if m.Status.Finished() {
 			s.breaker.forget(m.ID)
 		}
+		if m.Status == journal.StatusParked {
+			s.recoverParked(m)
+			continue
+		}
 		if m.Status != journal.StatusRunning {
 			continue
 		}
@@ -371,6 +415,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.closed = true
 	s.mu.Unlock()
 	s.breaker.close()
+	s.waker.close()
 	live := s.liveRuns(ctx)
 	err := s.cell.Host.Drain(ctx)
 	if err == nil {
@@ -399,6 +444,8 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc("POST /v1/runs/{run}/cancel", s.cancelRun)
 	mux.HandleFunc("GET /v1/runs/{run}/events", s.events)
 	mux.HandleFunc("GET /v1/approvals", s.listApprovals)
+	mux.HandleFunc("GET /v1/runs/{run}/approvals/{step}", s.getApproval)
+	mux.HandleFunc("POST /v1/runs/{run}/votes", s.vote)
 	mux.HandleFunc("POST /v1/runs/{run}/approve", s.approve)
 	s.readRoutes(mux)
 	if !s.control {
@@ -437,10 +484,14 @@ type CellInfo struct {
 	Dir         string   `json:"data"`
 	Live        []string `json:"live"`
 	ControlOnly bool     `json:"control_only"`
+	// Approvers says the cell has approvers (DATA/approvers): its
+	// approvals take signed votes (POST /v1/runs/{run}/votes), not
+	// answers.
+	Approvers bool `json:"approvers,omitempty"`
 }
 
 func (s *Server) getCell(w http.ResponseWriter, r *http.Request) {
-	ci := CellInfo{Cell: hex.EncodeToString(s.cell.Public()), Dir: s.cell.Dir, Live: []string{}, ControlOnly: s.control}
+	ci := CellInfo{Cell: hex.EncodeToString(s.cell.Public()), Dir: s.cell.Dir, Live: []string{}, ControlOnly: s.control, Approvers: s.cell.Book != nil}
 	runs, err := s.cell.Store.Runs(r.Context())
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err, "")
@@ -733,6 +784,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 const EventApproval host.EventKind = "approval"
 
 func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
+	if s.cell.Book != nil {
+		s.listSigned(w, r)
+		return
+	}
 	out := []ApprovalInfo{}
 	if s.approvals != nil {
 		for _, a := range s.approvals.Pending(journal.RunID{}) {
@@ -771,6 +826,11 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
 		// Only the guard's requests reach here; one without an identity
 		// is a wiring fault, and nobody is named who did not answer.
 		writeError(w, http.StatusInternalServerError, errors.New("answer: the request carries no credential identity"), "")
+		return
+	}
+	if s.cell.Book != nil {
+		writeError(w, http.StatusConflict, fmt.Errorf("%w: this cell has approvers (DATA/approvers), whose signed votes decide", ErrVoteRefused),
+			"sign a vote: agentrt approve RUN STEP --key ~/.ssh/id_ed25519 (or POST /v1/runs/{run}/votes)")
 		return
 	}
 	if s.approvals == nil {

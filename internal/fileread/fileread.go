@@ -57,8 +57,12 @@ var (
 	Key = Kind{"key file", 64 << 10}
 	// Policy is a Cedar policy file.
 	Policy = Kind{"policy file", 1 << 20}
+	// Vote is a statement to sign, or its armored SSH signature.
+	Vote = Kind{"vote file", 64 << 10}
 	// Modes is a permission modes file.
 	Modes = Kind{"modes file", 1 << 20}
+	// Approvals is a cell's approval rules file (approval.RulesFile).
+	Approvals = Kind{"approval rules file", 1 << 20}
 	// Request is a policy request to check (JSON).
 	Request = Kind{"request file", 1 << 20}
 	// Checkpoint is a signed checkpoint note (journal/SPEC.md section

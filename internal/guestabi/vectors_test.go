@@ -26,20 +26,22 @@ func readVectors() ([]*abivectors.Vector, error) {
 // guestBodies maps every op to constructors of its request and response
 // types in the guest's package; nil stands for Empty.
 var guestBodies = map[string]struct{ req, resp func() any }{
-	"run.input":      {nil, func() any { return new(gabi.InputResponse) }},
-	"run.set_output": {func() any { return new(gabi.SetOutputRequest) }, nil},
-	"run.log":        {func() any { return new(gabi.LogRequest) }, nil},
-	"run.introspect": {nil, func() any { return new(gabi.IntrospectResponse) }},
-	"run.checkpoint": {func() any { return new(gabi.CheckpointRequest) }, func() any { return new(gabi.CheckpointResponse) }},
-	"run.limit":      {func() any { return new(gabi.LimitRequest) }, func() any { return new(gabi.LimitResponse) }},
-	"kv.get":         {func() any { return new(gabi.KVGetRequest) }, func() any { return new(gabi.KVGetResponse) }},
-	"kv.put":         {func() any { return new(gabi.KVPutRequest) }, nil},
-	"kv.delete":      {func() any { return new(gabi.KVDeleteRequest) }, func() any { return new(gabi.KVDeleteResponse) }},
-	"kv.list":        {func() any { return new(gabi.KVListRequest) }, func() any { return new(gabi.KVListResponse) }},
-	"http.request":   {func() any { return new(gabi.HTTPRequest) }, func() any { return new(gabi.HTTPResponse) }},
-	"clock.now":      {nil, func() any { return new(gabi.ClockNowResponse) }},
-	"random.bytes":   {func() any { return new(gabi.RandomBytesRequest) }, func() any { return new(gabi.RandomBytesResponse) }},
-	"tool.run":       {func() any { return new(gabi.ToolRunRequest) }, func() any { return new(gabi.ToolRunResponse) }},
+	"run.input":        {nil, func() any { return new(gabi.InputResponse) }},
+	"run.set_output":   {func() any { return new(gabi.SetOutputRequest) }, nil},
+	"run.log":          {func() any { return new(gabi.LogRequest) }, nil},
+	"run.introspect":   {nil, func() any { return new(gabi.IntrospectResponse) }},
+	"run.checkpoint":   {func() any { return new(gabi.CheckpointRequest) }, func() any { return new(gabi.CheckpointResponse) }},
+	"run.limit":        {func() any { return new(gabi.LimitRequest) }, func() any { return new(gabi.LimitResponse) }},
+	"kv.get":           {func() any { return new(gabi.KVGetRequest) }, func() any { return new(gabi.KVGetResponse) }},
+	"kv.put":           {func() any { return new(gabi.KVPutRequest) }, nil},
+	"kv.delete":        {func() any { return new(gabi.KVDeleteRequest) }, func() any { return new(gabi.KVDeleteResponse) }},
+	"kv.list":          {func() any { return new(gabi.KVListRequest) }, func() any { return new(gabi.KVListResponse) }},
+	"http.request":     {func() any { return new(gabi.HTTPRequest) }, func() any { return new(gabi.HTTPResponse) }},
+	"clock.now":        {nil, func() any { return new(gabi.ClockNowResponse) }},
+	"random.bytes":     {func() any { return new(gabi.RandomBytesRequest) }, func() any { return new(gabi.RandomBytesResponse) }},
+	"tool.run":         {func() any { return new(gabi.ToolRunRequest) }, func() any { return new(gabi.ToolRunResponse) }},
+	"timer.sleep":      {func() any { return new(gabi.TimerSleepRequest) }, func() any { return new(gabi.TimerSleepResponse) }},
+	"approval.request": {func() any { return new(gabi.ApprovalRequest) }, func() any { return new(gabi.ApprovalResponse) }},
 }
 
 // reasonOf names the failure class of a guest decoding error as SPEC.md

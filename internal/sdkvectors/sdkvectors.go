@@ -179,6 +179,28 @@ func RequestLine(op string, data []byte) (string, error) {
 			args = append(args, TextTok(a))
 		}
 		args = append(args, BytesTok(r.Stdin))
+	case "timer.sleep":
+		// The SDKs send exactly one of for (agentrt_sleep, sleep) and
+		// until (agentrt_sleep_until, sleep_until), and only above 0:
+		// the command names the field.
+		r, err := decode[abi.TimerSleepRequest](data)
+		if err != nil {
+			return "", err
+		}
+		switch {
+		case r.For > 0 && r.Until == 0:
+			args = append(args, TextTok("for"), strconv.FormatInt(r.For, 10))
+		case r.Until > 0 && r.For == 0:
+			args = append(args, TextTok("until"), strconv.FormatInt(r.Until, 10))
+		default:
+			return "", fmt.Errorf("an SDK sends exactly one of for and until, above 0; this request has for %d, until %d", r.For, r.Until)
+		}
+	case "approval.request":
+		r, err := decode[abi.ApprovalRequest](data)
+		if err != nil {
+			return "", err
+		}
+		args = append(args, TextTok(r.Action), TextTok(r.Group))
 	default:
 		return "", fmt.Errorf("no command for op %q", op)
 	}
@@ -209,6 +231,10 @@ func ProbeLine(op string, n int) string {
 		return op + " " + strconv.Itoa(n)
 	case "tool.run":
 		return op + " " + TextTok("t") + " 0 -"
+	case "timer.sleep":
+		return op + " " + TextTok("for") + " 1"
+	case "approval.request":
+		return op + " " + TextTok("a") + " " + TextTok("g")
 	}
 	return op
 }
@@ -310,6 +336,21 @@ func Render(op string, data []byte) (string, error) {
 		out = append(out, strconv.Itoa(len(r.Files)))
 		for _, f := range r.Files {
 			out = append(out, TextTok(f.Path), strconv.FormatBool(!utf8.ValidString(f.Path)), strconv.FormatUint(f.Size, 10), viewTok(f.SHA256), TextTok(f.Unhashed))
+		}
+	case "timer.sleep":
+		r, err := decode[abi.TimerSleepResponse](data)
+		if err != nil {
+			return "", err
+		}
+		out = append(out, strconv.FormatInt(r.Due, 10), strconv.FormatInt(r.Woke, 10))
+	case "approval.request":
+		r, err := decode[abi.ApprovalResponse](data)
+		if err != nil {
+			return "", err
+		}
+		out = append(out, strconv.FormatBool(r.Approved), viewTok(r.Digest), TextTok(r.Reason), strconv.Itoa(len(r.Approvers)))
+		for _, a := range r.Approvers {
+			out = append(out, TextTok(a))
 		}
 	default:
 		return "", fmt.Errorf("no rendering for op %q", op)
@@ -540,6 +581,10 @@ func decodeOp(op string, data []byte) (any, error) {
 		return decode[abi.RandomBytesResponse](data)
 	case "tool.run":
 		return decode[abi.ToolRunResponse](data)
+	case "timer.sleep":
+		return decode[abi.TimerSleepResponse](data)
+	case "approval.request":
+		return decode[abi.ApprovalResponse](data)
 	}
 	return decode[abi.Empty](data)
 }
@@ -572,6 +617,43 @@ func TransportSteps() ([]Step, error) {
 			Want:  StatusLine(abi.StatusDenied, strings.Repeat("m", 2*ResponseBuffer))},
 	}
 	return steps, errors.Join(errs...)
+}
+
+// ZeroFieldSteps answer calls with canonically encoded maps that break
+// §6.1 rule 5 by their fields, not their bytes: an omitempty field present
+// with its zero value, or a field that is not omitempty left out. The
+// vectors rarely hold these, and damage seldom makes them; an SDK that
+// reads each field by itself must still refuse them as the Go codec does
+// (each step checks that it does).
+func ZeroFieldSteps() ([]Step, error) {
+	digest := bytes.Repeat([]byte{0x9f}, 32)
+	cases := []struct {
+		name, op string
+		body     map[string]any
+	}{
+		{"an approval with an empty reason", "approval.request", map[string]any{"digest": digest, "reason": ""}},
+		{"an approval with approved false", "approval.request", map[string]any{"digest": digest, "approved": false}},
+		{"an approval with no approvers listed", "approval.request", map[string]any{"digest": digest, "approved": true, "approvers": []string{}}},
+		{"an approval with approvers null", "approval.request", map[string]any{"digest": digest, "approved": true, "approvers": nil}},
+		{"an approval without its digest", "approval.request", map[string]any{"approved": true, "approvers": []string{"alice"}}},
+		{"a wake without woke", "timer.sleep", map[string]any{"due": 1}},
+		{"a wake without due", "timer.sleep", map[string]any{"woke": 1}},
+		{"a tool result with an empty signal", "tool.run", map[string]any{"exit": 0, "signal": "", "stderr": nil, "stdout": nil}},
+		{"a tool result with no limits listed", "tool.run", map[string]any{"exit": 0, "limits": []string{}, "stderr": nil, "stdout": nil}},
+	}
+	var steps []Step
+	for _, c := range cases {
+		b, err := abi.Marshal(c.body)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.name, err)
+		}
+		if _, err := Render(c.op, b); err == nil {
+			return nil, fmt.Errorf("%s: the Go codec accepts %x", c.name, b)
+		}
+		steps = append(steps, Step{Name: c.name, Line: ProbeLine(c.op, 0), Op: c.op, Reply: Reply{Body: b},
+			Want: StatusLine(SDKMalformed, "malformed "+c.op+" response")})
+	}
+	return steps, nil
 }
 
 // StatusTable returns the line a driver's "statuses" command must print:

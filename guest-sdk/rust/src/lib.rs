@@ -28,6 +28,8 @@
 //! | `clock` | [`now`], [`now_unix_nano`] |
 //! | `random` | [`random_bytes`] |
 //! | `tool` | [`tool_run`], [`tool`] |
+//! | `timer` | [`sleep`], [`sleep_until`] |
+//! | `approval` | [`request_approval`] |
 //!
 //! A call that does not succeed returns an [`Error`], one variant per status
 //! of the ABI with the host's message; a status this SDK does not know is
@@ -59,6 +61,7 @@ mod kv;
 mod run;
 mod tool;
 mod transport;
+mod wait;
 
 pub use clock::{now, now_unix_nano, random_bytes};
 pub use error::{status, Error, Result};
@@ -70,6 +73,7 @@ pub use run::{
 };
 pub use tool::{tool, tool_run, ToolFile, ToolRequest, ToolResult};
 pub use transport::set_response_buffer;
+pub use wait::{request_approval, sleep, sleep_until, Approval, Wake};
 
 /// The ABI version this crate implements, as recorded in run headers.
 pub const ABI_VERSION: u32 = 1;

@@ -48,6 +48,8 @@ capability!(http, "agentrt:http");
 capability!(clock, "agentrt:clock");
 capability!(random, "agentrt:random");
 capability!(tool, "agentrt:tool");
+capability!(timer, "agentrt:timer");
+capability!(approval, "agentrt:approval");
 
 const DEFAULT_RESPONSE_BUFFER: usize = 4096;
 

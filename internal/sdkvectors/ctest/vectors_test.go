@@ -14,6 +14,7 @@
 package ctest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -62,7 +63,61 @@ func TestVectors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	zero, err := sdkvectors.ZeroFieldSteps()
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps = append(steps, zero...)
 	sdkvectors.Run(t, wasm, nil, append(steps, transport...))
+}
+
+// TestHostileResponses answers every call with damaged copies of the valid
+// response and error vectors: the header must decode exactly what the Go
+// codec decodes and refuse the rest, and never read outside a body (the
+// stub host writes each body at the start of the buffer it was given, so a
+// read past it reads other bytes and decodes something the codec does not).
+func TestHostileResponses(t *testing.T) {
+	wasm := build(t, filepath.Join(t.TempDir(), "vectors.wasm"), []string{"testdata/vectors.c"},
+		append([]string{fmt.Sprintf("-DAGENTRT_RESPONSE_HINT=%d", sdkvectors.ResponseBuffer)}, strict...)...)
+	steps, err := sdkvectors.HostileSteps(vectorDir, refuses)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(steps) < 5000 {
+		t.Fatalf("only %d damaged bodies", len(steps))
+	}
+	t.Logf("%d damaged bodies", len(steps))
+	for i := range steps {
+		steps[i].Want = cMessage(steps[i].Want)
+	}
+	sdkvectors.Run(t, wasm, nil, steps)
+}
+
+// cMessage returns the status line want as the header gives it:
+// agentrt_errmsg is a C string, so a message holding a NUL byte (a damaged
+// body can decode to one) reads up to that byte. Other lines are returned
+// as they are.
+func cMessage(want string) string {
+	var code abi.Status
+	var msg []byte
+	if _, err := fmt.Sscanf(want, "status %d x%x", &code, &msg); err != nil {
+		return want
+	}
+	if i := bytes.IndexByte(msg, 0); i >= 0 {
+		return sdkvectors.StatusLine(code, string(msg[:i]))
+	}
+	return want
+}
+
+// refuses says what the header refuses of a response the Go codec
+// decodes, as the Rust SDK does: a tool file with both or neither of
+// sha256 and unhashed, or a hash that is not 32 bytes (abi/SPEC.md 9.13: a
+// host MUST send exactly one, and a hash is SHA-256).
+func refuses(_ string, v any) bool {
+	r, ok := v.(*abi.ToolRunResponse)
+	return ok && slices.ContainsFunc(r.Files, func(f abi.ToolFile) bool {
+		return (f.SHA256 == nil) == (f.Unhashed == "") || (f.SHA256 != nil && len(f.SHA256) != 32)
+	})
 }
 
 // TestImportsOnlyWhatIsCalled checks the header's promise that a module
@@ -70,10 +125,11 @@ func TestVectors(t *testing.T) {
 // its import section states what its grant must hold. It builds at -O0,
 // where nothing unused is optimized away: what holds there holds at -O2.
 func TestImportsOnlyWhatIsCalled(t *testing.T) {
-	programs := []struct {
+	type program struct {
 		cap  abi.Capability
 		body string
-	}{
+	}
+	programs := []program{
 		{abi.CapRun, `return agentrt_log(AGENTRT_LEVEL_INFO, "hi");`},
 		{abi.CapKV, `agentrt_buf_t b; return agentrt_kv_get("k", &b);`},
 		{abi.CapHTTP, `agentrt_http_request_t r = {.method = "GET", .url = "http://a/"}; agentrt_http_response_t resp; return agentrt_http_request(&r, &resp);`},
@@ -81,6 +137,9 @@ func TestImportsOnlyWhatIsCalled(t *testing.T) {
 		{abi.CapRandom, `uint8_t b[8]; return agentrt_random_bytes(b, sizeof b);`},
 		{abi.CapTool, `agentrt_tool_request_t r = {.name = "grep"}; agentrt_tool_result_t res; return agentrt_tool_run(&r, &res);`},
 		{abi.CapLLM, `agentrt_llm_request_t r = {.model = "m"}; agentrt_llm_response_t res; return agentrt_llm_complete(&r, &res);`},
+		{abi.CapTimer, `int64_t due, woke; return agentrt_sleep(1000, &due, &woke);`},
+		{abi.CapTimer, `return agentrt_sleep_until(1767225600000000000, NULL, NULL);`},
+		{abi.CapApproval, `agentrt_approval_t a; agentrt_status_t st = agentrt_request_approval("deploy", "release", &a); agentrt_approval_free(&a); return st;`},
 	}
 	ctx := context.Background()
 	// The interpreter only validates at compile time: enough to list
@@ -88,8 +147,14 @@ func TestImportsOnlyWhatIsCalled(t *testing.T) {
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
 	defer rt.Close(ctx)
 	dir := t.TempDir()
-	for _, p := range programs {
-		src := filepath.Join(dir, string(p.cap)+".c")
+	// Every capability the ABI names has a function here, and a program.
+	for _, c := range abi.Capabilities {
+		if !slices.ContainsFunc(programs, func(p program) bool { return p.cap == c }) {
+			t.Errorf("no program calls only %s", c)
+		}
+	}
+	for i, p := range programs {
+		src := filepath.Join(dir, fmt.Sprintf("%d-%s.c", i, p.cap))
 		code := "#include \"agentrt.h\"\nint main(void) { " + p.body + " }\n"
 		if err := os.WriteFile(src, []byte(code), 0o644); err != nil {
 			t.Fatal(err)

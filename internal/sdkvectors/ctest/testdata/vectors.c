@@ -241,6 +241,25 @@ static void run(const char *op) {
     }
     printf("\n");
     agentrt_tool_result_free(&res);
+  } else if (strcmp(op, "timer.sleep") == 0) {
+    /* "timer.sleep x<for|until> NS": the field the request sets. */
+    char *field = arg_text();
+    int64_t ns = (int64_t)arg_uint(), due = 42, woke = 42;
+    if (strcmp(field, "for") != 0 && strcmp(field, "until") != 0) die("timer.sleep takes for or until");
+    st = strcmp(field, "for") == 0 ? agentrt_sleep(ns, &due, &woke) : agentrt_sleep_until(ns, &due, &woke);
+    if (failed(st)) return;
+    printf(" %" PRId64 " %" PRId64 "\n", due, woke);
+  } else if (strcmp(op, "approval.request") == 0) {
+    char *action = arg_text(), *group = arg_text();
+    agentrt_approval_t a;
+    if (failed(agentrt_request_approval(action, group, &a))) return;
+    put_bool(a.approved);
+    put_view(a.digest.data, a.digest.len);
+    put_view(a.reason.data, a.reason.len);
+    printf(" %zu", a.n_approvers);
+    for (size_t i = 0; i < a.n_approvers; i++) put_view(a.approvers[i].data, a.approvers[i].len);
+    printf("\n");
+    agentrt_approval_free(&a);
   } else {
     die("unknown command");
   }

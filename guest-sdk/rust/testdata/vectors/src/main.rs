@@ -204,6 +204,31 @@ fn run(op: &str, a: &mut Args) -> String {
                 }
             })
         }
+        "timer.sleep" => {
+            // "timer.sleep x<for|until> NS": the field the request sets.
+            let field = a.text();
+            let ns = a.uint();
+            let res = match field.as_str() {
+                "for" => agentrt::sleep(std::time::Duration::from_nanos(ns)),
+                "until" => agentrt::sleep_until(
+                    std::time::UNIX_EPOCH + std::time::Duration::from_nanos(ns),
+                ),
+                _ => die("timer.sleep takes for or until"),
+            };
+            line(res, |o, w| write!(o, " {} {}", w.due, w.woke).unwrap())
+        }
+        "approval.request" => {
+            let (action, group) = (a.text(), a.text());
+            line(agentrt::request_approval(&action, &group), |o, r| {
+                flag(o, r.approved);
+                view(o, &r.digest);
+                view(o, r.reason.as_bytes());
+                write!(o, " {}", r.approvers.len()).unwrap();
+                for n in &r.approvers {
+                    view(o, n.as_bytes());
+                }
+            })
+        }
         _ => die("unknown command"),
     }
 }
