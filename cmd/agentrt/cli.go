@@ -194,6 +194,7 @@ same output as from the store itself.`,
 		c.approvalsCmd(),
 		c.taskCmd(),
 		c.tasksCmd(),
+		c.triggerCmd(),
 	)
 	return root
 }

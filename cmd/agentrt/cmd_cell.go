@@ -52,7 +52,9 @@ not JSON) is refused whatever it carries. The API is never served beyond
 this machine.
 
 On start the cell resumes every run it owned that had not ended and was not
-cancelled: runs of a daemon that was killed, or drained at shutdown.
+cancelled: runs of a daemon that was killed, or drained at shutdown. Then it
+starts its triggers (agentrt trigger --help), which fire only while a daemon
+runs.
 
 SIGTERM or SIGINT drains: new submissions are refused, every run stops at its
 next step boundary (a step under way completes) and stays running, to be
@@ -88,7 +90,7 @@ agentrt store check and salvage need the daemon stopped.`,
 				return withHint(err, "pick a data directory with a shorter path (--data)")
 			}
 			lns = append(lns, sock)
-			opts := cell.ServerOptions{Logf: logger.Printf, Approvals: approvals}
+			opts := cell.ServerOptions{Logf: logger.Printf, Approvals: approvals, Triggers: true}
 			if listen != "" {
 				ln, err := cell.ListenLoopback(listen)
 				if err != nil {
@@ -113,6 +115,12 @@ agentrt store check and salvage need the daemon stopped.`,
 					return err
 				}
 				servers = append(servers, hs)
+			}
+			// The triggers start before the API is served, so that no
+			// request finds them loading. A claimed firing they resolve
+			// may start a run before Recover: Recover leaves live runs be.
+			if err := srv.StartTriggers(ctx); err != nil {
+				logger.Printf("triggers: %v", err)
 			}
 			serveErr := make(chan error, len(lns))
 			for i, ln := range lns {

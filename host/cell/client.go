@@ -297,3 +297,52 @@ func (c *Client) Approve(ctx context.Context, run string, a Answer) (ApprovalInf
 	var out ApprovalInfo
 	return out, c.call(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(run)+"/approve", a, &out)
 }
+
+// AddTrigger adds a trigger to the cell; a webhook trigger's answer
+// carries its secret, once.
+func (c *Client) AddTrigger(ctx context.Context, ts TriggerSpec) (TriggerInfo, error) {
+	var out TriggerInfo
+	return out, c.call(ctx, http.MethodPost, "/v1/triggers", ts, &out)
+}
+
+// Triggers lists the cell's triggers by name.
+func (c *Client) Triggers(ctx context.Context) ([]TriggerInfo, error) {
+	var out []TriggerInfo
+	return out, c.call(ctx, http.MethodGet, "/v1/triggers", nil, &out)
+}
+
+// Trigger returns one trigger.
+func (c *Client) Trigger(ctx context.Context, name string) (TriggerInfo, error) {
+	var out TriggerInfo
+	return out, c.call(ctx, http.MethodGet, "/v1/triggers/"+url.PathEscape(name), nil, &out)
+}
+
+// RemoveTrigger removes a trigger and its log; the runs it started stay.
+func (c *Client) RemoveTrigger(ctx context.Context, name string) error {
+	var out map[string]string
+	return c.call(ctx, http.MethodDelete, "/v1/triggers/"+url.PathEscape(name), nil, &out)
+}
+
+// PauseTrigger stops a trigger from firing until ResumeTrigger.
+func (c *Client) PauseTrigger(ctx context.Context, name string) (TriggerInfo, error) {
+	var out TriggerInfo
+	return out, c.call(ctx, http.MethodPost, "/v1/triggers/"+url.PathEscape(name)+"/pause", nil, &out)
+}
+
+// ResumeTrigger lets a paused trigger fire again; a schedule's moments
+// while it was paused are not caught up.
+func (c *Client) ResumeTrigger(ctx context.Context, name string) (TriggerInfo, error) {
+	var out TriggerInfo
+	return out, c.call(ctx, http.MethodPost, "/v1/triggers/"+url.PathEscape(name)+"/resume", nil, &out)
+}
+
+// TriggerLog returns a trigger's firings, oldest first; limit > 0 keeps
+// the newest limit.
+func (c *Client) TriggerLog(ctx context.Context, name string, limit int) ([]Firing, error) {
+	var out []Firing
+	path := "/v1/triggers/" + url.PathEscape(name) + "/log"
+	if limit > 0 {
+		path += "?limit=" + strconv.Itoa(limit)
+	}
+	return out, c.call(ctx, http.MethodGet, path, nil, &out)
+}

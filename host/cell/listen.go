@@ -159,8 +159,10 @@ func identity(ctx context.Context) string {
 }
 
 func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	switch r.Method {
-	case http.MethodGet, http.MethodHead, http.MethodPost:
+	hook := r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, HookPrefix)
+	switch {
+	case r.Method == http.MethodGet, r.Method == http.MethodHead, r.Method == http.MethodPost:
+	case r.Method == http.MethodDelete && strings.HasPrefix(r.URL.Path, "/v1/triggers/"):
 	default:
 		w.Header().Set("Allow", "GET, HEAD, POST")
 		writeError(w, http.StatusMethodNotAllowed, fmt.Errorf("method %s is not served", r.Method), "the API takes GET and POST (see host/cell/API.md)")
@@ -175,6 +177,17 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if sfs := r.Header.Get("Sec-Fetch-Site"); sfs != "" && sfs != "none" {
 		writeError(w, http.StatusForbidden, fmt.Errorf("a request with Sec-Fetch-Site %q is refused: the cell API does not serve browsers", sfs), "call the API from a program, not a web page")
+		return
+	}
+	if hook {
+		// A webhook is signed with its trigger's secret, which the
+		// handler checks; it carries no credential of the API, and may
+		// come through a proxy that keeps its own Host.
+		if p := r.URL.EscapedPath(); cleanPath(p) != p {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("path %q is not in canonical form", p), "POST to /v1/hooks/NAME")
+			return
+		}
+		g.next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, "webhook")))
 		return
 	}
 	if !g.hosts[strings.ToLower(r.Host)] {

@@ -176,6 +176,8 @@ type Server struct {
 	logf  func(format string, args ...any)
 	// breaker decides the recoveries (breaker.go).
 	breaker *breaker
+	// triggers are the cell's triggers, when the server keeps them.
+	triggers *triggerSet
 
 	mu     sync.Mutex
 	subs   map[journal.RunID]map[chan StreamLine]bool
@@ -232,6 +234,9 @@ type ServerOptions struct {
 	APIToken string
 	// Breaker tunes the crash-loop breaker of Recover.
 	Breaker BreakerOptions
+	// Triggers serves the trigger API and keeps the cell's triggers,
+	// which StartTriggers starts (triggers.go). Not with ControlOnly.
+	Triggers bool
 }
 
 // NewServer returns a server for c. The cell must have been opened with
@@ -252,6 +257,9 @@ func NewServer(c *Cell, opts ServerOptions) *Server {
 	}
 	if !s.control {
 		s.tasks = newTasks(s)
+	}
+	if opts.Triggers && !opts.ControlOnly {
+		s.triggers = newTriggers(s)
 	}
 	if s.approvals != nil {
 		s.approvals.mu.Lock()
@@ -416,6 +424,9 @@ func (s *Server) Recover(ctx context.Context) ([]journal.RunID, error) {
 // stays running, to be recovered when a server starts again. It returns
 // when they have all stopped, or ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error {
+	if s.triggers != nil {
+		s.triggers.stop()
+	}
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
@@ -460,6 +471,9 @@ func (s *Server) handler() http.Handler {
 		mux.HandleFunc("POST /v1/runs", s.submit)
 		mux.HandleFunc("POST /v1/runs/{run}/resume", s.resume)
 		s.taskRoutes(mux)
+	}
+	if s.triggers != nil {
+		s.triggerRoutes(mux)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		hint := "the API is under /v1 (see host/cell/API.md)"

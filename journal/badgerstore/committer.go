@@ -48,6 +48,8 @@ type committer struct {
 	// seq: as the only writer, the committer can trust them once read.
 	lengths map[journal.RunID]uint64
 	events  map[journal.RunID]uint64
+	// observers see each batch written (ObserveCommits).
+	observers observers
 }
 
 func newCommitter(db *badger.DB) *committer {
@@ -184,6 +186,9 @@ func (c *committer) write(round []*request) {
 		if err := c.db.Sync(); err != nil {
 			syncErr = fmt.Errorf("%w: %v", journal.ErrNotDurable, err)
 		}
+	}
+	if syncErr == nil {
+		c.observers.tell(t.written)
 	}
 	for _, r := range t.written {
 		r.done <- result{err: syncErr}
