@@ -156,7 +156,8 @@ func (s *session) gate(ctx context.Context, c *Call, h caps.Handler) (*denial, [
 		if s.deps.Approvals != nil {
 			// The call parks for its approvers' quorum, durably, once its
 			// intent is journaled (park.go); the record says the mode asked.
-			s.asking = &askState{rule: v.Rule, group: v.Group, action: describeCall(call)}
+			s.asking = &askState{rule: v.Rule, group: v.Group, action: describeCall(call),
+				quorum: v.Quorum, twoPerson: v.TwoPerson, expires: v.Expires}
 			return nil, s.record(rec), nil
 		}
 		ok, who, err := s.ask(ctx, c, call, v.Rule)

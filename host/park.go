@@ -66,8 +66,12 @@ type ApprovalAsk struct {
 	// or a description of the call a mode asked about.
 	Action string
 	// Rule is the permission mode rule that asked; empty for
-	// approval.request.
-	Rule string
+	// approval.request. Quorum, TwoPerson and Expires are its tightening
+	// of the group's rule (zero: none): the book applies the stricter.
+	Rule      string
+	Quorum    int
+	TwoPerson bool
+	Expires   time.Duration
 	// Token is the run's capability token (its header's): who asked, for
 	// the two-person rule.
 	Token []byte
@@ -96,6 +100,11 @@ type ApprovalDecision struct {
 // approvers' group, and what the approvers read.
 type askState struct {
 	rule, group, action string
+	// quorum, twoPerson and expires are the rule's tightening of its
+	// group's rule.
+	quorum    int
+	twoPerson bool
+	expires   time.Duration
 }
 
 // parking is what the current call of a session parks for.
@@ -139,7 +148,9 @@ func (p *livePath) wait(ctx context.Context, s *session, c *Call, h caps.Handler
 			cw := h.Wait(c, since)
 			a.Group, a.Action = cw.Group, cw.Action
 		} else {
-			a.Group, a.Action, a.Rule = s.asking.group, s.asking.action, s.asking.rule
+			as := s.asking
+			a.Group, a.Action, a.Rule = as.group, as.action, as.rule
+			a.Quorum, a.TwoPerson, a.Expires = as.quorum, as.twoPerson, as.expires
 		}
 		s.asking = nil
 		rec, aw, err := s.deps.Approvals.Open(ctx, a)

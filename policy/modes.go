@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/agentrt/agentrt/capability"
 	"github.com/cedar-policy/cedar-go/types"
@@ -49,6 +50,14 @@ type Rule struct {
 	// Group, on an ask rule, names the cell's approvers' group that
 	// answers (DATA/approvers/<group>); empty: the group "default".
 	Group string `yaml:"group,omitempty" json:"group,omitempty"`
+	// Quorum, TwoPerson and Expires, on an ask rule, tighten the group's
+	// own rule (DATA/approvals.yaml) for the calls this rule asks about:
+	// the larger quorum, either two-person flag, the shorter expiry (a Go
+	// duration, "24h"). They never loosen it.
+	Quorum    int    `yaml:"quorum,omitempty" json:"quorum,omitempty"`
+	TwoPerson bool   `yaml:"two_person,omitempty" json:"two_person,omitempty"`
+	Expires   string `yaml:"expires,omitempty" json:"expires,omitempty"`
+	expires   time.Duration
 }
 
 // Modes are the allow / ask / deny rules a person sets for convenience
@@ -86,8 +95,12 @@ func CallOf(r Request) Call {
 type Verdict struct {
 	Effect Effect `cbor:"effect" json:"effect"`
 	Rule   string `cbor:"rule,omitempty" json:"rule,omitempty"`
-	// Group is the ask rule's approvers' group.
-	Group string `cbor:"group,omitempty" json:"group,omitempty"`
+	// Group is the ask rule's approvers' group; Quorum, TwoPerson and
+	// Expires its tightening of the group's rule.
+	Group     string        `cbor:"group,omitempty" json:"group,omitempty"`
+	Quorum    int           `cbor:"quorum,omitempty" json:"quorum,omitempty"`
+	TwoPerson bool          `cbor:"two_person,omitempty" json:"two_person,omitempty"`
+	Expires   time.Duration `cbor:"expires,omitempty" json:"expires,omitempty"`
 }
 
 // ParseModes reads modes from YAML. Unknown keys, a missing or unknown
@@ -129,6 +142,10 @@ func (m *Modes) check() error {
 			return fmt.Errorf("%s: group %q is for an ask rule (the approvers who answer), not a rule that says %s", where, r.Group, r.Effect)
 		case r.Group != "" && !validGroup(r.Group):
 			return fmt.Errorf("%s: group %q: want 1-64 of a-z 0-9 . _ -, starting with a letter or digit", where, r.Group)
+		case (r.Quorum != 0 || r.TwoPerson || r.Expires != "") && r.Effect != Ask:
+			return fmt.Errorf("%s: quorum, two_person and expires are for an ask rule (they tighten its approvers' rule), not a rule that says %s", where, r.Effect)
+		case r.Quorum < 0:
+			return fmt.Errorf("%s: quorum %d: want at least 1 (or leave it out for the group's)", where, r.Quorum)
 		case r.Op == "":
 			return fmt.Errorf("%s: op is required (an op name such as http.request, or a glob such as kv.*)", where)
 		case !slices.ContainsFunc(actions, func(a string) bool { return glob(r.Op, a) }):
@@ -136,6 +153,13 @@ func (m *Modes) check() error {
 		}
 		if err := r.checkHostPattern(actions); err != nil {
 			return fmt.Errorf("%s: %w", where, err)
+		}
+		if r.Expires != "" {
+			d, err := time.ParseDuration(r.Expires)
+			if err != nil || d <= 0 {
+				return fmt.Errorf("%s: expires %q: want a duration above 0, such as 30m or 24h", where, r.Expires)
+			}
+			m.Rules[i].expires = d
 		}
 		names[r.Name] = true
 	}
@@ -207,7 +231,8 @@ func (m *Modes) Apply(d Decision, c Call) Verdict {
 		}
 		return Verdict{Effect: def}
 	}
-	return Verdict{Effect: m.Rules[best].Effect, Rule: m.Rules[best].Name, Group: m.Rules[best].Group}
+	r := &m.Rules[best]
+	return Verdict{Effect: r.Effect, Rule: r.Name, Group: r.Group, Quorum: r.Quorum, TwoPerson: r.TwoPerson, Expires: r.expires}
 }
 
 // validGroup reports whether name is an approvers' group name (as

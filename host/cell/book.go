@@ -107,6 +107,8 @@ func (b *Book) Open(_ context.Context, a host.ApprovalAsk) ([]byte, journal.Wait
 	if err != nil {
 		return nil, journal.Wait{}, err
 	}
+	// A permission mode rule may tighten its group's rule, never loosen it.
+	rule = rule.Stricter(approval.Rule{Quorum: a.Quorum, TwoPerson: a.TwoPerson, Expires: a.Expires})
 	req, err := approval.NewRequest(a.Op, a.Request, a.Run, a.Step, g, rule, requesters(a.Token), a.Asked.UnixNano())
 	if err != nil {
 		return nil, journal.Wait{}, err

@@ -637,3 +637,65 @@ func TestCancelledParkedRunKeepsItsWait(t *testing.T) {
 		t.Fatalf("resume: %v %+v", err, res)
 	}
 }
+
+// TestModeRuleTightensItsGroupsRule: an ask rule's quorum raises its
+// group's (1 of 2 in approvals.yaml, 2 of 2 for this rule), and a quorum the
+// group cannot reach denies the call with the reason, sending nothing.
+func TestModeRuleTightensItsGroupsRule(t *testing.T) {
+	for _, tc := range []struct {
+		quorum int
+		denied bool
+	}{{2, false}, {3, true}} {
+		t.Run(fmt.Sprint("quorum-", tc.quorum), func(t *testing.T) {
+			dir := t.TempDir()
+			alice, bob := newApprover(t, "alice"), newApprover(t, "bob")
+			writeApprovers(t, dir, "ops", "groups:\n  ops: {quorum: 1}\n", alice, bob)
+			modes := fmt.Sprintf("rules:\n  - {name: ask-post, op: http.request, method: POST, effect: ask, group: ops, quorum: %d, expires: 1h}\n", tc.quorum)
+			if err := os.WriteFile(filepath.Join(dir, cell.ModesFile), []byte(modes), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			sent := 0
+			srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { mu.Lock(); sent++; mu.Unlock() }))
+			defer srv.Close()
+			p := openParkCell(t, dir, clock.NewFake(time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)))
+			defer func() { p.close() }()
+			run := p.launch(map[string]any{"hits": srv.URL}, waiterGrant)
+			res := p.next()
+			if tc.denied {
+				if res.Status != journal.StatusFailed {
+					t.Fatalf("an unreachable quorum: the run ended %s", res.Status)
+				}
+				es := p.entries(run, "http.request")
+				if len(es) != 1 || es[0].Status != uint32(abi.StatusDenied) || !strings.Contains(string(es[0].Response), "quorum 3") {
+					t.Fatalf("the POST's answer: %d entries, %q", len(es), es[0].Response)
+				}
+				if sent != 0 {
+					t.Fatal("a POST was sent")
+				}
+				return
+			}
+			if res.Status != journal.StatusParked {
+				t.Fatalf("%+v", res)
+			}
+			pend, _ := p.cell.Book.Get(run, res.Wait.Step)
+			if r := pend.Record.Request.Rule; r.Quorum != 2 || r.Expires != time.Hour {
+				t.Fatalf("the request's rule %+v, want the mode rule's quorum 2 and expiry 1h", r)
+			}
+			if tl, err := p.vote(run, res.Wait.Step, alice, true); err != nil || tl.State != approval.Pending {
+				t.Fatalf("one vote of two: %v %v", tl.State, err)
+			}
+			if tl, err := p.vote(run, res.Wait.Step, bob, true); err != nil || tl.State != approval.Approved {
+				t.Fatalf("two votes: %v %v", tl.State, err)
+			}
+			if res := p.next(); res.Status != journal.StatusParked || res.Wait.Op != "http.request" {
+				t.Fatalf("after the first POST: %+v", res)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if sent != 1 {
+				t.Fatalf("%d POSTs sent, want 1", sent)
+			}
+		})
+	}
+}
