@@ -100,7 +100,7 @@ func (p *parkCell) launch(input any, grant string) journal.RunID {
 		p.t.Fatal(err)
 	}
 	in, _ := json.Marshal(input)
-	run, err := p.srv.Launch(context.Background(), host.RunSpec{Code: testutil.BuildGo(p.t, "host/testdata/agents/waiter"), Input: in, Grant: g}, "started")
+	run, err := p.srv.Launch(context.Background(), host.RunSpec{Code: testutil.BuildC(p.t, "host/testdata/agents/waiter"), Input: in, Grant: g}, "started")
 	if err != nil {
 		p.t.Fatal(err)
 	}
