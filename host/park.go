@@ -50,6 +50,8 @@ type Approvals interface {
 	// Decision returns the decision on the approval whose intent record is
 	// rec, at now: Done false while it is pending.
 	Decision(ctx context.Context, rec []byte, now time.Time) (ApprovalDecision, error)
+	// Wait returns what the approval whose intent record is rec waits for.
+	Wait(rec []byte) (journal.Wait, error)
 }
 
 // ApprovalAsk is an approval a call asks for, as the host knows it.
@@ -201,7 +203,7 @@ func (p *resumePath) resumeWait(ctx context.Context, s *session, c *Call, h caps
 		return 0, nil, fmt.Errorf("host: approval of step %d (%s): %w", c.Step, c.Op.Name, err)
 	}
 	if !d.Done {
-		aw, err := approvalWait(s.deps.Approvals, rec)
+		aw, err := s.deps.Approvals.Wait(rec)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -224,17 +226,6 @@ func (p *resumePath) resumeWait(ctx context.Context, s *session, c *Call, h caps
 		return p.live.record(ctx, c, false, st, body)
 	}
 	return p.live.dispatchApproved(ctx, s, c, h, d.Record)
-}
-
-// approvalWait returns what a parked approval waits for, from its intent
-// record, through the book (which knows the record's form).
-func approvalWait(b Approvals, rec []byte) (journal.Wait, error) {
-	if wb, ok := b.(interface {
-		Wait(rec []byte) (journal.Wait, error)
-	}); ok {
-		return wb.Wait(rec)
-	}
-	return journal.Wait{Kind: journal.WaitApproval}, nil
 }
 
 // dispatchApproved runs c, a call the modes asked about that its approvers

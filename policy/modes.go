@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/agentrt/agentrt/approval"
 	"io"
 	"slices"
 	"strings"
@@ -140,7 +141,7 @@ func (m *Modes) check() error {
 			return fmt.Errorf("%s: effect %q: want allow, ask or deny", where, r.Effect)
 		case r.Group != "" && r.Effect != Ask:
 			return fmt.Errorf("%s: group %q is for an ask rule (the approvers who answer), not a rule that says %s", where, r.Group, r.Effect)
-		case r.Group != "" && !validGroup(r.Group):
+		case r.Group != "" && !approval.ValidGroupName(r.Group):
 			return fmt.Errorf("%s: group %q: want 1-64 of a-z 0-9 . _ -, starting with a letter or digit", where, r.Group)
 		case (r.Quorum != 0 || r.TwoPerson || r.Expires != "") && r.Effect != Ask:
 			return fmt.Errorf("%s: quorum, two_person and expires are for an ask rule (they tighten its approvers' rule), not a rule that says %s", where, r.Effect)
@@ -233,23 +234,6 @@ func (m *Modes) Apply(d Decision, c Call) Verdict {
 	}
 	r := &m.Rules[best]
 	return Verdict{Effect: r.Effect, Rule: r.Name, Group: r.Group, Quorum: r.Quorum, TwoPerson: r.TwoPerson, Expires: r.expires}
-}
-
-// validGroup reports whether name is an approvers' group name (as
-// approval.ValidGroup).
-func validGroup(name string) bool {
-	if name == "" || len(name) > 64 {
-		return false
-	}
-	for i, r := range name {
-		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
-		case i > 0 && (r == '.' || r == '_' || r == '-'):
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // glob matches s against pattern: "*" any run of characters, "?" any one

@@ -305,13 +305,6 @@ func (b *Book) List(runs []journal.RunMeta) ([]*Pending, error) {
 	return out, nil
 }
 
-// Forget drops the book's entry of run at step (its run went on).
-func (b *Book) Forget(run journal.RunID, step uint64) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.st.CellDelete(tableApprovals, bookKey(run, step))
-}
-
 func (b *Book) get(run journal.RunID, step uint64) (*bookEntry, bool, error) {
 	v, ok, err := b.st.CellGet(tableApprovals, bookKey(run, step))
 	if err != nil || !ok {

@@ -89,13 +89,6 @@ func (k *waker) close() {
 	}
 }
 
-// armed returns the number of timers armed.
-func (k *waker) armed() int {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return len(k.timers)
-}
-
 // wake resumes run, parked, because why happened. A run that is no longer
 // parked (cancelled meanwhile, resumed by hand, live) is left alone.
 func (s *Server) wake(run journal.RunID, why string) {

@@ -25,6 +25,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentrt/agentrt/abi"
+	rootapproval "github.com/agentrt/agentrt/approval"
 	"github.com/agentrt/agentrt/capability"
 	"github.com/agentrt/agentrt/host/caps"
 )
@@ -43,30 +44,13 @@ func (g *Grant) Check() error {
 		return fmt.Errorf("approval: list the groups the run may ask (groups: [...]); leave approval out to allow none")
 	}
 	for _, n := range g.Groups {
-		if !ValidGroup(n) {
+		if !rootapproval.ValidGroupName(n) {
 			return fmt.Errorf("approval: group %q: want 1-64 of a-z 0-9 . _ -, starting with a letter or digit", n)
 		}
 	}
 	slices.Sort(g.Groups)
 	g.Groups = slices.Compact(g.Groups)
 	return nil
-}
-
-// ValidGroup reports whether name is a group name: 1 to 64 of a-z, 0-9,
-// '.', '_' and '-', starting with a letter or a digit.
-func ValidGroup(name string) bool {
-	if name == "" || len(name) > 64 {
-		return false
-	}
-	for i, r := range name {
-		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
-		case i > 0 && (r == '.' || r == '_' || r == '-'):
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // Token sets the approval capability of a token.
@@ -124,7 +108,7 @@ func (in *instance) check(c *caps.Call) *caps.Denial {
 		return caps.Deny(abi.StatusBadRequest, "approval.request: the action is %d bytes, at most %d", len(a), MaxAction)
 	case !utf8.ValidString(a):
 		return caps.Deny(abi.StatusBadRequest, "approval.request: the action is not UTF-8")
-	case !ValidGroup(in.req.Group):
+	case !rootapproval.ValidGroupName(in.req.Group):
 		return caps.Deny(abi.StatusBadRequest, "approval.request: group %q: want 1-64 of a-z 0-9 . _ -", in.req.Group)
 	case !slices.Contains(in.groups, in.req.Group):
 		return caps.Deny(abi.StatusDenied, "approval.request: group %q is not granted (granted: %s)", in.req.Group, strings.Join(in.groups, ", "))
