@@ -225,46 +225,6 @@ func (p *resumePath) resumeWait(ctx context.Context, s *session, c *Call, h caps
 		st, body := errorResponse(abi.StatusDenied, "%s was not approved: %s", c.Op.Name, d.Reason)
 		return p.live.record(ctx, c, false, st, body)
 	}
-	return p.live.dispatchApproved(ctx, s, c, h, d.Record)
-}
-
-// dispatchApproved runs c, a call the modes asked about that its approvers
-// approved, from where its intent left it: an effect's executing entry,
-// with the approval record, is durable before it is dispatched; a pure
-// call's outcome carries the record.
-func (p *livePath) dispatchApproved(ctx context.Context, s *session, c *Call, h caps.Handler, rec []byte) (abi.Status, []byte, error) {
-	if c.Op.Class != abi.Effect {
-		status, resp := h.Serve(ctx, c)
-		if err := servedInterrupted(ctx, s, c, h); err != nil {
-			return 0, nil, err
-		}
-		s.settleBudget(c, status, resp)
-		p.approval = rec
-		return p.record(ctx, c, false, status, resp)
-	}
-	executing := p.entry(journal.PhaseExecuting, c)
-	executing.Key, executing.Approval = c.Key, rec
-	if err := p.w.Add(executing); err != nil {
-		return 0, nil, err
-	}
-	if h.Stage != nil {
-		status, resp, write := h.Stage(c)
-		if status == abi.StatusOK {
-			p.w.AddKV(write)
-		}
-		s.settleBudget(c, status, resp)
-		if err := p.add(c, false, status, resp); err != nil {
-			return 0, nil, err
-		}
-		return status, resp, p.commit(ctx, true)
-	}
-	if err := p.commit(ctx, true); err != nil {
-		return 0, nil, err
-	}
-	status, resp := h.Serve(ctx, c)
-	if ctx.Err() != nil {
-		return 0, nil, fmt.Errorf("%w during step %d (%s), whose effect is in doubt", ErrInterrupted, c.Step, c.Op.Name)
-	}
-	s.settleBudget(c, status, resp)
-	return p.record(ctx, c, false, status, resp)
+	// Approved: it runs from where its intent left it.
+	return p.live.dispatch(ctx, s, c, h, false, d.Record)
 }

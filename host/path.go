@@ -98,13 +98,30 @@ func (p *livePath) serve(ctx context.Context, s *session, c *Call, h caps.Handle
 	if s.waiting(h) {
 		return p.wait(ctx, s, c, h)
 	}
+	if c.Op.Class == abi.Effect {
+		intent := p.entry(journal.PhaseIntent, c)
+		intent.Request, intent.Gate, p.gate = p.stored(c.Request, true), p.gate, nil
+		if err := p.w.Add(intent); err != nil {
+			return 0, nil, err
+		}
+	}
+	return p.dispatch(ctx, s, c, h, true, nil)
+}
+
+// dispatch serves c, gated, once its intent (an effect's) is added, and
+// records its outcome. An effect's executing entry, with the approval
+// record when the call was parked for one, is durable before the effect is
+// dispatched; a pure call's outcome carries the request when withRequest
+// (it has no intent entry) and the approval record.
+func (p *livePath) dispatch(ctx context.Context, s *session, c *Call, h caps.Handler, withRequest bool, approval []byte) (abi.Status, []byte, error) {
 	if c.Op.Class != abi.Effect {
 		status, resp := h.Serve(ctx, c)
 		if err := servedInterrupted(ctx, s, c, h); err != nil {
 			return 0, nil, err
 		}
 		s.settleBudget(c, status, resp)
-		status, resp, err := p.record(ctx, c, true, status, resp)
+		p.approval = approval
+		status, resp, err := p.record(ctx, c, withRequest, status, resp)
 		if err == nil && h.Flush {
 			// Its entry is seen at once (a stream's batch), durably or
 			// not: a crash that loses it loses a pure call, re-made.
@@ -117,13 +134,8 @@ func (p *livePath) serve(ctx context.Context, s *session, c *Call, h caps.Handle
 		}
 		return status, resp, err
 	}
-	intent := p.entry(journal.PhaseIntent, c)
-	intent.Request, intent.Gate, p.gate = p.stored(c.Request, true), p.gate, nil
 	executing := p.entry(journal.PhaseExecuting, c)
-	executing.Key = c.Key
-	if err := p.w.Add(intent); err != nil {
-		return 0, nil, err
-	}
+	executing.Key, executing.Approval = c.Key, approval
 	if err := p.w.Add(executing); err != nil {
 		return 0, nil, err
 	}
