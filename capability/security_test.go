@@ -5,6 +5,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -499,4 +500,47 @@ func TestMemoryNoncesForgetExpired(t *testing.T) {
 		t.Fatalf("%d ids held, want b and c", m.Len())
 	}
 	check("b", t0.Add(time.Hour), t0.Add(2*time.Minute), true, nil)
+}
+
+// TestApprovalGroupsAndTimerNarrowOnly: a link may ask fewer approver
+// groups than its parent, never another one, and may not add the timer
+// capability its parent lacks; written anyway by the holder, Verify
+// refuses the link (capability rule 5b).
+func TestApprovalGroupsAndTimerNarrowOnly(t *testing.T) {
+	rc := rootClaims()
+	rc.Caps.Approval = &Approval{Groups: []string{"finance", "ops"}}
+	root := mustIssue(t, rootA, rc)
+	narrow := func(change func(c *Caps)) Claims {
+		c := narrowClaims()
+		c.Caps.Approval = &Approval{Groups: []string{"ops"}}
+		change(&c.Caps)
+		return c
+	}
+	ok := narrow(func(*Caps) {})
+	v, err := Verify(mustAttenuate(t, root, holder1, ok), trustA(), Options{Now: during})
+	if err != nil || v.Claims.Caps.Approval == nil || fmt.Sprint(v.Claims.Caps.Approval.Groups) != "[ops]" {
+		t.Fatalf("one group of the two: %+v, %v", v, err)
+	}
+	for _, tc := range []struct {
+		name, detail string
+		change       func(c *Caps)
+	}{
+		{"a group the parent lacks", `approval group "legal"`, func(c *Caps) { c.Approval.Groups = []string{"legal", "ops"} }},
+		{"timer absent in the parent", "capability timer", func(c *Caps) { c.Timer = &Unit{} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := narrow(tc.change)
+			_, err := Attenuate(root, holder1, c)
+			wantClass(t, err, ErrWidens, 1)
+			wantDetail(t, err, tc.detail)
+			_, err = Verify(unchecked(t, root, holder1, c), trustA(), Options{Now: during})
+			wantClass(t, err, ErrWidens, 1)
+			wantDetail(t, err, tc.detail)
+		})
+	}
+	// Under a parent without the capability, no group at all.
+	plain := mustIssue(t, rootA, rootClaims())
+	_, err = Attenuate(plain, holder1, ok)
+	wantClass(t, err, ErrWidens, 1)
+	wantDetail(t, err, "capability approval")
 }
