@@ -21,7 +21,8 @@ import (
 // to end: a real `agentrt cell serve --listen 127.0.0.1:PORT`, and a run
 // submitted to it with the crawler's grant (http: {hosts: ["127.0.0.1"]})
 // whose agent POSTs a submission of its own to the daemon's TCP API, with
-// a grant that would run a shell. The daemon refuses the connection at
+// a grant that would run a shell, and reaches for the routes of votes,
+// tasks, triggers and webhooks. The daemon refuses the connection at
 // dial (the API is the cell's own listener), the agent's call is denied
 // naming it, and no second run exists.
 func TestAgentCannotDriveItsOwnDaemon(t *testing.T) {
@@ -59,6 +60,15 @@ func TestAgentCannotDriveItsOwnDaemon(t *testing.T) {
 	in, _ := json.Marshal([]map[string]any{
 		{"method": "POST", "url": "http://" + api + "/v1/runs", "headers": map[string]string{"Content-Type": "application/json"}, "body": string(evil)},
 		{"method": "GET", "url": "http://" + api + "/v1/cell"},
+		// The routes of approvals, tasks and triggers: a vote, a task or a
+		// trigger of the agent's own would be a power it was not granted;
+		// a webhook, though open to the world without the API token, would
+		// let it start runs.
+		{"method": "GET", "url": "http://" + api + "/v1/approvals"},
+		{"method": "POST", "url": "http://" + api + "/v1/runs/00000000000000000000000000000000/votes", "body": "{}"},
+		{"method": "POST", "url": "http://" + api + "/v1/tasks", "body": string(evil)},
+		{"method": "POST", "url": "http://" + api + "/v1/triggers", "body": `{"name":"t","on":"webhook"}`},
+		{"method": "POST", "url": "http://" + api + "/v1/hooks/t", "body": "{}"},
 	})
 	ctx := context.Background()
 	run, err := client.Submit(ctx, cell.Submission{Module: code, Name: "egress.wasm", Input: in,
@@ -76,7 +86,7 @@ func TestAgentCannotDriveItsOwnDaemon(t *testing.T) {
 		}
 	}
 	var lines []string
-	if err := json.Unmarshal(ri.Output, &lines); err != nil || len(lines) != 2 {
+	if err := json.Unmarshal(ri.Output, &lines); err != nil || len(lines) != 7 {
 		t.Fatalf("output %s: %v", ri.Output, err)
 	}
 	for _, l := range lines {
