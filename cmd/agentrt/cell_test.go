@@ -80,7 +80,16 @@ type daemon struct {
 // serve starts a daemon on data and waits until its API answers.
 func (f *cellFixture) serve(t *testing.T, data string, flags ...string) *daemon {
 	t.Helper()
-	d := &daemon{cmd: f.cmd(data, append([]string{"cell", "serve"}, flags...)...), log: &bytes.Buffer{}, exited: make(chan error, 1)}
+	return serveDaemon(t, f.bin, f.cache, data, flags...)
+}
+
+// serveDaemon starts `bin cell serve flags` on data with the compilation
+// cache at cache, and waits until its API answers and it took up its
+// unfinished runs.
+func serveDaemon(t *testing.T, bin, cache, data string, flags ...string) *daemon {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"--data", data, "--cache", cache, "cell", "serve"}, flags...)...)
+	d := &daemon{cmd: cmd, log: &bytes.Buffer{}, exited: make(chan error, 1)}
 	d.cmd.Stderr = &syncWriter{w: d.log}
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -122,6 +131,25 @@ func (d *daemon) tcpAddr(t *testing.T) string {
 
 func (d *daemon) logText() string {
 	return d.cmd.Stderr.(*syncWriter).String()
+}
+
+// completed waits until run ends, and fails the test unless it completed.
+func (d *daemon) completed(t *testing.T, run string) cell.RunInfo {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ri, err := d.client.Run(context.Background(), run)
+		if err == nil && ri.Status == journal.StatusCompleted {
+			return ri
+		}
+		if err != nil || ri.Status != journal.StatusRunning {
+			t.Fatalf("run %s: %v %+v\n%s", run, err, ri, d.logText())
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s did not end: %+v", run, ri)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // kill ends the daemon with SIGKILL.

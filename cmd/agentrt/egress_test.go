@@ -1,20 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"os/exec"
-	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/agentrt/agentrt/host/cell"
 	"github.com/agentrt/agentrt/internal/testutil"
-	"github.com/agentrt/agentrt/journal"
 )
 
 // TestAgentCannotDriveItsOwnDaemon is the review's critical finding, end
@@ -26,32 +19,8 @@ import (
 // dial (the API is the cell's own listener), the agent's call is denied
 // naming it, and no second run exists.
 func TestAgentCannotDriveItsOwnDaemon(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "agentrt")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	data := t.TempDir()
-	log := &lockedLog{}
-	cmd := exec.Command(bin, "--data", data, "--cache", filepath.Join(t.TempDir(), "cache"), "cell", "serve", "--listen", "127.0.0.1:0")
-	cmd.Stderr = log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	client, err := cell.Dial("unix:" + cell.SocketPath(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := regexp.MustCompile(`and on http://(127\.0\.0\.1:\d+)`)
-	var api string
-	for deadline := time.Now().Add(60 * time.Second); api == ""; time.Sleep(20 * time.Millisecond) {
-		if m := addr.FindStringSubmatch(log.String()); m != nil && strings.Contains(log.String(), "recovered ") {
-			api = m[1]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the daemon did not come up:\n%s", log.String())
-		}
-	}
+	d := serveDaemon(t, buildCLI(t), t.TempDir(), t.TempDir(), "--listen", "127.0.0.1:0")
+	client, api := d.client, d.tcpAddr(t)
 	code := testutil.BuildGo(t, "host/testdata/agents/egress")
 	// The submission's module is the smallest there is: a request of the
 	// agent's is at most 1 MiB, and the daemon never gets to read it.
@@ -76,15 +45,7 @@ func TestAgentCannotDriveItsOwnDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ri cell.RunInfo
-	for deadline := time.Now().Add(60 * time.Second); ri.Status != journal.StatusCompleted; time.Sleep(20 * time.Millisecond) {
-		if ri, err = client.Run(ctx, run); err != nil || (ri.Status != journal.StatusRunning && ri.Status != journal.StatusCompleted) {
-			t.Fatalf("run %s: %v %+v\n%s", run, err, ri, log.String())
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the run did not end: %+v", ri)
-		}
-	}
+	ri := d.completed(t, run)
 	var lines []string
 	if err := json.Unmarshal(ri.Output, &lines); err != nil || len(lines) != 7 {
 		t.Fatalf("output %s: %v", ri.Output, err)
@@ -98,22 +59,4 @@ func TestAgentCannotDriveItsOwnDaemon(t *testing.T) {
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("the daemon has %d runs (%v), want only the agent's own", len(runs), err)
 	}
-}
-
-// lockedLog is a daemon's stderr, read while it is written.
-type lockedLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

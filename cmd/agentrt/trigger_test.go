@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -149,29 +148,8 @@ func TestTriggerScheduleExactlyOnceAcrossSIGKILL(t *testing.T) {
 // denied at dial (the listener is the cell's own), and the trigger does not
 // fire. The same request sent from outside the cell fires it.
 func TestAgentCannotFireAWebhook(t *testing.T) {
-	bin := buildCLI(t)
-	data := t.TempDir()
-	log := &lockedLog{}
-	cmd := exec.Command(bin, "--data", data, "--cache", t.TempDir(), "cell", "serve", "--listen", "127.0.0.1:0")
-	cmd.Stderr = log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	client, err := cell.Dial("unix:" + cell.SocketPath(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := regexp.MustCompile(`and on http://(127\.0\.0\.1:\d+)`)
-	var api string
-	for deadline := time.Now().Add(60 * time.Second); api == ""; time.Sleep(20 * time.Millisecond) {
-		if m := addr.FindStringSubmatch(log.String()); m != nil && strings.Contains(log.String(), "triggers: ") {
-			api = m[1]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the daemon did not come up:\n%s", log.String())
-		}
-	}
+	d := serveDaemon(t, buildCLI(t), t.TempDir(), t.TempDir(), "--listen", "127.0.0.1:0")
+	client, api := d.client, d.tcpAddr(t)
 	ctx := context.Background()
 	ti, err := client.AddTrigger(ctx, cell.TriggerSpec{Name: "deploy", On: "webhook", Module: testutil.BuildWAT(t, "host/testdata/wat/loop.wat"),
 		Grant: "capabilities: {run: {}}"})
@@ -189,15 +167,7 @@ func TestAgentCannotFireAWebhook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ri cell.RunInfo
-	for deadline := time.Now().Add(60 * time.Second); ri.Status != journal.StatusCompleted; time.Sleep(20 * time.Millisecond) {
-		if ri, err = client.Run(ctx, run); err != nil || (ri.Status != journal.StatusRunning && ri.Status != journal.StatusCompleted) {
-			t.Fatalf("run %s: %v %+v\n%s", run, err, ri, log.String())
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the run did not end: %+v", ri)
-		}
-	}
+	ri := d.completed(t, run)
 	var lines []string
 	if err := json.Unmarshal(ri.Output, &lines); err != nil || len(lines) != 1 {
 		t.Fatalf("output %s: %v", ri.Output, err)
