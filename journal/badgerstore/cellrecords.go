@@ -37,6 +37,8 @@ func (s *Store) CellPut(table, key string, val []byte) error {
 	if err != nil {
 		return err
 	}
+	s.cellMu.Lock()
+	defer s.cellMu.Unlock()
 	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(k, val) }); err != nil {
 		return err
 	}
@@ -47,32 +49,31 @@ func (s *Store) CellPut(table, key string, val []byte) error {
 var errExists = errors.New("exists")
 
 // CellCreate sets the record of table under key, durably, only if it has
-// none; it reports whether it did. Badger's transactions are serializable:
-// of two concurrent creates, one fails to commit and sees the other's.
+// none; it reports whether it did. Of two concurrent creates one wins: the
+// look and the set are under cellMu (badger's own conflict detection is
+// off in this store).
 func (s *Store) CellCreate(table, key string, val []byte) (bool, error) {
 	k, err := cellKey(table, key)
 	if err != nil {
 		return false, err
 	}
-	for {
-		err = s.db.Update(func(txn *badger.Txn) error {
-			if _, err := txn.Get(k); err == nil {
-				return errExists
-			} else if !errors.Is(err, badger.ErrKeyNotFound) {
-				return err
-			}
-			return txn.Set(k, val)
-		})
-		switch {
-		case errors.Is(err, errExists):
-			return false, nil
-		case errors.Is(err, badger.ErrConflict):
-			continue // the other create committed first: look again
-		case err != nil:
-			return false, err
+	s.cellMu.Lock()
+	defer s.cellMu.Unlock()
+	err = s.db.Update(func(txn *badger.Txn) error {
+		if _, err := txn.Get(k); err == nil {
+			return errExists
+		} else if !errors.Is(err, badger.ErrKeyNotFound) {
+			return err
 		}
-		return true, s.db.Sync()
+		return txn.Set(k, val)
+	})
+	switch {
+	case errors.Is(err, errExists):
+		return false, nil
+	case err != nil:
+		return false, err
 	}
+	return true, s.db.Sync()
 }
 
 // CellDelete removes the record of table under key, if any, durably.
@@ -81,6 +82,8 @@ func (s *Store) CellDelete(table, key string) error {
 	if err != nil {
 		return err
 	}
+	s.cellMu.Lock()
+	defer s.cellMu.Unlock()
 	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Delete(k) }); err != nil {
 		return err
 	}

@@ -57,6 +57,10 @@ type Store struct {
 	lock *dirLock
 	// leaseMu serializes the compare-and-swap of leases.
 	leaseMu sync.Mutex
+	// cellMu serializes the writes of cell records, so that CellCreate's
+	// look and set are one step: the store runs badger without conflict
+	// detection, and the directory lock keeps other processes out.
+	cellMu sync.Mutex
 	// lineageMu serializes the lineage index's catch-up, queries and
 	// deletions (lineage.go).
 	lineageMu sync.Mutex
