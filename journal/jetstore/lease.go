@@ -38,13 +38,18 @@ func (s *Store) readLease(ctx context.Context, run journal.RunID) (l journal.Lea
 	e, err := s.leases.Get(ctx, run.String())
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		// Get says not found for a deleted key too: tell them apart, for
-		// a deleted lease must not restart its epochs.
-		if _, herr := s.leases.History(ctx, run.String()); herr == nil {
-			return l, 0, false, fmt.Errorf("jetstore: the lease key of run %s in bucket %s was deleted (leases are never deleted; its epochs would repeat): put back its last lease, or stop the run", run, s.opts.LeaseBucket)
-		} else if !errors.Is(herr, jetstream.ErrKeyNotFound) {
+		// a deleted lease must not restart its epochs. (The key may also
+		// have been created since: then its history ends in a put.)
+		h, herr := s.leases.History(ctx, run.String())
+		switch {
+		case errors.Is(herr, jetstream.ErrKeyNotFound):
+			return l, 0, false, nil
+		case herr != nil:
 			return l, 0, false, fmt.Errorf("jetstore: read the lease history of %s: %w", run, herr)
+		case h[len(h)-1].Operation() != jetstream.KeyValuePut:
+			return l, 0, false, fmt.Errorf("jetstore: the lease key of run %s in bucket %s was deleted (leases are never deleted; its epochs would repeat): put back its last lease, or stop the run", run, s.opts.LeaseBucket)
 		}
-		return l, 0, false, nil
+		e, err = h[len(h)-1], nil
 	}
 	if err != nil {
 		return l, 0, false, fmt.Errorf("jetstore: read the lease of %s: %w", run, err)

@@ -16,9 +16,9 @@ import (
 // bucket of their own on the servers nc reaches: a fresh, empty store
 // for each test, without starting servers for each (a 3-server cluster
 // takes seconds to form).
-func opener(nc *nats.Conn, replicas int) func(t *testing.T) *jetstore.Store {
+func opener(nc *nats.Conn, replicas int) func(t testing.TB) *jetstore.Store {
 	n := 0
-	return func(t *testing.T) *jetstore.Store {
+	return func(t testing.TB) *jetstore.Store {
 		t.Helper()
 		n++
 		st, err := jetstore.Open(context.Background(), nc, jetstore.Options{
