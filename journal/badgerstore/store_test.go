@@ -8,12 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/journal/badgerstore"
+	"github.com/agentrt/agentrt/journal/storetest"
 )
 
 func open(t *testing.T) *badgerstore.Store {
@@ -28,158 +28,14 @@ func open(t *testing.T) *badgerstore.Store {
 
 func chainOf(t *testing.T, run journal.RunID, n int) []journal.Record {
 	t.Helper()
-	_, key, _ := ed25519.GenerateKey(nil)
-	c := journal.NewChain(run, key)
-	recs := []journal.Record{}
-	r, err := c.Link(&journal.Entry{Phase: journal.PhaseStart, Header: &journal.Header{ModuleSHA256: make([]byte, 32), ABI: 1, Seed: make([]byte, 32)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	recs = append(recs, r)
-	for i := 1; i < n; i++ {
-		req := []byte{byte(i)}
-		r, err := c.Link(&journal.Entry{Phase: journal.PhaseCompleted, Step: uint64(i), Op: "run.log", Request: req,
-			InputHash: journal.Sum(req), OutputHash: journal.Sum(nil)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, r)
-	}
-	recs[n-1].Seal = c.Seal()
-	return recs
+	return storetest.Chain(t, run, n)
 }
 
-func TestAppendIsFencedOnTheJournalLength(t *testing.T) {
-	st := open(t)
-	ctx := context.Background()
-	run := journal.NewRunID(time.Now())
-	recs := chainOf(t, run, 6)
-	if err := st.Commit(ctx, &journal.Batch{Run: run, Records: recs[:3], Durable: true}); err != nil {
-		t.Fatal(err)
-	}
-	// A writer with a stale view (it thinks the journal holds 2 entries,
-	// or 4) is refused, and nothing it sent is stored.
-	for _, next := range []uint64{0, 2, 4} {
-		if err := st.Commit(ctx, &journal.Batch{Run: run, Next: next, Records: recs[3:]}); !errors.Is(err, journal.ErrConflict) {
-			t.Fatalf("append at %d to a journal of 3: %v, want ErrConflict", next, err)
-		}
-	}
-	if err := st.Commit(ctx, &journal.Batch{Run: run, Next: 3, Records: recs[3:], Durable: true}); err != nil {
-		t.Fatal(err)
-	}
-	var seqs []uint64
-	if err := st.Records(ctx, run, 0, func(seq uint64, _ []byte) error { seqs = append(seqs, seq); return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(seqs, []uint64{0, 1, 2, 3, 4, 5}) {
-		t.Fatalf("stored seqs %v", seqs)
-	}
-	if _, err := journal.VerifyStore(ctx, st, run, journal.TrustAny); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestConcurrentAppendsOneWins(t *testing.T) {
-	st := open(t)
-	ctx := context.Background()
-	run := journal.NewRunID(time.Now())
-	recs := chainOf(t, run, 2)
-	errs := make(chan error, 8)
-	for range 8 {
-		go func() { errs <- st.Commit(ctx, &journal.Batch{Run: run, Records: recs, Durable: true}) }()
-	}
-	won := 0
-	for range 8 {
-		err := <-errs
-		switch {
-		case err == nil:
-			won++
-		case !errors.Is(err, journal.ErrConflict):
-			t.Fatal(err)
-		}
-	}
-	if won != 1 {
-		t.Fatalf("%d of 8 racing appends of entry 0 succeeded, want exactly 1", won)
-	}
-}
-
-func TestRunsNewestFirstAndMeta(t *testing.T) {
-	st := open(t)
-	ctx := context.Background()
-	base := time.Now()
-	var ids []journal.RunID
-	for i := range 3 {
-		id := journal.NewRunID(base.Add(time.Duration(i) * time.Second))
-		ids = append(ids, id)
-		m := &journal.RunMeta{ID: id, Status: journal.StatusRunning, ModuleSHA256: make([]byte, 32), Cell: make([]byte, 32), ModuleName: fmt.Sprint(i)}
-		if err := st.Commit(ctx, &journal.Batch{Run: id, Records: chainOf(t, id, 1), Meta: m}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	runs, err := st.Runs(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(runs) != 3 || runs[0].ID != ids[2] || runs[2].ID != ids[0] {
-		t.Fatalf("runs not newest first: %v", runs)
-	}
-	if _, err := st.Meta(ctx, journal.NewRunID(base)); !errors.Is(err, journal.ErrNotFound) {
-		t.Fatalf("meta of an unknown run: %v", err)
-	}
-}
-
-func TestModulesAreContentAddressed(t *testing.T) {
-	st := open(t)
-	ctx := context.Background()
-	sum := journal.Sum([]byte("\x00asm module"))
-	if err := st.PutModule(ctx, sum, []byte("\x00asm module")); err != nil {
-		t.Fatal(err)
-	}
-	got, err := st.Module(ctx, sum)
-	if err != nil || string(got) != "\x00asm module" {
-		t.Fatalf("module: %q %v", got, err)
-	}
-	// Bytes stored under a digest they do not have are refused on read.
-	wrong := journal.Sum([]byte("claimed"))
-	if err := st.PutModule(ctx, wrong, []byte("\x00asm other bytes")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Module(ctx, wrong); err == nil || !strings.Contains(err.Error(), "corrupt") {
-		t.Fatalf("module whose bytes do not match its digest: %v, want a corrupt-module error", err)
-	}
-	if _, err := st.Module(ctx, journal.Sum([]byte("other"))); !errors.Is(err, journal.ErrNotFound) {
-		t.Fatalf("unknown module: %v", err)
-	}
-}
-
-func TestKVListPagesWithinNamespace(t *testing.T) {
-	st := open(t)
-	ctx := context.Background()
-	var writes []journal.KVWrite
-	for _, k := range []string{"a/1", "a/2", "a/3", "b/1"} {
-		writes = append(writes, journal.KVWrite{Namespace: "ns", Key: k, Value: []byte(k)})
-	}
-	writes = append(writes, journal.KVWrite{Namespace: "other", Key: "a/9", Value: []byte{}})
-	if err := st.Commit(ctx, &journal.Batch{KV: writes}); err != nil {
-		t.Fatal(err)
-	}
-	keys, more, err := st.KVList("ns", "a/", "", 2)
-	if err != nil || !slices.Equal(keys, []string{"a/1", "a/2"}) || !more {
-		t.Fatalf("page 1: %v %v %v", keys, more, err)
-	}
-	keys, more, err = st.KVList("ns", "a/", "a/2", 2)
-	if err != nil || !slices.Equal(keys, []string{"a/3"}) || more {
-		t.Fatalf("page 2: %v %v %v", keys, more, err)
-	}
-	if err := st.Commit(ctx, &journal.Batch{KV: []journal.KVWrite{{Namespace: "ns", Key: "a/1", Delete: true}}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok, _ := st.KVGet("ns", "a/1"); ok {
-		t.Fatal("deleted key still there")
-	}
-	if v, ok, _ := st.KVGet("other", "a/9"); !ok || len(v) != 0 {
-		t.Fatal("namespaces leak into each other")
-	}
+// TestConformance runs the store conformance suite, which every
+// journal.Store passes, on badger.
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) journal.Store { return open(t) })
+	storetest.RunLeases(t, func(t *testing.T) journal.Leases { return open(t) })
 }
 
 func TestSecondOpenOfADirectoryIsRefused(t *testing.T) {
@@ -194,67 +50,9 @@ func TestSecondOpenOfADirectoryIsRefused(t *testing.T) {
 	}
 }
 
-func TestRecordsFromTheMiddleOfABatch(t *testing.T) {
-	st := open(t)
-	ctx := context.Background()
-	run := journal.NewRunID(time.Now())
-	recs := chainOf(t, run, 10)
-	for _, cut := range [][2]int{{0, 4}, {4, 5}, {5, 10}} {
-		if err := st.Commit(ctx, &journal.Batch{Run: run, Next: uint64(cut[0]), Records: recs[cut[0]:cut[1]]}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for from := range uint64(11) {
-		var seqs []uint64
-		err := st.Records(ctx, run, from, func(seq uint64, raw []byte) error {
-			r, err := journal.DecodeRecord(raw)
-			if err != nil {
-				return err
-			}
-			e, err := journal.DecodeEntry(r.Entry)
-			if err != nil || e.Seq != seq {
-				return fmt.Errorf("record at %d holds entry %d (%v)", seq, e.Seq, err)
-			}
-			seqs = append(seqs, seq)
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if uint64(len(seqs)) != 10-min(from, 10) || (len(seqs) > 0 && seqs[0] != from) {
-			t.Fatalf("from %d: %v", from, seqs)
-		}
-	}
-}
-
-func TestFencedBatchChangesNothing(t *testing.T) {
-	st := open(t)
-	ctx := context.Background()
-	run := journal.NewRunID(time.Now())
-	recs := chainOf(t, run, 3)
-	if err := st.Commit(ctx, &journal.Batch{Run: run, Records: recs[:2]}); err != nil {
-		t.Fatal(err)
-	}
-	stale := &journal.Batch{Run: run, Next: 1, Records: recs[2:],
-		KV:     []journal.KVWrite{{Namespace: "n", Key: "k", Value: []byte("v")}},
-		Events: [][]byte{[]byte("e")}, Meta: &journal.RunMeta{ID: run, Status: journal.StatusFailed}}
-	if err := st.Commit(ctx, stale); !errors.Is(err, journal.ErrConflict) {
-		t.Fatalf("stale batch: %v, want ErrConflict", err)
-	}
-	if _, ok, _ := st.KVGet("n", "k"); ok {
-		t.Fatal("a fenced batch's state change was applied")
-	}
-	if _, err := st.Meta(ctx, run); !errors.Is(err, journal.ErrNotFound) {
-		t.Fatalf("a fenced batch's meta was written: %v", err)
-	}
-	n := 0
-	st.Events(ctx, run, func([]byte) error { n++; return nil })
-	if n != 0 {
-		t.Fatalf("a fenced batch's events were written")
-	}
-}
-
-func TestEventsKeepTheirOrderAcrossCommitsAndReopen(t *testing.T) {
+// TestEventsContinueAfterReopen: the committer numbers a run's events
+// from what the store holds after a reopen (its count is cached).
+func TestEventsContinueAfterReopen(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
 	st, err := badgerstore.Open(dir)
 	if err != nil {
@@ -333,45 +131,6 @@ func TestOpenAfterACrashLeftAnEmptyMemtable(t *testing.T) {
 	defer st.Close()
 	if _, err := journal.VerifyStore(ctx, st, run, journal.TrustAny); err != nil {
 		t.Fatalf("the journal written before: %v", err)
-	}
-}
-
-func TestLeasesChangeHandsByCompareAndSwap(t *testing.T) {
-	st := open(t)
-	ctx := context.Background()
-	run := journal.NewRunID(time.Now())
-	a, b := []byte("cell-a"), []byte("cell-b")
-	now := time.Unix(1000, 0)
-	la, err := st.Acquire(ctx, run, a, now, 10*time.Second)
-	if err != nil || la.Epoch != 1 {
-		t.Fatalf("first acquire: %+v %v", la, err)
-	}
-	var held *journal.HeldError
-	if _, err := st.Acquire(ctx, run, b, now.Add(5*time.Second), 10*time.Second); !errors.As(err, &held) || held.Lease.Epoch != 1 {
-		t.Fatalf("acquire of a lease held by another cell: %v", err)
-	}
-	if la, err = st.Renew(ctx, la, now.Add(9*time.Second), 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	// Expired: another cell takes it, with the next epoch, and the first
-	// holder is deposed.
-	lb, err := st.Acquire(ctx, run, b, now.Add(20*time.Second), 10*time.Second)
-	if err != nil || lb.Epoch != 2 {
-		t.Fatalf("takeover of an expired lease: %+v %v", lb, err)
-	}
-	if _, err := st.Renew(ctx, la, now.Add(21*time.Second), 10*time.Second); !errors.Is(err, journal.ErrLeaseLost) {
-		t.Fatalf("renewal by the deposed holder: %v, want ErrLeaseLost", err)
-	}
-	if err := st.Release(ctx, la); !errors.Is(err, journal.ErrLeaseLost) {
-		t.Fatalf("release by the deposed holder: %v, want ErrLeaseLost", err)
-	}
-	if err := st.Release(ctx, lb); err != nil {
-		t.Fatal(err)
-	}
-	// Released: free for anyone, and the epoch still grows.
-	la, err = st.Acquire(ctx, run, a, now.Add(22*time.Second), time.Second)
-	if err != nil || la.Epoch != 3 {
-		t.Fatalf("acquire after release: %+v %v", la, err)
 	}
 }
 

@@ -1,0 +1,67 @@
+package jetstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/agentrt/agentrt/journal"
+	"github.com/agentrt/agentrt/journal/jetstore/jstest"
+	"github.com/agentrt/agentrt/journal/storetest"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// BenchmarkAppend measures, on one server and on three, fenced appends of
+// one entry a commit (each an atomic batch of the record and the head)
+// against the floor of a bare JetStream publish of the same bytes.
+func BenchmarkAppend(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		start func(testing.TB) []*server.Server
+		r     int
+	}{
+		{"R1", func(t testing.TB) []*server.Server { return []*server.Server{jstest.Server(t)} }, 1},
+		{"R3", func(t testing.TB) []*server.Server { return jstest.Cluster(t, 3) }, 3},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			nc := jstest.Connect(b, c.start(b)...)
+			b.Run("fenced", func(b *testing.B) { benchFenced(b, nc, c.r) })
+			b.Run("publish", func(b *testing.B) { benchPublish(b, nc, c.r) })
+		})
+	}
+}
+
+func benchFenced(b *testing.B, nc *nats.Conn, replicas int) {
+	ctx := context.Background()
+	st := opener(nc, replicas)(b)
+	run := journal.NewRunID(time.Now())
+	recs := storetest.Chain(b, run, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		if err := st.Commit(ctx, &journal.Batch{Run: run, Next: uint64(i), Records: recs[i : i+1], Durable: true}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
+}
+
+func benchPublish(b *testing.B, nc *nats.Conn, replicas int) {
+	ctx := context.Background()
+	js, _ := jetstream.New(nc)
+	name := "FLOOR" + time.Now().Format("150405.000000")
+	name = name[:11] + name[12:]
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}, Replicas: replicas}); err != nil {
+		b.Fatal(err)
+	}
+	run := journal.NewRunID(time.Now())
+	raw := journal.AppendRecord(nil, &storetest.Chain(b, run, 2)[1])
+	b.ResetTimer()
+	for range b.N {
+		if _, err := js.Publish(ctx, name+".x", raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "publishes/s")
+}
