@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/host/caps/llm"
@@ -213,12 +214,19 @@ func Open(ctx context.Context, dir string, opts Options) (*Cell, error) {
 	return c, nil
 }
 
+// testCompileTimeout, when not zero, is the compile timeout of every
+// cell's engine instead of the default: this package's tests set it
+// (export_test.go), since a Go guest compiled under the race detector on a
+// loaded machine may take longer than a cell allows, and they are not about
+// that limit (host's tests are).
+var testCompileTimeout time.Duration
+
 // NewEngine returns the engine Open makes for the cell in dir, as opts
 // pick it (Engine, CacheDir, NoCache), without opening the store: what
 // re-executing a run needs while another process (a daemon) holds the
 // store and answers its reads.
 func NewEngine(ctx context.Context, dir string, opts Options) (*host.Engine, error) {
-	cfg := host.EngineConfig{Kind: opts.Engine, CacheDir: filepath.Join(dir, "cache")}
+	cfg := host.EngineConfig{Kind: opts.Engine, CacheDir: filepath.Join(dir, "cache"), Compile: host.CompileLimits{Timeout: testCompileTimeout}}
 	if opts.CacheDir != "" {
 		cfg.CacheDir = opts.CacheDir
 	}
