@@ -70,7 +70,19 @@ func ready(t testing.TB, s *server.Server) {
 // Server starts one JetStream server and returns it.
 func Server(t testing.TB) *server.Server {
 	t.Helper()
-	s := launch(t, options(t, "js-1"))
+	return ServerWith(t, nil)
+}
+
+// ServerWith is Server with its options changed by mod first (nil
+// changes nothing). Benchmarks use it to measure what a setting costs,
+// such as SyncAlways off; a store test keeps the defaults.
+func ServerWith(t testing.TB, mod func(*server.Options)) *server.Server {
+	t.Helper()
+	opts := options(t, "js-1")
+	if mod != nil {
+		mod(opts)
+	}
+	s := launch(t, opts)
 	ready(t, s)
 	return s
 }
@@ -80,6 +92,13 @@ func Server(t testing.TB) *server.Server {
 // has a leader that every server follows. DontListen cannot be used here:
 // it also closes the cluster port the routes need.
 func Cluster(t testing.TB, n int) []*server.Server {
+	t.Helper()
+	return ClusterWith(t, n, nil)
+}
+
+// ClusterWith is Cluster with each server's options changed by mod
+// first (nil changes nothing).
+func ClusterWith(t testing.TB, n int, mod func(*server.Options)) []*server.Server {
 	t.Helper()
 	if n < 1 {
 		t.Fatalf("jstest: a cluster of %d servers", n)
@@ -97,6 +116,9 @@ func Cluster(t testing.TB, n int) []*server.Server {
 		opts := options(t, fmt.Sprintf("js-%d", i+1))
 		opts.Cluster = server.ClusterOpts{Name: "agentrt-test", Host: "127.0.0.1", Port: ports[i]}
 		opts.Routes = server.RoutesFromStr(strings.Join(routes, ","))
+		if mod != nil {
+			mod(opts)
+		}
 		servers = append(servers, launch(t, opts))
 	}
 	for _, s := range servers {
