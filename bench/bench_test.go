@@ -115,7 +115,7 @@ func TestQuickHarness(t *testing.T) {
 	if runtime.GOOS == "linux" {
 		want = append(want, "16a")
 	}
-	want = append(want, "16b", "16c")
+	want = append(want, "16b", "16c", "17a")
 	var got []string
 	for _, f := range rep.Figures {
 		got = append(got, f.ID)

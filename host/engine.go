@@ -41,11 +41,23 @@ type EngineConfig struct {
 	// Compile bounds what compiling a module may cost; zero fields take
 	// the defaults of DefaultCompileLimits.
 	Compile CompileLimits
+	// KeepCompiled is the most compiled modules the engine keeps in
+	// memory, so that a run of a module compiled before starts without
+	// compiling; past it the least recently used is dropped (its memory
+	// is freed once no run executes it). Zero: DefaultKeepCompiled. A
+	// compiled module is one per module hash and per module limits of
+	// the run (a grant's limits section rewrites the module); the
+	// engine's own settings are the engine's, so two engines share none.
+	KeepCompiled int
 
 	// uninterruptible is internal/benchknobs.NoGuestInterrupt when the
 	// engine was made: guests cannot be stopped between calls.
 	uninterruptible bool
 }
+
+// DefaultKeepCompiled is the number of compiled modules an engine keeps
+// in memory when EngineConfig.KeepCompiled is zero.
+const DefaultKeepCompiled = 32
 
 // ErrEngineUnavailable is returned by NewEngine for an engine kind this
 // binary was built without (wasmtime without the build tag).
@@ -70,6 +82,36 @@ type Engine struct {
 
 	mu       sync.Mutex
 	compiled map[compileKey]*compiling
+	// keep bounds compiled (EngineConfig.KeepCompiled); tick orders its
+	// entries by their last use, and stats counts what it did.
+	keep  int
+	tick  uint64
+	stats EngineStats
+}
+
+// EngineStats counts what an engine's compiled modules did, for a daemon
+// to show and a test to read.
+type EngineStats struct {
+	// Compiles is the number of modules compiled (or loaded from the
+	// disk cache, which also takes the module's check and rewrite), and
+	// Hits the number of runs that found theirs compiled already.
+	Compiles uint64 `json:"compiles"`
+	Hits     uint64 `json:"hits"`
+	// Kept is the number of compiled modules in memory now, at most
+	// Limit (EngineConfig.KeepCompiled); Evicted the number dropped to
+	// stay within it.
+	Kept    int    `json:"kept"`
+	Limit   int    `json:"limit"`
+	Evicted uint64 `json:"evicted"`
+}
+
+// Stats returns the engine's counts of compiled modules.
+func (e *Engine) Stats() EngineStats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st := e.stats
+	st.Kept, st.Limit = len(e.compiled), e.keep
+	return st
 }
 
 // compileKey names a compiled module: the bytes it was compiled from and
@@ -86,6 +128,8 @@ type compiling struct {
 	done chan struct{}
 	m    *Module
 	err  error
+	// used is the engine's tick at its last use (Engine.mu).
+	used uint64
 }
 
 // Module is a compiled agent module.
@@ -148,6 +192,12 @@ func NewEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
 		return nil, fmt.Errorf("host: MemoryLimitPages %d is over 65536 (4 GiB), the most a 32-bit memory has", cfg.MemoryLimitPages)
 	}
 	cfg.Compile = cfg.Compile.withDefaults()
+	switch {
+	case cfg.KeepCompiled == 0:
+		cfg.KeepCompiled = DefaultKeepCompiled
+	case cfg.KeepCompiled < 0:
+		return nil, fmt.Errorf("host: KeepCompiled %d is below 0: keep at least one compiled module (0 for the default, %d)", cfg.KeepCompiled, DefaultKeepCompiled)
+	}
 	cfg.uninterruptible = benchknobs.NoGuestInterrupt.Load()
 	var rt wasmRuntime
 	var err error
@@ -164,7 +214,7 @@ func NewEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
 		return nil, err
 	}
 	return &Engine{kind: cfg.Kind, rt: rt, limits: cfg.Compile, maxPages: cfg.MemoryLimitPages,
-		compiling: make(chan struct{}, max(1, runtime.NumCPU()/2)), compiled: map[compileKey]*compiling{}}, nil
+		compiling: make(chan struct{}, max(1, runtime.NumCPU()/2)), compiled: map[compileKey]*compiling{}, keep: cfg.KeepCompiled}, nil
 }
 
 // EngineAvailable reports whether this binary has the engine kind: wazero
@@ -217,35 +267,90 @@ var ErrCompileTimeout = errors.New("compilation took too long")
 // next caller. Every error for a module the host refuses wraps
 // ErrBadModule.
 func (e *Engine) compile(ctx context.Context, code []byte, ml moduleLimits) (*Module, error) {
-	key := compileKey{sum: sha256.Sum256(code), ml: ml}
+	m, _, err := e.compileSum(ctx, sha256.Sum256(code), ml, func() ([]byte, error) { return code, nil })
+	return m, err
+}
+
+// compileSum is compile for the module whose SHA-256 is sum: when it is
+// not compiled for ml already, load gives its bytes, which must hash to
+// sum (the store checks what it reads; compile computed sum itself). hit
+// says it was compiled, or being compiled, already.
+func (e *Engine) compileSum(ctx context.Context, sum [32]byte, ml moduleLimits, load func() ([]byte, error)) (m *Module, hit bool, err error) {
+	key := compileKey{sum: sum, ml: ml}
 	e.mu.Lock()
-	c, ok := e.compiled[key]
-	if !ok {
-		c = &compiling{done: make(chan struct{})}
-		e.compiled[key] = c
-		go e.build(c, key, code)
+	c, hit := e.compiled[key]
+	if !hit {
+		// The bytes are read without the lock: a store read of a large
+		// module takes milliseconds.
+		e.mu.Unlock()
+		code, err := load()
+		if err != nil {
+			return nil, false, err
+		}
+		e.mu.Lock()
+		if c, hit = e.compiled[key]; !hit {
+			c = &compiling{done: make(chan struct{})}
+			e.compiled[key] = c
+			e.stats.Compiles++
+			go e.build(c, key, code)
+			e.evict()
+		}
 	}
+	if hit {
+		e.stats.Hits++
+	}
+	e.tick++
+	c.used = e.tick
 	e.mu.Unlock()
 	select {
 	case <-c.done:
-		return c.m, c.err
+		return c.m, hit, c.err
 	case <-ctx.Done():
-		return nil, fmt.Errorf("compile: %w", context.Cause(ctx))
+		return nil, hit, fmt.Errorf("compile: %w", context.Cause(ctx))
+	}
+}
+
+// evict drops the least recently used compiled modules past the engine's
+// limit (e.mu held). A module being compiled stays: its callers wait for
+// it. A dropped module's compiled code is released when nothing refers to
+// it any more (a run executing it keeps it), by the adapter's cleanup.
+func (e *Engine) evict() {
+	for len(e.compiled) > e.keep {
+		var oldest compileKey
+		var found *compiling
+		for k, c := range e.compiled {
+			select {
+			case <-c.done:
+			default:
+				continue
+			}
+			if found == nil || c.used < found.used {
+				oldest, found = k, c
+			}
+		}
+		if found == nil {
+			return
+		}
+		delete(e.compiled, oldest)
+		e.stats.Evicted++
 	}
 }
 
 // build compiles code for c; a failure is not kept, so that a later call
 // tries again.
 func (e *Engine) build(c *compiling, key compileKey, code []byte) {
-	defer close(c.done)
 	e.compiling <- struct{}{}
-	c.m, c.err = e.prepare(code, key)
+	m, err := e.prepare(code, key)
 	<-e.compiling
-	if c.err != nil {
-		e.mu.Lock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c.m, c.err = m, err
+	close(c.done)
+	if err != nil && e.compiled[key] == c {
 		delete(e.compiled, key)
-		e.mu.Unlock()
 	}
+	// Kept past the limit while it compiled, it may be dropped now.
+	e.evict()
 }
 
 func (e *Engine) prepare(code []byte, key compileKey) (*Module, error) {

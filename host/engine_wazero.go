@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/tetratelabs/wazero"
@@ -75,6 +76,10 @@ func (w *wazeroRuntime) compile(ctx context.Context, code []byte, m *Module) err
 		return err
 	}
 	m.Name, m.compiled = cm.Name(), cm
+	// The engine drops a module it keeps no more (Engine.evict) while
+	// runs may still execute it: its code is released once none refers
+	// to m.
+	runtime.AddCleanup(m, func(cm wazero.CompiledModule) { cm.Close(context.Background()) }, cm)
 	return nil
 }
 

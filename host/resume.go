@@ -54,16 +54,14 @@ func (h *Host) Reopen(ctx context.Context, run journal.RunID) (*Started, error) 
 	if err := forkUnfinished(hdr, rec); err != nil {
 		return nil, fmt.Errorf("host: resume %s: %w", run, err)
 	}
-	code, err := st.Module(ctx, hdr.ModuleSHA256)
-	if err != nil {
-		return nil, err
-	}
 	grant, err := DecodeGrant(hdr.Grant)
 	if err != nil {
 		return nil, err
 	}
 	limits := grant.recordedLimits()
-	m, err := h.engine.compile(ctx, code, h.engine.runLimits(limits))
+	// By hash: a module the engine keeps compiled (a daemon waking a
+	// parked run) is not read back from the store.
+	m, _, err := h.runModule(ctx, RunSpec{ModuleSHA256: hdr.ModuleSHA256}, h.engine.runLimits(limits))
 	if err != nil {
 		return nil, err
 	}

@@ -131,7 +131,13 @@ func New(engine *Engine, deps Deps, cfg Config) (*Host, error) {
 
 // RunSpec describes a run to start.
 type RunSpec struct {
+	// Code is the module's bytes; nil when ModuleSHA256 names it.
 	Code []byte
+	// ModuleSHA256, when set, names the module by its SHA-256: without
+	// Code the module is the one the store holds (PutModule, or a run of
+	// it before), ErrUnknownModule when it holds none; with Code, the
+	// bytes must have it (ErrModuleMismatch).
+	ModuleSHA256 []byte
 	// Name is a human name for the module (its file name); recorded.
 	Name  string
 	Input []byte
@@ -311,7 +317,7 @@ func (h *Host) start(ctx context.Context, spec RunSpec, fork *forked) (*Started,
 		return nil, fmt.Errorf("host: grant: %w", err)
 	}
 	grant.Limits = &limits
-	m, err := h.engine.compile(ctx, spec.Code, h.engine.runLimits(limits))
+	m, stored, err := h.runModule(ctx, spec, h.engine.runLimits(limits))
 	if err != nil {
 		return nil, err
 	}
@@ -319,8 +325,10 @@ func (h *Host) start(ctx context.Context, spec RunSpec, fork *forked) (*Started,
 	if err != nil {
 		return nil, err
 	}
-	if err := h.deps.Store.PutModule(ctx, m.SHA256, spec.Code); err != nil {
-		return nil, fmt.Errorf("host: store module: %w", err)
+	if !stored {
+		if err := h.deps.Store.PutModule(ctx, m.SHA256, spec.Code); err != nil {
+			return nil, fmt.Errorf("host: store module: %w", err)
+		}
 	}
 	seed := spec.Seed
 	if seed == nil {

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/host/cell"
 	"github.com/agentrt/agentrt/internal/termtext"
 	"github.com/spf13/cobra"
@@ -32,6 +33,7 @@ func (c *cli) cellServeCmd() *cobra.Command {
 	var (
 		listen string
 		drain  time.Duration
+		keep   int
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -50,6 +52,11 @@ request without the token is 401, and a request a browser would send (an
 Origin header, a Host that is not the listener's own address, a body that is
 not JSON) is refused whatever it carries. The API is never served beyond
 this machine.
+
+The daemon keeps the modules it runs compiled in memory, keyed by their
+sha256 and the run's module limits (--keep-compiled bounds how many), so that
+a run of a module it ran or was pushed (agentrt module push) starts without
+compiling; GET /v1/cell shows the counts ("compiled").
 
 On start the cell resumes every run it owned that had not ended and was not
 cancelled: runs of a daemon that was killed, or drained at shutdown. Then it
@@ -78,8 +85,11 @@ agentrt store check and salvage need the daemon stopped.`,
 			// The daemon's log names what guests chose (resources, errors):
 			// escaped, none of it acts on the terminal it is read on.
 			logger := log.New(lineWriter{c.stderr}, "agentrt cell: ", log.LstdFlags)
+			if keep < 0 {
+				return withHint(fmt.Errorf("--keep-compiled %d is below 0", keep), "give the most compiled modules to keep in memory, at least 1 (0: the default, %d)", host.DefaultKeepCompiled)
+			}
 			approvals := cell.NewApprovals()
-			cl, err := c.open(context.Background(), cell.Options{Approver: approvals})
+			cl, err := c.open(context.Background(), cell.Options{Approver: approvals, KeepCompiled: keep})
 			if err != nil {
 				return err
 			}
@@ -162,6 +172,7 @@ agentrt store check and salvage need the daemon stopped.`,
 	}
 	cmd.Flags().StringVar(&listen, "listen", "", "also serve the API on this loopback address (127.0.0.1:PORT), to clients with the token in DATA/"+cell.APITokenFile)
 	c.engineFlag(cmd)
+	cmd.Flags().IntVar(&keep, "keep-compiled", 0, fmt.Sprintf("the most compiled modules kept in memory, so that runs of them start without compiling; the least recently used is dropped past it (default %d)", host.DefaultKeepCompiled))
 	cmd.Flags().DurationVar(&drain, "drain-timeout", 30*time.Second, "how long a shutdown waits for runs to reach a step boundary")
 	return cmd
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -22,7 +23,7 @@ import (
 func (c *cli) runCmd() *cobra.Command {
 	var (
 		input, inputFile, grantFile, seedHex, target, tokenFile string
-		asJSON, quiet                                           bool
+		asJSON, quiet, inProcess                                bool
 	)
 	var keyFile string // seals the --token on the fly
 	cmd := &cobra.Command{
@@ -74,7 +75,12 @@ stops the run at its next step boundary; agentrt resume RUN continues it.
 
 With --cell, or when a cell daemon (agentrt cell serve) holds the data
 directory, the run is submitted to the daemon and followed; interrupting the
-command then detaches from the run, which goes on in the cell.`,
+command then detaches from the run, which goes on in the cell. The daemon
+keeps each module by its sha256 and compiled: the command asks for the hash
+first and sends the module's bytes only when the daemon lacks it, so a
+repeated run sends a few hundred bytes and starts without compiling. A line
+on stderr says which way the run went; --in-process (or $AGENTRT_IN_PROCESS=1)
+runs it in this process, and fails while a daemon holds the data directory.`,
 		Example: `  agentrt run agent.wasm --input '{"n": 3}'
   agentrt run crawler.wasm --grant grant.yaml --input-file in.json --json`,
 		Args: cobra.ExactArgs(1),
@@ -120,19 +126,33 @@ command then detaches from the run, which goes on in the cell.`,
 				}
 			}
 			submit := func(cl *cell.Client) (*cell.Stream, error) {
-				return cl.SubmitFollow(ctx, cell.Submission{Module: spec.Code, Name: spec.Name, Input: spec.Input, Grant: string(grantText), Seed: seedHex, Token: spec.Token})
+				return submitByHash(ctx, cl, cell.Submission{Module: spec.Code, Name: spec.Name, Input: spec.Input, Grant: string(grantText), Seed: seedHex, Token: spec.Token})
+			}
+			forced, err := inProcessForced(inProcess)
+			if err != nil {
+				return err
 			}
 			if target != "" {
+				if forced {
+					return withHint(errors.New("--cell and --in-process both given"), "pick one: the daemon at --cell, or this process")
+				}
 				return c.followOnCell(ctx, target, submit, asJSON, quiet)
 			}
 			cl, closeCell, err := c.openShowing(ctx, quiet)
-			if daemon := c.heldByDaemon(err); daemon != "" {
-				return c.followOnCell(ctx, daemon, submit, asJSON, quiet)
+			if !forced {
+				if daemon := c.heldByDaemon(err, "the run goes to it"); daemon != "" {
+					return c.followOnCell(ctx, daemon, submit, asJSON, quiet)
+				}
+			} else if errors.Is(err, badgerstore.ErrLocked) {
+				return withHint(err, "the run was asked to execute in this process (--in-process or $%s) and another process holds the data directory: stop it (a daemon: agentrt cell serve), or leave --in-process out to run in it", envInProcess)
 			}
 			if err != nil {
 				return err
 			}
 			defer closeCell()
+			if !quiet {
+				fmt.Fprintf(c.stderr, "no cell daemon holds the data directory: the run executes in this process (%s)\n", cl.Dir)
+			}
 			start := time.Now()
 			res, err := cl.Host.Run(ctx, spec)
 			res, err = c.sleepThrough(ctx, cl, res, err)
@@ -149,6 +169,7 @@ command then detaches from the run, which goes on in the cell.`,
 	f.BoolVar(&asJSON, "json", false, `print one JSON object {"run_id","status","steps","output"} on stdout: output is the JSON itself, a string of UTF-8 text ("output_text": true), or "output_base64" for bytes that are not UTF-8`)
 	f.BoolVarP(&quiet, "quiet", "q", false, "do not show the guest's stdout, stderr and log lines")
 	f.StringVar(&target, "cell", "", "submit the run to a cell daemon (unix:DATA/agentrt.sock or http://127.0.0.1:PORT) and follow it")
+	f.BoolVar(&inProcess, "in-process", false, "execute the run in this process even when a cell daemon could take it (also $"+envInProcess+"=1); fails while a daemon holds the data directory")
 	c.engineFlag(cmd)
 	return cmd
 }
@@ -164,10 +185,50 @@ func readModule(path string) ([]byte, error) {
 	return code, err
 }
 
+// envInProcess names the environment variable that makes agentrt run
+// execute in its own process (as --in-process does) when set to 1 or true.
+const envInProcess = "AGENTRT_IN_PROCESS"
+
+// inProcessForced says whether the run must execute in this process: the
+// flag, or $AGENTRT_IN_PROCESS, which must say yes or no.
+func inProcessForced(flag bool) (bool, error) {
+	if flag {
+		return true, nil
+	}
+	switch v := os.Getenv(envInProcess); v {
+	case "", "0", "false":
+		return false, nil
+	case "1", "true":
+		return true, nil
+	default:
+		return false, withHint(fmt.Errorf("$%s is %q", envInProcess, v), "set it to 1 (execute runs in this process) or 0, or unset it")
+	}
+}
+
+// submitByHash submits sub to the cell by its module's hash when the cell
+// holds the module already, and with its bytes (stored there by hash)
+// when it does not: a repeated submission carries no module. A cell that
+// answers the question with anything but yes gets the bytes.
+func submitByHash(ctx context.Context, cl *cell.Client, sub cell.Submission) (*cell.Stream, error) {
+	sum := sha256.Sum256(sub.Module)
+	hexSum := hex.EncodeToString(sum[:])
+	if _, err := cl.Module(ctx, hexSum); err == nil {
+		byHash := sub
+		byHash.Module, byHash.ModuleSHA256 = nil, hexSum
+		st, err := cl.SubmitFollow(ctx, byHash)
+		if !errors.Is(err, host.ErrUnknownModule) {
+			return st, err
+		}
+		// Gone between the question and the submission (a purge): the
+		// bytes go after all.
+	}
+	return cl.SubmitFollow(ctx, sub)
+}
+
 // heldByDaemon returns the address of the cell daemon that holds the data
 // directory when err says another process holds it and that process is a
-// daemon; "" otherwise.
-func (c *cli) heldByDaemon(err error) string {
+// daemon, saying on stderr what goes to it; "" otherwise.
+func (c *cli) heldByDaemon(err error, what string) string {
 	if !errors.Is(err, badgerstore.ErrLocked) {
 		return ""
 	}
@@ -180,7 +241,7 @@ func (c *cli) heldByDaemon(err error) string {
 		return ""
 	}
 	target := "unix:" + cell.SocketPath(ci.Dir)
-	fmt.Fprintf(c.stderr, "a cell daemon holds the data directory: the run goes to it (%s)\n", target)
+	fmt.Fprintf(c.stderr, "a cell daemon holds the data directory: %s (%s)\n", what, target)
 	return target
 }
 

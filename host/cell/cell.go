@@ -119,6 +119,10 @@ type Options struct {
 	// Engine is the WebAssembly engine (host.EngineConfig.Kind); empty:
 	// the default, wazero.
 	Engine string
+	// KeepCompiled is the most compiled modules the cell keeps in
+	// memory (host.EngineConfig.KeepCompiled); zero: the default,
+	// host.DefaultKeepCompiled.
+	KeepCompiled int
 	// CacheDir holds the compilation cache; empty: DATA/cache. Cells may
 	// share one: entries are keyed by the module's hash and the compiler.
 	CacheDir string
@@ -226,7 +230,8 @@ var testCompileTimeout time.Duration
 // re-executing a run needs while another process (a daemon) holds the
 // store and answers its reads.
 func NewEngine(ctx context.Context, dir string, opts Options) (*host.Engine, error) {
-	cfg := host.EngineConfig{Kind: opts.Engine, CacheDir: filepath.Join(dir, "cache"), Compile: host.CompileLimits{Timeout: testCompileTimeout}}
+	cfg := host.EngineConfig{Kind: opts.Engine, CacheDir: filepath.Join(dir, "cache"), KeepCompiled: opts.KeepCompiled,
+		Compile: host.CompileLimits{Timeout: testCompileTimeout}}
 	if opts.CacheDir != "" {
 		cfg.CacheDir = opts.CacheDir
 	}

@@ -43,6 +43,8 @@ var errorKinds = []struct {
 	{"module_limit", host.ErrModuleLimit},
 	{"limit_raised", host.ErrLimitRaised},
 	{"module_too_large", ErrModuleTooLarge},
+	{"no_module", host.ErrUnknownModule},
+	{"module_mismatch", host.ErrModuleMismatch},
 	{"not_waiting", ErrNotWaiting},
 	{"vote_refused", ErrVoteRefused},
 	{"no_task", ErrNoTask},

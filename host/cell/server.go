@@ -125,8 +125,13 @@ func EncodeOutput(out []byte) (value json.RawMessage, text bool, raw []byte) {
 
 // Submission is the body of POST /v1/runs.
 type Submission struct {
-	// Module is the wasm module (base64 in JSON).
-	Module []byte `json:"module"`
+	// Module is the wasm module (base64 in JSON); it may be left out when
+	// ModuleSHA256 names a module the cell holds.
+	Module []byte `json:"module,omitempty"`
+	// ModuleSHA256 names the module by its SHA-256 (64 hex digits): one
+	// pushed before (POST /v1/modules) or run before. With Module too, it
+	// must be the bytes' hash.
+	ModuleSHA256 string `json:"module_sha256,omitempty"`
 	// Name is a human name for the module, recorded with the run.
 	Name  string `json:"name,omitempty"`
 	Input []byte `json:"input,omitempty"`
@@ -469,6 +474,8 @@ func (s *Server) handler() http.Handler {
 	s.readRoutes(mux)
 	if !s.control {
 		mux.HandleFunc("POST /v1/runs", s.submit)
+		mux.HandleFunc("POST /v1/modules", s.pushModule)
+		mux.HandleFunc("GET /v1/modules/{sha256}", s.getModule)
 		mux.HandleFunc("POST /v1/runs/{run}/resume", s.resume)
 		s.taskRoutes(mux)
 	}
@@ -508,10 +515,15 @@ type CellInfo struct {
 	// approvals take signed votes (POST /v1/runs/{run}/votes), not
 	// answers.
 	Approvers bool `json:"approvers,omitempty"`
+	// Compiled counts the compiled modules the cell keeps in memory.
+	Compiled *host.EngineStats `json:"compiled,omitempty"`
 }
 
 func (s *Server) getCell(w http.ResponseWriter, r *http.Request) {
 	ci := CellInfo{Cell: hex.EncodeToString(s.cell.Public()), Dir: s.cell.Dir, Live: []string{}, ControlOnly: s.control, Approvers: s.cell.Book != nil}
+	if cs := s.cell.Engine.Stats(); !s.control {
+		ci.Compiled = &cs
+	}
 	runs, err := s.cell.Store.Runs(r.Context())
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err, "")
@@ -576,7 +588,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 				fmt.Sprintf("a submission is at most %d MiB, its module at most %d MiB", MaxSubmission>>20, MaxModule>>20))
 			return
 		}
-		writeError(w, http.StatusBadRequest, fmt.Errorf("submission: %w", err), `send {"module": BASE64, "input": BASE64, "grant": "YAML text"}`)
+		writeError(w, http.StatusBadRequest, fmt.Errorf("submission: %w", err), `send {"module": BASE64 or "module_sha256": HEX, "input": BASE64, "grant": "YAML text"}`)
 		return
 	}
 	if len(sub.Module) > MaxModule {
@@ -584,6 +596,18 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	spec := host.RunSpec{Code: sub.Module, Name: sub.Name, Input: sub.Input, Token: sub.Token}
+	if sub.ModuleSHA256 != "" {
+		sum, err := parseModuleSum(sub.ModuleSHA256)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("submission: %w", err), "")
+			return
+		}
+		spec.ModuleSHA256 = sum
+	} else if sub.Module == nil {
+		writeError(w, http.StatusBadRequest, errors.New("submission: no module: give its bytes (\"module\") or its hash (\"module_sha256\")"),
+			"push the module once (agentrt module push FILE, or POST /v1/modules) and name it by its sha256")
+		return
+	}
 	if sub.Grant != "" {
 		g, err := host.ParseGrant([]byte(sub.Grant))
 		if err != nil {
@@ -695,6 +719,8 @@ func startErrorCode(err error) int {
 			return http.StatusBadRequest
 		}
 		return http.StatusForbidden
+	case errors.Is(err, host.ErrModuleMismatch):
+		return http.StatusBadRequest
 	case errors.Is(err, host.ErrFinished), errors.Is(err, host.ErrActive), errors.As(err, &held), errors.Is(err, journal.ErrConflict):
 		return http.StatusConflict
 	case errors.Is(err, journal.ErrNotFound):
@@ -909,6 +935,8 @@ func Hint(err error) string {
 		return "another request changed the run at the same moment; see how it stands (GET /v1/runs/RUN) and ask again"
 	case errors.Is(err, ErrModuleTooLarge):
 		return fmt.Sprintf("a cell takes modules of up to %d MiB; strip its debug sections (Go: -ldflags='-s -w'), or split the agent", MaxModule>>20)
+	case errors.Is(err, host.ErrUnknownModule):
+		return "push the module first (agentrt module push FILE, or POST /v1/modules), or submit its bytes"
 	case errors.Is(err, host.ErrModuleLimit):
 		return "the named limit bounds what a module may cost this cell (README, Limits): build the module within it"
 	case errors.Is(err, host.ErrLimitRaised):

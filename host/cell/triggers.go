@@ -678,14 +678,12 @@ func (t *triggerSet) start(lt *liveTrigger, f Firing) {
 // key), since the cell refuses a token presented twice.
 func (t *triggerSet) runSpec(lt *liveTrigger, f Firing) (host.RunSpec, error) {
 	sum, err := hex.DecodeString(lt.def.ModuleSHA256)
-	if err != nil {
+	if err != nil || len(sum) != 32 {
 		return host.RunSpec{}, fmt.Errorf("%w: the trigger's module hash %q", host.ErrBadModule, lt.def.ModuleSHA256)
 	}
-	code, err := t.srv.cell.Store.Module(context.Background(), sum)
-	if err != nil {
-		return host.RunSpec{}, fmt.Errorf("the trigger's module: %w", err)
-	}
-	spec := host.RunSpec{Code: code, Name: lt.def.ModuleName, Input: f.Input,
+	// By hash: a firing of a module the daemon keeps compiled reads
+	// nothing back from the store.
+	spec := host.RunSpec{ModuleSHA256: sum, Name: lt.def.ModuleName, Input: f.Input,
 		Origin: &journal.Origin{Kind: OriginTrigger, ID: lt.def.Name, Seq: f.Seq}}
 	if spec.Input == nil {
 		spec.Input = lt.def.Input

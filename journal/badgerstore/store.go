@@ -174,6 +174,19 @@ func (s *Store) PutModule(_ context.Context, sum, code []byte) error {
 	return err
 }
 
+// HasModule says whether the store holds the module with the given
+// SHA-256, without reading it (host.ModuleHaver).
+func (s *Store) HasModule(_ context.Context, sum []byte) (bool, error) {
+	err := s.db.View(func(txn *badger.Txn) error {
+		_, err := txn.Get(moduleKey(sum))
+		return err
+	})
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // Module returns the module with the given SHA-256, checking the digest.
 func (s *Store) Module(_ context.Context, sum []byte) ([]byte, error) {
 	code, ok, err := s.value(moduleKey(sum))
