@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/journal/jetstore"
@@ -26,6 +27,10 @@ func opener(nc *nats.Conn, replicas int) func(t testing.TB) *jetstore.Store {
 			Prefix:      fmt.Sprintf("j%d", n),
 			LeaseBucket: fmt.Sprintf("L%d", n),
 			Replicas:    replicas,
+			// A replicated stream or bucket forms a raft group of its
+			// own: on a loaded 2-core machine (the whole suite beside
+			// it) that took over the default 10 s.
+			Timeout: time.Minute,
 		})
 		if err != nil {
 			t.Fatal(err)
