@@ -58,6 +58,33 @@ func TestExampleNeedInYAMLAndJSON(t *testing.T) {
 	}
 }
 
+// TestExampleCellsInYAMLAndJSON: cells.json lists cells.yaml's cells in
+// reverse order; they place the same, to the byte.
+func TestExampleCellsInYAMLAndJSON(t *testing.T) {
+	y, err := ParseCells("cells.yaml", readTestdata(t, "cells.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := ParseCells("cells.json", readTestdata(t, "cells.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(y) != 5 || len(j) != 5 || y[0].ID != j[4].ID || !reflect.DeepEqual(y[2], j[2]) {
+		t.Fatalf("cells.json is not cells.yaml reversed:\n%+v\n%+v", y, j)
+	}
+	need, err := ParseNeed("need.yaml", readTestdata(t, "need.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dy, _ := Place(need, y)
+	dj, _ := Place(need, j)
+	by, _ := dy.EncodeCBOR()
+	bj, _ := dj.EncodeCBOR()
+	if string(by) != string(bj) {
+		t.Fatal("the same cells in another order and format place otherwise")
+	}
+}
+
 // TestDecisionCBOR round-trips the example decision through its canonical
 // CBOR, rechecks it, and refuses it changed.
 func TestDecisionCBOR(t *testing.T) {

@@ -33,8 +33,10 @@ func (d *Decision) Explain() string {
 	w := d.Weights
 	fmt.Fprintf(&b, "weights: gpu %d, model %d, data %d, cost %d, load %d\n", deref(w.GPU), deref(w.Model), deref(w.Data), deref(w.Cost), deref(w.Load))
 
-	fmt.Fprintf(&b, "\ncandidates (%d), best first; each part is 0 to 1000, score = weighted gpu + model + data + cost - weighted load:\n", len(d.Candidates))
-	if len(d.Candidates) > 0 {
+	if len(d.Candidates) == 0 {
+		b.WriteString("\ncandidates: none\n")
+	} else {
+		fmt.Fprintf(&b, "\ncandidates (%d), best first; each part is 0 to 1000, score = weighted gpu + model + data + cost - weighted load:\n", len(d.Candidates))
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 		fmt.Fprintf(tw, "  cell\tname\t%6s %5s %5s %5s %5s %5s\n", "score", "gpu", "model", "data", "cost", "load")
 		for _, c := range d.Candidates {
@@ -47,20 +49,20 @@ func (d *Decision) Explain() string {
 	if len(d.Refused) > 0 {
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 		for _, r := range d.Refused {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\n", short(r.Cell), name(r.Cell), r.details())
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", short(r.Cell), name(r.Cell), r.details("; "))
 		}
 		tw.Flush()
 	}
 	return b.String()
 }
 
-// details joins the refusal's reasons.
-func (r Refusal) details() string {
+// details joins the refusal's reasons with sep.
+func (r Refusal) details(sep string) string {
 	why := make([]string, len(r.Reasons))
 	for i, x := range r.Reasons {
 		why[i] = x.Detail
 	}
-	return strings.Join(why, "; ")
+	return strings.Join(why, sep)
 }
 
 func deref(p *int) int {

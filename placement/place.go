@@ -121,7 +121,7 @@ func (e *NoEligibleError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "no eligible cell: all %d refused", len(e.Refused))
 	for _, r := range e.Refused {
-		fmt.Fprintf(&b, "; %s: %s", short(r.Cell), r.details())
+		fmt.Fprintf(&b, "; %s: %s", short(r.Cell), r.details(", "))
 	}
 	return b.String()
 }
@@ -224,7 +224,7 @@ func refuse(n *Need, c *Cell) []Reason {
 	}
 	if n.GPUs > 0 {
 		if c.GPUs.Free < n.GPUs {
-			why = append(why, Reason{NoGPUs, fmt.Sprintf("%d GPUs free (needs %d)", c.GPUs.Free, n.GPUs)})
+			why = append(why, Reason{NoGPUs, fmt.Sprintf("%s free (needs %d)", plural(c.GPUs.Free, "GPU"), n.GPUs)})
 		}
 		// A cell with no GPU free is refused for that alone.
 		if n.GPUKind != "" && c.GPUs.Free > 0 && c.GPUs.Kind != n.GPUKind {
@@ -296,6 +296,13 @@ func clonePtr[T any](p *T) *T {
 	}
 	v := *p
 	return &v
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // short is a cell id cut to 12 hex digits, for messages.

@@ -169,8 +169,8 @@ func TestPlace(t *testing.T) {
 					t.Fatalf("the decision of a failed placement: cell %q, %d candidates, refusals %v (error's %v)", d.Cell, len(d.Candidates), d.Refused, ne.Refused)
 				}
 				for _, r := range ne.Refused {
-					if !strings.Contains(err.Error(), short(r.Cell)+": "+r.details()) {
-						t.Errorf("error %q does not say why %s was refused (%s)", err, short(r.Cell), r.details())
+					if !strings.Contains(err.Error(), short(r.Cell)+": "+r.details(", ")) {
+						t.Errorf("error %q does not say why %s was refused (%s)", err, short(r.Cell), r.details(", "))
 					}
 				}
 			} else {
