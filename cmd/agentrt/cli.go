@@ -196,6 +196,7 @@ same output as from the store itself.`,
 		c.taskCmd(),
 		c.tasksCmd(),
 		c.triggerCmd(),
+		c.placeCmd(),
 	)
 	return root
 }

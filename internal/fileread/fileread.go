@@ -65,6 +65,11 @@ var (
 	Approvals = Kind{"approval rules file", 1 << 20}
 	// Request is a policy request to check (JSON).
 	Request = Kind{"request file", 1 << 20}
+	// Cells is a file of cell descriptors to place on (placement.CellsFile):
+	// room for placement.MaxCells of them.
+	Cells = Kind{"cells file", 16 << 20}
+	// Need is a run's placement need (placement.ParseNeed).
+	Need = Kind{"need file", 1 << 20}
 	// Checkpoint is a signed checkpoint note (journal/SPEC.md section
 	// 14.3 refuses notes over 4096 bytes).
 	Checkpoint = Kind{"checkpoint", 4096}
