@@ -34,8 +34,8 @@ and datasets wanted that the cell has, and cheapness, less the load
 The same files give the same choice, in whatever order the cells are listed.
 
 --explain prints each candidate's score and its parts, and each refused
-cell's reasons; --json prints the whole decision with its inputs, as the
-cluster journals it. When no cell is eligible, the command fails and says
+cell's reasons; --json prints the whole decision with its inputs (the
+record the cluster is to journal with a run; no cluster journals it yet). When no cell is eligible, the command fails and says
 why each was refused (after the decision, with --explain or --json).`,
 		Example: "  agentrt place --cells placement/testdata/cells.yaml --need placement/testdata/need.yaml --explain",
 		Args:    cobra.NoArgs,
