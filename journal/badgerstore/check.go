@@ -433,7 +433,7 @@ func (v *view) checkRun(ctx context.Context, run journal.RunID, trust journal.Tr
 	v.st.db.View(func(txn *badger.Txn) error {
 		h, err := readHead(txn, run)
 		if err == nil {
-			rc.Length = h.n
+			rc.Length = h.Len
 		}
 		return nil
 	})

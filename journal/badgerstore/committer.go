@@ -325,7 +325,7 @@ func (t *roundTxn) write(b *journal.Batch, n uint64, recs []chunk, meta []byte, 
 		// The head record, in the same transaction: the store computes
 		// the head from what it writes rather than trusting b.Head.
 		last := journal.Sum(b.Records[n-1].Entry)
-		if err := t.txn.Set(runKey(prefixLength, b.Run), headRecord(b.Next+n, last)); err != nil {
+		if err := t.txn.Set(runKey(prefixLength, b.Run), journal.EncodeHead(b.Next+n, last)); err != nil {
 			return err
 		}
 	}
@@ -377,7 +377,7 @@ func batchSize(b *journal.Batch) (size, count int) {
 
 func journalLength(txn *badger.Txn, run journal.RunID) (uint64, error) {
 	h, err := readHead(txn, run)
-	return h.n, err
+	return h.Len, err
 }
 
 func (c *committer) nextEvent(txn *badger.Txn, run journal.RunID) (uint64, error) {

@@ -227,7 +227,7 @@ func (s *Store) lineageRuns() (map[journal.RunID]uint64, map[journal.RunID]*mark
 			copy(run[:], k[len(prefixLength):])
 			err := it.Item().Value(func(v []byte) error {
 				h, err := decodeHead(run, v)
-				lengths[run] = h.n
+				lengths[run] = h.Len
 				return err
 			})
 			if err != nil {

@@ -129,7 +129,7 @@ func salvageRun(ctx context.Context, st, out *Store, run journal.RunID, trust jo
 	}); err != nil {
 		sr.Problem = err.Error()
 	}
-	sr.Length = h.n
+	sr.Length = h.Len
 	meta, metaErr := st.Meta(ctx, run)
 	ver := journal.NewVerifier(trust)
 	// The blobs the entries reference are copied with them, checked as
@@ -201,7 +201,7 @@ func salvageRun(ctx context.Context, st, out *Store, run journal.RunID, trust jo
 	if metaErr != nil && !errors.Is(metaErr, journal.ErrNotFound) {
 		sr.Problem = joinText(sr.Problem, metaErr.Error())
 	}
-	sr.Complete = sr.Problem == "" && sr.Copied > 0 && (h.ok && sr.Copied == h.n || !h.ok && ended)
+	sr.Complete = sr.Problem == "" && sr.Copied > 0 && (h.ok && sr.Copied == h.Len || !h.ok && ended)
 	if sr.Complete {
 		return sr, module, epoch, nil
 	}
@@ -210,7 +210,7 @@ func salvageRun(ctx context.Context, st, out *Store, run journal.RunID, trust jo
 	err := out.c.exclusive(run, func() error {
 		return out.db.Update(func(txn *badger.Txn) error {
 			if h.ok {
-				return txn.Set(runKey(prefixLength, run), headRecord(h.n, h.hash))
+				return txn.Set(runKey(prefixLength, run), journal.EncodeHead(h.Len, h.Last))
 			}
 			return txn.Delete(runKey(prefixLength, run))
 		})

@@ -234,7 +234,7 @@ func (s *Store) Records(ctx context.Context, run journal.RunID, from uint64, fn 
 				return fmt.Errorf("badgerstore: malformed journal key %x", k)
 			}
 			if seq := binary.BigEndian.Uint64(k[len(prefix):]); seq != next {
-				gap := h.gap(run, next, fmt.Sprintf("the stored records go from entry %d to entry %d", int64(next)-1, seq))
+				gap := h.Gap(run, next, fmt.Sprintf("the stored records go from entry %d to entry %d", int64(next)-1, seq))
 				if seq > next {
 					gap.To = seq
 				}
@@ -261,10 +261,10 @@ func (s *Store) Records(ctx context.Context, run journal.RunID, from uint64, fn 
 				if stopped {
 					return err
 				}
-				return h.gap(run, next, fmt.Sprintf("the value holding entry %d does not read: %v", next, err))
+				return h.Gap(run, next, fmt.Sprintf("the value holding entry %d does not read: %v", next, err))
 			}
 		}
-		return h.reaches(run, next, last)
+		return h.Reaches(run, h.ok, next, last, "stored")
 	})
 }
 
@@ -273,25 +273,14 @@ func (s *Store) Records(ctx context.Context, run journal.RunID, from uint64, fn 
 // kept, which are checked by length alone). ok is false when the run has
 // no head record.
 type head struct {
-	n    uint64
-	hash []byte
-	ok   bool
-}
-
-// headRecord returns the value of a head record.
-func headRecord(n uint64, last []byte) []byte {
-	return append(binary.BigEndian.AppendUint64(make([]byte, 0, 8+journal.HashSize), n), last...)
+	journal.Head
+	// ok says the store holds a head record for the run.
+	ok bool
 }
 
 func decodeHead(run journal.RunID, v []byte) (head, error) {
-	if len(v) != 8 && len(v) != 8+journal.HashSize {
-		return head{}, fmt.Errorf("%w: the head record of %s is %d bytes, not 8 or %d", journal.ErrIncomplete, run, len(v), 8+journal.HashSize)
-	}
-	h := head{n: binary.BigEndian.Uint64(v), ok: true}
-	if len(v) > 8 {
-		h.hash = bytes.Clone(v[8:])
-	}
-	return h, nil
+	h, err := journal.DecodeHead(run, v)
+	return head{Head: h, ok: err == nil}, err
 }
 
 func readHead(txn *badger.Txn, run journal.RunID) (head, error) {
@@ -308,39 +297,6 @@ func readHead(txn *badger.Txn, run journal.RunID) (head, error) {
 		return err
 	})
 	return h, err
-}
-
-// gap reports entries from on missing.
-func (h head) gap(run journal.RunID, from uint64, why string) *journal.GapError {
-	return &journal.GapError{Run: run, From: from, To: max(h.n, from+1), Length: h.n, Reason: why}
-}
-
-// reaches checks that a read that ended before entry next, whose last
-// record is last, read the whole journal h describes.
-func (h head) reaches(run journal.RunID, next uint64, last []byte) error {
-	switch {
-	case !h.ok && next > 0:
-		return fmt.Errorf("%w: run %s has %d entries stored but no head record (its index is damaged)", journal.ErrIncomplete, run, next)
-	case next < h.n:
-		why := fmt.Sprintf("the stored records end after entry %d", int64(next)-1)
-		if next == 0 {
-			why = "no record of it is stored"
-		}
-		return h.gap(run, next, why)
-	case next > h.n:
-		return fmt.Errorf("%w: run %s has %d entries stored, and its head record names %d (the head record is stale: store damage)",
-			journal.ErrIncomplete, run, next, h.n)
-	case h.hash != nil && next > 0:
-		rec, err := journal.DecodeRecord(last)
-		if err != nil {
-			return nil // the verifier names an undecodable record
-		}
-		if got := journal.Sum(rec.Entry); !bytes.Equal(got, h.hash) {
-			return fmt.Errorf("%w: run %s: the last stored entry, %d, hashes to %x; its head record names %x (store damage)",
-				journal.ErrIncomplete, run, next-1, got[:8], h.hash[:8])
-		}
-	}
-	return nil
 }
 
 // firstBatch returns the first seq of the stored batch that holds entry
@@ -503,5 +459,5 @@ func (s *Store) Head(_ context.Context, run journal.RunID) (uint64, error) {
 		h, err = readHead(txn, run)
 		return err
 	})
-	return h.n, err
+	return h.Len, err
 }

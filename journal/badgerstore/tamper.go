@@ -52,7 +52,7 @@ func (s *Store) rewrite(run journal.RunID, recs [][]byte) error {
 				last = journal.Sum(rec.Entry)
 			}
 		}
-		if err := txn.Set(runKey(prefixLength, run), headRecord(uint64(len(recs)), last)); err != nil {
+		if err := txn.Set(runKey(prefixLength, run), journal.EncodeHead(uint64(len(recs)), last)); err != nil {
 			return err
 		}
 		if len(recs) == 0 {

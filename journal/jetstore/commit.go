@@ -1,7 +1,6 @@
 package jetstore
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -305,7 +304,7 @@ func (s *Store) encode(ctx context.Context, b *journal.Batch, t tail) ([]*nats.M
 	}
 	if n := len(b.Records); n > 0 {
 		last := journal.Sum(b.Records[n-1].Entry)
-		if err := add(s.subj.head(b.Run), headRecord(b.Next+uint64(n), last), rollup(), "the head record"); err != nil {
+		if err := add(s.subj.head(b.Run), journal.EncodeHead(b.Next+uint64(n), last), rollup(), "the head record"); err != nil {
 			return nil, err
 		}
 	}
@@ -360,25 +359,4 @@ func checkBlobs(b *journal.Batch) error {
 		}
 	}
 	return nil
-}
-
-// headRecord is the head message's data: the journal's length (8 bytes
-// big-endian) and its last entry's hash, as badgerstore's head record.
-func headRecord(n uint64, last []byte) []byte {
-	out := make([]byte, 8, 8+len(last))
-	for i := range 8 {
-		out[i] = byte(n >> (56 - 8*i))
-	}
-	return append(out, last...)
-}
-
-// decodeHead reads a head message.
-func decodeHead(run journal.RunID, v []byte) (n uint64, hash []byte, err error) {
-	if len(v) != 8+journal.HashSize {
-		return 0, nil, fmt.Errorf("%w: the head record of %s is %d bytes, not %d", journal.ErrIncomplete, run, len(v), 8+journal.HashSize)
-	}
-	for _, c := range v[:8] {
-		n = n<<8 | uint64(c)
-	}
-	return n, bytes.Clone(v[8:]), nil
 }

@@ -16,9 +16,9 @@ import (
 
 // head is a run's head record; ok is false when it has none.
 type head struct {
-	n    uint64
-	hash []byte
-	ok   bool
+	journal.Head
+	// ok says the stream holds a head record for the run.
+	ok bool
 }
 
 func (s *Store) readHead(ctx context.Context, run journal.RunID) (head, error) {
@@ -26,15 +26,19 @@ func (s *Store) readHead(ctx context.Context, run journal.RunID) (head, error) {
 	if err != nil || m == nil {
 		return head{}, err
 	}
-	n, hash, err := decodeHead(run, m.Data)
-	return head{n: n, hash: hash, ok: true}, err
+	h, err := journal.DecodeHead(run, m.Data)
+	if err == nil && h.Last == nil {
+		// This store writes the last entry's hash in every head record.
+		err = fmt.Errorf("%w: the head record of %s is 8 bytes, not %d", journal.ErrIncomplete, run, 8+journal.HashSize)
+	}
+	return head{Head: h, ok: true}, err
 }
 
 // Head implements journal.Heads: the number of entries the head record of
 // run names (0 for a run with none).
 func (s *Store) Head(ctx context.Context, run journal.RunID) (uint64, error) {
 	h, err := s.readHead(ctx, run)
-	return h.n, err
+	return h.Len, err
 }
 
 // Records implements journal.Store. It reads the run's head record first
@@ -57,7 +61,7 @@ func (s *Store) Records(ctx context.Context, run journal.RunID, from uint64, fn 
 		}
 		switch {
 		case seq > next:
-			return &journal.GapError{Run: run, From: next, To: seq, Length: h.n,
+			return &journal.GapError{Run: run, From: next, To: seq, Length: h.Len,
 				Reason: fmt.Sprintf("the stream's records go from entry %d to entry %d", int64(next)-1, seq)}
 		case seq < next:
 			return &RecordError{Run: run, Seq: seq, StreamSeq: m.Sequence, Reason: fmt.Sprintf("comes after entry %d (the stream holds it twice)", next-1)}
@@ -75,35 +79,7 @@ func (s *Store) Records(ctx context.Context, run journal.RunID, from uint64, fn 
 	if err != nil || stopped {
 		return err
 	}
-	return h.reaches(run, next, last)
-}
-
-// reaches checks that a read that ended before entry next, whose last
-// record is last, read the whole journal h describes.
-func (h head) reaches(run journal.RunID, next uint64, last []byte) error {
-	switch {
-	case !h.ok && next > 0:
-		return fmt.Errorf("%w: run %s has %d entries on the stream but no head record (its index is damaged)", journal.ErrIncomplete, run, next)
-	case next < h.n:
-		why := fmt.Sprintf("the stream's records end after entry %d", int64(next)-1)
-		if next == 0 {
-			why = "no record of it is on the stream"
-		}
-		return &journal.GapError{Run: run, From: next, To: h.n, Length: h.n, Reason: why}
-	case next > h.n:
-		return fmt.Errorf("%w: run %s has %d entries on the stream, and its head record names %d (the head record is stale: damage)",
-			journal.ErrIncomplete, run, next, h.n)
-	case next > 0:
-		rec, err := journal.DecodeRecord(last)
-		if err != nil {
-			return nil // recordSeq decoded it already
-		}
-		if got := journal.Sum(rec.Entry); !bytes.Equal(got, h.hash) {
-			return fmt.Errorf("%w: run %s: the last entry on the stream, %d, hashes to %x; its head record names %x (damage)",
-				journal.ErrIncomplete, run, next-1, got[:8], h.hash[:8])
-		}
-	}
-	return nil
+	return h.Reaches(run, h.ok, next, last, "on the stream")
 }
 
 // Meta implements journal.Store.
