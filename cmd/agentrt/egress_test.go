@@ -15,7 +15,7 @@ import (
 // submitted to it with the crawler's grant (http: {hosts: ["127.0.0.1"]})
 // whose agent POSTs a submission of its own to the daemon's TCP API, with
 // a grant that would run a shell, and reaches for the routes of votes,
-// tasks, triggers and webhooks. The daemon refuses the connection at
+// tasks, triggers, webhooks and modules. The daemon refuses the connection at
 // dial (the API is the cell's own listener), the agent's call is denied
 // naming it, and no second run exists.
 func TestAgentCannotDriveItsOwnDaemon(t *testing.T) {
@@ -38,6 +38,9 @@ func TestAgentCannotDriveItsOwnDaemon(t *testing.T) {
 		{"method": "POST", "url": "http://" + api + "/v1/tasks", "body": string(evil)},
 		{"method": "POST", "url": "http://" + api + "/v1/triggers", "body": `{"name":"t","on":"webhook"}`},
 		{"method": "POST", "url": "http://" + api + "/v1/hooks/t", "body": "{}"},
+		// A module pushed into the cell's library, for a submission by
+		// hash to name later.
+		{"method": "POST", "url": "http://" + api + "/v1/modules", "body": "\x00asm\x01\x00\x00\x00"},
 	})
 	ctx := context.Background()
 	run, err := client.Submit(ctx, cell.Submission{Module: code, Name: "egress.wasm", Input: in,
@@ -47,7 +50,7 @@ func TestAgentCannotDriveItsOwnDaemon(t *testing.T) {
 	}
 	ri := d.completed(t, run)
 	var lines []string
-	if err := json.Unmarshal(ri.Output, &lines); err != nil || len(lines) != 7 {
+	if err := json.Unmarshal(ri.Output, &lines); err != nil || len(lines) != 8 {
 		t.Fatalf("output %s: %v", ri.Output, err)
 	}
 	for _, l := range lines {
