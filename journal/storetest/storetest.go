@@ -57,6 +57,15 @@ type Store interface {
 func Chain(t testing.TB, run journal.RunID, n int) []journal.Record {
 	t.Helper()
 	_, key, _ := ed25519.GenerateKey(nil)
+	c, recs := link(t, run, key, n)
+	recs[n-1].Seal = c.Seal()
+	return recs
+}
+
+// link returns the first n records of a journal of run signed by key, none
+// sealed, and the chain that linked them.
+func link(t testing.TB, run journal.RunID, key ed25519.PrivateKey, n int) (*journal.Chain, []journal.Record) {
+	t.Helper()
 	c := journal.NewChain(run, key)
 	recs := []journal.Record{}
 	r, err := c.Link(&journal.Entry{Phase: journal.PhaseStart, Header: &journal.Header{ModuleSHA256: make([]byte, 32), ABI: 1, Seed: make([]byte, 32)}})
@@ -73,8 +82,7 @@ func Chain(t testing.TB, run journal.RunID, n int) []journal.Record {
 		}
 		recs = append(recs, r)
 	}
-	recs[n-1].Seal = c.Seal()
-	return recs
+	return c, recs
 }
 
 // Run runs the store conformance suite, each test on a store that open
@@ -565,20 +573,7 @@ func sealWith(t *testing.T, st Store) {
 	ctx := context.Background()
 	_, key, _ := ed25519.GenerateKey(nil)
 	run := journal.NewRunID(time.Now())
-	c := journal.NewChain(run, key)
-	var recs []journal.Record
-	for i := range 3 {
-		e := &journal.Entry{Phase: journal.PhaseStart, Header: &journal.Header{ModuleSHA256: make([]byte, 32), ABI: 1, Seed: make([]byte, 32)}}
-		if i > 0 {
-			req := []byte{byte(i)}
-			e = &journal.Entry{Phase: journal.PhaseCompleted, Step: uint64(i), Op: "run.log", Request: req, InputHash: journal.Sum(req), OutputHash: journal.Sum(nil)}
-		}
-		r, err := c.Link(e)
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, r)
-	}
+	_, recs := link(t, run, key, 3)
 	head := journal.Sum(recs[2].Entry)
 	if err := st.Commit(ctx, &journal.Batch{Run: run, Records: recs, SealWith: key, Head: head, Durable: true}); err != nil {
 		t.Fatal(err)
