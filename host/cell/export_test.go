@@ -1,9 +1,17 @@
 package cell
 
-import "time"
+import (
+	"time"
+
+	"github.com/agentrt/agentrt/journal"
+)
 
 func init() { testCompileTimeout = 10 * time.Minute }
 
 // StartErrorCode exposes the status mapping to the tests: some of the
 // errors it maps (a lost race for a journal) cannot be caused on demand.
 var StartErrorCode = startErrorCode
+
+// SetTriggerLaunchHook sets the hook a firing's start calls between the
+// launch of its run and the noting of the run as active.
+func SetTriggerLaunchHook(fn func(journal.RunID)) { testHookLaunched = fn }

@@ -180,6 +180,10 @@ type liveTrigger struct {
 	// files is a file trigger's watch (triggers_file.go).
 	files *fileWatch
 	gone  bool
+	// restart are the firings load found claimed and not started, for
+	// begin to start once the trigger is in the set (so that the end of
+	// their runs is heard).
+	restart []Firing
 }
 
 // newTriggers returns the triggers of s, not started.
@@ -239,6 +243,9 @@ func (s *Server) StartTriggers(ctx context.Context) error {
 	t.mu.Lock()
 	t.started = true
 	t.mu.Unlock()
+	// Heard before anything starts: a run a trigger starts as it loads
+	// (a claimed firing, the first catch-up) can end at once.
+	s.OnEnd(t.ended)
 	var errs []error
 	for _, d := range defs {
 		lt, err := t.load(d, byOrigin)
@@ -258,7 +265,6 @@ func (s *Server) StartTriggers(ctx context.Context) error {
 	t.wg.Add(1)
 	go t.kvWorker()
 	t.armMetric()
-	s.OnEnd(t.ended)
 	t.logf("triggers: %d loaded", len(defs))
 	return errors.Join(errs...)
 }
@@ -322,9 +328,8 @@ func (t *triggerSet) load(d triggerDef, byOrigin map[string]journal.RunMeta) (*l
 			t.logf("trigger %s: firing %d had started run %s before the restart", d.Name, f.Seq, m.ID)
 			continue
 		}
-		// Claimed and never started: start it now, once.
-		t.logf("trigger %s: firing %d was claimed and not started before the restart: starting it", d.Name, f.Seq)
-		t.start(lt, f)
+		// Claimed and never started: begin starts it, once.
+		lt.restart = append(lt.restart, f)
 	}
 	return lt, nil
 }
@@ -362,9 +367,24 @@ func newLive(d triggerDef) (*liveTrigger, error) {
 }
 
 // begin arms lt: its schedule, its pending catch-up, its folder watch.
+// Loaded, it first lets go of the runs that ended since the cell's runs
+// were read (their end came before lt was in the set), then starts the
+// firings load found claimed and not started.
 func (t *triggerSet) begin(lt *liveTrigger) {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
+	for run := range lt.active {
+		m, err := t.srv.cell.Store.Meta(context.Background(), run)
+		if err == nil && !runGoing(m.Status) || errors.Is(err, journal.ErrNotFound) {
+			delete(lt.active, run)
+		}
+	}
+	restart := lt.restart
+	lt.restart = nil
+	for _, f := range restart {
+		t.logf("trigger %s: firing %d was claimed and not started before the restart: starting it", lt.def.Name, f.Seq)
+		t.start(lt, f)
+	}
 	if lt.def.Paused || lt.gone {
 		return
 	}
@@ -655,6 +675,9 @@ func (t *triggerSet) start(lt *liveTrigger, f Firing) {
 		}
 		return
 	}
+	if testHookLaunched != nil {
+		testHookLaunched(run)
+	}
 	lt.active[run] = true
 	t.mu.Lock()
 	t.origins[run] = lt.def.Name
@@ -670,6 +693,11 @@ func (t *triggerSet) start(lt *liveTrigger, f Firing) {
 		}
 	}
 }
+
+// testHookLaunched, set by tests, is called between a firing's launch and
+// the noting of its run as active: a test holds it there until the run has
+// ended, the order a short run on a busy machine can take.
+var testHookLaunched func(journal.RunID)
 
 // runSpec is the run of firing f: lt's module, its input (the event's, or
 // the trigger's), and its authority: a grant is issued as a token by the
@@ -729,20 +757,30 @@ func (t *triggerSet) pauseLocked(lt *liveTrigger, reason string) {
 // ended learns of the end of a run (Server.OnEnd): a run of a trigger
 // that has ended (not parked, not interrupted) leaves its active runs, and
 // a queued firing may start. Metric triggers look again.
+//
+// The trigger is looked up through the run's origin (originOf reads the
+// run's meta when the cache lacks it): a short run can end before start,
+// which holds lt.mu across the launch, has noted it as active. Its end
+// then waits for lt.mu, and finds it active.
 func (t *triggerSet) ended(run journal.RunID, _ *host.Result, _ error) {
+	name := t.originOf(run)
 	t.mu.Lock()
-	name, ok := t.origins[run]
 	lt := t.all[name]
 	t.mu.Unlock()
-	if ok && lt != nil {
+	if name != "" && lt != nil {
+		lt.mu.Lock()
 		m, err := t.srv.cell.Store.Meta(context.Background(), run)
 		if err == nil && !runGoing(m.Status) || errors.Is(err, journal.ErrNotFound) {
-			lt.mu.Lock()
 			delete(lt.active, run)
 			t.drainQueue(lt)
-			lt.mu.Unlock()
 		}
+		lt.mu.Unlock()
 	}
+	// The cache keeps runs that go on; one that stopped is read again
+	// from its meta should it be asked about (a kv write still queued).
+	t.mu.Lock()
+	delete(t.origins, run)
+	t.mu.Unlock()
 	t.lookMetrics()
 }
 

@@ -843,3 +843,47 @@ func TestTriggerExpiredTokenIsRefused(t *testing.T) {
 		t.Fatalf("after one refusal: %+v %v", ti, err)
 	}
 }
+
+// TestTriggerRunEndingBeforeItIsNotedFreesTheTrigger holds each firing's
+// start between the launch of its run and the noting of the run as active
+// until the run has ended, the order a short run takes on a busy machine:
+// the trigger still hears of the end, so the next moment is not taken for
+// an overlap, and the trigger is left with no active run.
+func TestTriggerRunEndingBeforeItIsNotedFreesTheTrigger(t *testing.T) {
+	clk := clock.NewFake(trigT0)
+	tc := openTrigCell(t, filepath.Join(t.TempDir(), "cell"), clk)
+	held := make(chan journal.RunID, 4)
+	cell.SetTriggerLaunchHook(func(run journal.RunID) {
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			m, err := tc.cell.Store.Meta(context.Background(), run)
+			if err == nil && m.Status == journal.StatusCompleted {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("run %s never completed: %+v %v", run, m, err)
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		// The run's end hooks run once its status is written; give them
+		// the lead the old order gave them.
+		time.Sleep(50 * time.Millisecond)
+		held <- run
+	})
+	t.Cleanup(func() { cell.SetTriggerLaunchHook(nil) })
+	tc.add(t, cell.TriggerSpec{Name: "minute", On: "schedule:* * * * *", Overlap: "skip"})
+	for i := 1; i <= 2; i++ {
+		clk.Set(trigT0.Add(time.Duration(i) * time.Minute))
+		select {
+		case <-held:
+		case <-time.After(60 * time.Second):
+			t.Fatalf("firing %d never launched", i)
+		}
+		tc.waitInactive(t, "minute")
+	}
+	log := tc.waitLog(t, "minute", "started both", func(l []cell.Firing) bool { return len(l) == 2 })
+	if states(log) != "started started" {
+		t.Fatalf("log %s (%+v)", states(log), log)
+	}
+}
