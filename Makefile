@@ -6,8 +6,10 @@ AGENTRT := $(BIN)/agentrt
 # Debian packages the build needs: clang + wasi-libc for C guests, rustc +
 # cargo + the wasm32-wasi standard library for Rust guests (rustc links wasm
 # with lld), wabt for hand-written wasm fixtures, bubblewrap for the native
-# tools sandbox, git for the tool tests and the repo-report example.
-APT_PKGS := clang lld wasi-libc libclang-rt-dev-wasm32 rustc cargo libstd-rust-dev-wasm32 wabt bubblewrap git
+# tools sandbox, git for the tool tests and the repo-report example,
+# openssh-client for the approval tests (votes signed by ssh-keygen -Y sign,
+# keys held by ssh-agent).
+APT_PKGS := clang lld wasi-libc libclang-rt-dev-wasm32 rustc cargo libstd-rust-dev-wasm32 wabt bubblewrap git openssh-client
 PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
 TEST_TIMEOUT ?= 25m
 # The guest SDK is a module of its own (guest-sdk/go.mod), outside ./...;
@@ -22,7 +24,7 @@ all: build
 ## deps: check the C, Rust and wasm toolchains, installing them with apt-get when run as root.
 deps:
 	@missing=""; \
-	for t in clang wasm-ld wat2wasm bwrap git; do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
+	for t in clang wasm-ld wat2wasm bwrap git ssh-keygen ssh-agent; do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
 	[ -f /usr/include/wasm32-wasi/stdio.h ] || missing="$$missing wasi-libc"; \
 	ls /usr/lib/llvm-*/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a >/dev/null 2>&1 || missing="$$missing libclang-rt-dev-wasm32"; \
 	rust=""; for r in $$(command -v rustc) /usr/bin/rustc; do \
