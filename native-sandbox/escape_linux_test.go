@@ -349,7 +349,15 @@ func TestEscape05Syscalls(t *testing.T) {
 	b.expect("errno ENOSYS", "syscall", "x32")
 	if runtime.GOARCH == "amd64" {
 		// The i386 ABI through int 0x80: getpid would succeed if allowed.
-		b.expect("errno EPERM", "syscall", "i386")
+		// A kernel without that ABI faults on it, outside the sandbox
+		// as inside: then nothing is there to block.
+		out, err := exec.Command(b.pb, "syscall", "i386").Output()
+		if outside := strings.TrimSpace(string(out)); err == nil && outside == "fault" {
+			t.Log("this kernel has no i386 ABI (int 0x80 faults outside the sandbox too)")
+			b.expect("fault", "syscall", "i386")
+		} else {
+			b.expect("errno EPERM", "syscall", "i386")
+		}
 	}
 	// The filter is selective: an ordinary socket is allowed.
 	b.expect("ok", "syscall", "socket_inet")

@@ -16,6 +16,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -257,6 +258,15 @@ func trySyscall(name string) {
 		// getpid in the x32 ABI (__X32_SYSCALL_BIT | 39).
 		_, _, e = unix.Syscall(0x40000000|39, 0, 0, 0)
 	case "i386":
+		// A kernel without the i386 ABI (CONFIG_IA32_EMULATION off, or
+		// ia32_emulation=0) answers int 0x80 with a general protection
+		// fault: reported as "fault", not a crash.
+		debug.SetPanicOnFault(true)
+		defer func() {
+			if recover() != nil {
+				fmt.Println("fault")
+			}
+		}()
 		r := int80(20) // getpid in the i386 ABI
 		if int64(r) < 0 {
 			e = syscall.Errno(-int64(r))
