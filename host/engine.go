@@ -79,6 +79,10 @@ type Engine struct {
 	// a time, so that modules submitted together queue instead of taking
 	// every core of the host.
 	compiling chan struct{}
+	// background counts compilations still running after their caller
+	// gave up on them (CompileLimits.Timeout); Close waits for them, since
+	// a runtime closed under a compilation panics when it finishes.
+	background sync.WaitGroup
 
 	mu       sync.Mutex
 	compiled map[compileKey]*compiling
@@ -233,7 +237,14 @@ func EngineAvailable(kind string) bool {
 func (e *Engine) Kind() string { return e.kind }
 
 // Close releases the runtime and every compiled module.
-func (e *Engine) Close(ctx context.Context) error { return e.rt.close(ctx) }
+//
+// Close first waits for compilations that outlived their timeout: wazero
+// stops one at its next function, wasmtime finishes it, bounded by the
+// static compile limits.
+func (e *Engine) Close(ctx context.Context) error {
+	e.background.Wait()
+	return e.rt.close(ctx)
+}
 
 // ErrNotWasm is returned by Compile for bytes that are not a WebAssembly
 // module. It wraps ErrBadModule.
@@ -372,7 +383,11 @@ func (e *Engine) prepare(code []byte, key compileKey) (*Module, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), e.limits.Timeout)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- e.rt.compile(ctx, bin, m) }()
+	e.background.Add(1)
+	go func() {
+		defer e.background.Done()
+		done <- e.rt.compile(ctx, bin, m)
+	}()
 	select {
 	case err = <-done:
 	case <-ctx.Done():
