@@ -109,6 +109,7 @@ func (h *Host) Reopen(ctx context.Context, run journal.RunID) (*Started, error) 
 		})
 	}
 	blog := &budgetLog{}
+	events.at = w.Next
 	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease, meta: &meta, budget: blog}
 	p := &resumePath{rec: rec, live: live, events: events}
 	p.doubtStep, _, p.doubt = rec.InDoubt()

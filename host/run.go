@@ -399,6 +399,7 @@ func (h *Host) start(ctx context.Context, spec RunSpec, fork *forked) (*Started,
 
 	events := &eventBuffer{run: run, now: h.deps.Now, sink: h.deps.Sink, keep: h.deps.Events != nil, limit: limits.LogBytes}
 	blog := &budgetLog{}
+	events.at = w.Next
 	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease, meta: &meta, budget: blog}
 	var path callPath = live
 	if fork != nil {
