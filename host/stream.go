@@ -114,7 +114,8 @@ func (r *StreamReader) Offset() uint64 { return max(r.offset, r.from) }
 // from the reader's offset, until fn returns an error. The journal is
 // read before the event log, so that every record placed before an entry
 // read is read too (it was committed no later); records placed after the
-// last entry read wait for it.
+// last entry read wait for it. After an error, the reader is done: a new
+// one resumes from the offset of the last event fn took, plus one.
 func (r *StreamReader) Read(ctx context.Context, fn func(StreamEvent) error) error {
 	var entries []*journal.Entry
 	err := r.store.Records(ctx, r.run, r.seq, func(seq uint64, raw []byte) error {
