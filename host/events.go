@@ -31,6 +31,10 @@ type Event struct {
 	Kind  EventKind     `cbor:"3,keyasint"`
 	Level uint8         `cbor:"4,keyasint,omitempty"`
 	Data  []byte        `cbor:"5,keyasint"`
+	// Seq places the event in the run's journal: it was written after
+	// the journal's first Seq entries and before entry Seq. Zero in a log
+	// written before events were placed (ReadStream puts those last).
+	Seq uint64 `cbor:"6,keyasint,omitempty"`
 }
 
 // EventLog reads the events of runs, stored as opaque records (the
@@ -67,6 +71,8 @@ type eventBuffer struct {
 	run  journal.RunID
 	now  func() time.Time
 	sink func(Event)
+	// at, when set, is the seq the journal's next entry gets (Event.Seq).
+	at func() uint64
 	// keep says whether events are buffered for the event log.
 	keep bool
 	// replaying drops every event: a resumed run re-executes calls whose
@@ -90,11 +96,14 @@ func (b *eventBuffer) add(e Event) {
 	}
 	e.Run = b.run
 	e.Time = b.now().UnixNano()
+	if b.at != nil {
+		e.Seq = b.at()
+	}
 	if b.limit > 0 {
 		if b.kept+uint64(len(e.Data)) > b.limit {
 			if !b.overQuota {
 				b.overQuota = true
-				b.push(Event{Run: b.run, Time: e.Time, Kind: EventStderr,
+				b.push(Event{Run: b.run, Time: e.Time, Kind: EventStderr, Seq: e.Seq,
 					Data: fmt.Appendf(nil, "agentrt: the run's log quota of %d bytes is used up (limits.log): its further output is dropped\n", b.limit)})
 			}
 			return
@@ -119,7 +128,7 @@ func (b *eventBuffer) push(e Event) {
 		return
 	}
 	b.size += len(e.Data)
-	if n := len(b.buf); n > 0 && e.Kind != EventRunLog && b.buf[n-1].Kind == e.Kind && len(b.buf[n-1].Data)+len(e.Data) <= maxEventChunk {
+	if n := len(b.buf); n > 0 && e.Kind != EventRunLog && b.buf[n-1].Kind == e.Kind && b.buf[n-1].Seq == e.Seq && len(b.buf[n-1].Data)+len(e.Data) <= maxEventChunk {
 		b.buf[n-1].Data = append(b.buf[n-1].Data, e.Data...)
 		return
 	}
@@ -140,7 +149,11 @@ func (b *eventBuffer) flushTo(w *journal.Writer) error {
 	b.buf, b.size, b.dropped = nil, 0, 0
 	b.mu.Unlock()
 	if dropped > 0 {
-		evs = append(evs, Event{Run: b.run, Time: b.now().UnixNano(), Kind: EventStderr,
+		var seq uint64
+		if b.at != nil {
+			seq = b.at()
+		}
+		evs = append(evs, Event{Run: b.run, Time: b.now().UnixNano(), Kind: EventStderr, Seq: seq,
 			Data: fmt.Appendf(nil, "agentrt: %d bytes of guest output dropped (more than %d between two journal commits)\n", dropped, maxEventBuffer)})
 	}
 	for i := range evs {

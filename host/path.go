@@ -49,6 +49,19 @@ type livePath struct {
 	// conv is the conversation key of the call being journaled
 	// (caps.Handler.Conversation): its payloads are stored by hash.
 	conv string
+	// obs, when set, is told of each call's outcome and each commit.
+	obs Observer
+}
+
+// Observer is told of what runs do, for metrics. Its methods are called
+// in the run's goroutine and must not block.
+type Observer interface {
+	// Call is told of each call's outcome as it is journaled: its op,
+	// class and ABI status.
+	Call(op abi.Op, status abi.Status)
+	// Commit is told how long a journal commit took, and whether it was
+	// durable (it waited for the disk).
+	Commit(d time.Duration, durable bool)
 }
 
 // blobThreshold is the size from which a string in a conversation's
@@ -196,6 +209,9 @@ func (p *livePath) add(c *Call, withRequest bool, status abi.Status, resp []byte
 	p.gate = nil
 	e.Approval, p.approval = p.approval, nil
 	e.Response, e.OutputHash, e.Status = p.stored(resp, false), journal.Sum(resp), uint32(status)
+	if p.obs != nil {
+		p.obs.Call(*c.Op, status)
+	}
 	return p.w.Add(e)
 }
 
@@ -227,8 +243,12 @@ func (p *livePath) commitWith(ctx context.Context, meta *journal.RunMeta, durabl
 	if err := p.events.flushTo(p.w); err != nil {
 		return err
 	}
+	start := time.Now()
 	if err := p.w.Commit(ctx, meta, durable); err != nil {
 		return fmt.Errorf("host: journal: %w", err)
+	}
+	if p.obs != nil {
+		p.obs.Commit(time.Since(start), durable)
 	}
 	return nil
 }

@@ -109,7 +109,8 @@ func (h *Host) Reopen(ctx context.Context, run journal.RunID) (*Started, error) 
 		})
 	}
 	blog := &budgetLog{}
-	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease, meta: &meta, budget: blog}
+	events.at = w.Next
+	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease, meta: &meta, budget: blog, obs: h.deps.Observer}
 	p := &resumePath{rec: rec, live: live, events: events}
 	p.doubtStep, _, p.doubt = rec.InDoubt()
 	p.past = rec.Len() == 0

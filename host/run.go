@@ -44,6 +44,9 @@ type Deps struct {
 	Rand io.Reader
 	// Sink, when set, sees every event as it happens.
 	Sink func(Event)
+	// Observer, when set, is told of every call journaled and every
+	// commit, for metrics; it must not block.
+	Observer Observer
 	// Leases keeps the runs' leases; nil: the Store's, when it has them.
 	// Without one, runs are written without leases.
 	Leases journal.Leases
@@ -399,7 +402,8 @@ func (h *Host) start(ctx context.Context, spec RunSpec, fork *forked) (*Started,
 
 	events := &eventBuffer{run: run, now: h.deps.Now, sink: h.deps.Sink, keep: h.deps.Events != nil, limit: limits.LogBytes}
 	blog := &budgetLog{}
-	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease, meta: &meta, budget: blog}
+	events.at = w.Next
+	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease, meta: &meta, budget: blog, obs: h.deps.Observer}
 	var path callPath = live
 	if fork != nil {
 		path = &forkPath{rec: fork.rec, live: live, past: fork.rec.Len() == 0}

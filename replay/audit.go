@@ -193,6 +193,9 @@ type VerifyOptions struct {
 	// compilation cache (nothing on disk), closed before VerifyBundle
 	// returns.
 	Engine *host.Engine
+	// Progress, when set, is told of the re-execution's progress, as
+	// Options.Progress.
+	Progress func(served, total int)
 }
 
 // VerifyBundle verifies the bundle in data, offline, in the order
@@ -208,7 +211,7 @@ func VerifyBundle(ctx context.Context, data []byte, opts VerifyOptions) (*AuditR
 // for its format, its journal and the re-execution, and no pass keeps the
 // records. A file that changes between the passes fails.
 func VerifyBundleReader(ctx context.Context, r io.ReaderAt, size int64, opts VerifyOptions) (*AuditReport, error) {
-	a := &auditor{rep: &AuditReport{Cells: []CellReport{}}, trusted: opts.Trusted, tokenRoots: opts.TokenRoots, approvers: opts.Approvers}
+	a := &auditor{rep: &AuditReport{Cells: []CellReport{}}, trusted: opts.Trusted, tokenRoots: opts.TokenRoots, approvers: opts.Approvers, progress: opts.Progress}
 	err := a.verify(ctx, r, size, opts.Engine)
 	if err != nil {
 		var ae *AuditError
@@ -239,6 +242,7 @@ type auditor struct {
 	tokenRoots []ed25519.PublicKey
 	approvers  []approval.Member
 	changes    []Change
+	progress   func(served, total int)
 }
 
 func (a *auditor) isTrusted(k []byte) bool {
@@ -477,7 +481,7 @@ func (a *auditor) verify(ctx context.Context, r io.ReaderAt, size int64, engine 
 	src := newStreamSource(newRecordReader(r, size, l), sum, calls)
 	src.blobs, src.ctx = blobs, ctx
 	j := &Journal{Summary: sum}
-	res, err := j.execute(ctx, engine, l.module, Options{MaxRequest: int(l.engine.MaxRequest)}, src)
+	res, err := j.execute(ctx, engine, l.module, Options{MaxRequest: int(l.engine.MaxRequest), Progress: a.progress}, src)
 	a.changes = src.changes
 	switch {
 	case errors.Is(err, ErrUnfinished):

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/journal"
 )
@@ -105,6 +106,21 @@ type Options struct {
 	// MaxRequest is the recording host's request size limit; zero:
 	// abi.MaxRequest, the default of every host.
 	MaxRequest int
+	// Progress, when set, is told after each recorded call served how
+	// many were served of how many (a progress bar).
+	Progress func(served, total int)
+}
+
+// progressSource tells Options.Progress of each call served.
+type progressSource struct {
+	callSource
+	progress func(served, total int)
+}
+
+func (p progressSource) Serve(ctx context.Context, c *host.Call) (abi.Status, []byte, error) {
+	status, resp, err := p.callSource.Serve(ctx, c)
+	p.progress(p.Served(), p.Len())
+	return status, resp, err
 }
 
 // Replay re-executes the journal's module on engine against the journal.
@@ -130,6 +146,9 @@ func (j *Journal) replay(ctx context.Context, engine *host.Engine, code []byte, 
 }
 
 func (j *Journal) execute(ctx context.Context, engine *host.Engine, code []byte, opts Options, rec callSource) (*Report, error) {
+	if opts.Progress != nil {
+		rec = progressSource{rec, opts.Progress}
+	}
 	hdr := j.Summary.Header
 	spec := host.ExecSpec{Run: j.Summary.Run, Header: hdr, Code: code, Source: rec, Sink: opts.Sink, MaxRequest: opts.MaxRequest,
 		Refused: rec.Len() == 0 && rec.Finished()}

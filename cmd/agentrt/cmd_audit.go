@@ -224,7 +224,10 @@ decision is the one the votes give under the group's rule (quorum,
 two-person, order, expiry), and what went on agrees with it. With
 --trust-approvers FILE (authorized_keys lines, the comment the approver's
 name) every counted vote must be signed by a key in FILE; without it, by the
-keys each request names, which only the recording cell vouches for.`,
+keys each request names, which only the recording cell vouches for.
+
+On a terminal, a progress bar on stderr counts the calls re-executed; it is
+not drawn when stderr is not a terminal, or with --json.`,
 		Example: "  agentrt audit verify run.bundle --trust cell.keys\n  agentrt audit verify run.bundle --trust cell.keys --trust-approvers approvers.keys\n  agentrt audit verify run.bundle --trust cell.keys --json",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -240,7 +243,8 @@ keys each request names, which only the recording cell vouches for.`,
 				return err
 			}
 			defer f.Close()
-			opts := replay.VerifyOptions{Trusted: keys}
+			bar := c.progress("verify", asJSON)
+			opts := replay.VerifyOptions{Trusted: keys, Progress: bar.set}
 			if approversFile != "" {
 				b, err := fileread.Read(approversFile, fileread.Trust)
 				if err != nil {
@@ -256,6 +260,7 @@ keys each request names, which only the recording cell vouches for.`,
 				}
 			}
 			rep, verr := replay.VerifyBundleReader(cmd.Context(), f, size, opts)
+			bar.finish()
 			if asJSON {
 				enc := json.NewEncoder(c.stdout)
 				enc.SetIndent("", "  ")

@@ -31,9 +31,10 @@ func (c *cli) cellCmd() *cobra.Command {
 
 func (c *cli) cellServeCmd() *cobra.Command {
 	var (
-		listen string
-		drain  time.Duration
-		keep   int
+		listen  string
+		metrics string
+		drain   time.Duration
+		keep    int
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -73,7 +74,15 @@ them with agentrt cancel RUN. While it holds the data directory, agentrt run,
 resume, cancel and approve go to it on their own, and the commands that read
 (runs, logs, journal show and query, budget, replay, audit export,
 checkpoint, prove and consistency) read through it, with the same output as from the store.
-agentrt store check and salvage need the daemon stopped.`,
+agentrt store check and salvage need the daemon stopped.
+
+With --metrics 127.0.0.1:PORT the daemon serves Prometheus metrics at
+/metrics on that loopback address (no token; no agent of the cell may reach
+it): agentrt_calls_total{op,class,status}, agentrt_journal_commit_seconds
+{durable} (a durable commit's latency includes the store's fsync),
+agentrt_runs{status}, agentrt_parked_runs{wait} and
+agentrt_parked_oldest_seconds{wait}. No label holds a run id or anything an
+agent chooses.`,
 		Example: `  agentrt cell serve
   agentrt cell serve --listen 127.0.0.1:7070
   curl --unix-socket ~/.local/share/agentrt/agentrt.sock http://cell/v1/runs
@@ -89,11 +98,35 @@ agentrt store check and salvage need the daemon stopped.`,
 				return withHint(fmt.Errorf("--keep-compiled %d is below 0", keep), "give the most compiled modules to keep in memory, at least 1 (0: the default, %d)", host.DefaultKeepCompiled)
 			}
 			approvals := cell.NewApprovals()
-			cl, err := c.open(context.Background(), cell.Options{Approver: approvals, KeepCompiled: keep})
+			var mx *cell.Metrics
+			var mln net.Listener
+			var err error
+			if metrics != "" {
+				mx = cell.NewMetrics()
+				if mln, err = cell.ListenLoopback(metrics); err != nil {
+					return withHint(err, "serve the metrics on 127.0.0.1:PORT")
+				}
+				defer mln.Close()
+			}
+			copts := cell.Options{Approver: approvals, KeepCompiled: keep}
+			if mx != nil {
+				copts.Observer = mx
+			}
+			cl, err := c.open(context.Background(), copts)
 			if err != nil {
 				return err
 			}
 			defer cl.Close(context.Background())
+			if mx != nil {
+				mx.Watch(cl.Store)
+				defer cl.Listeners.Add("the cell's metrics", mln.Addr())()
+				mux := http.NewServeMux()
+				mux.Handle("GET /metrics", mx.Handler())
+				ms := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+				go ms.Serve(mln)
+				defer ms.Close()
+				logger.Printf("metrics on http://%s/metrics", mln.Addr())
+			}
 			var lns []net.Listener
 			sock, err := cell.ListenSocket(cell.SocketPath(cl.Dir))
 			if err != nil {
@@ -171,6 +204,7 @@ agentrt store check and salvage need the daemon stopped.`,
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "", "also serve the API on this loopback address (127.0.0.1:PORT), to clients with the token in DATA/"+cell.APITokenFile)
+	cmd.Flags().StringVar(&metrics, "metrics", "", "serve Prometheus metrics at /metrics on this loopback address (127.0.0.1:PORT)")
 	c.engineFlag(cmd)
 	cmd.Flags().IntVar(&keep, "keep-compiled", 0, fmt.Sprintf("the most compiled modules kept in memory, so that runs of them start without compiling; the least recently used is dropped past it (default %d)", host.DefaultKeepCompiled))
 	cmd.Flags().DurationVar(&drain, "drain-timeout", 30*time.Second, "how long a shutdown waits for runs to reach a step boundary")

@@ -16,6 +16,7 @@ import (
 
 func (c *cli) replayCmd() *cobra.Command {
 	var moduleFile, trustFile string
+	var quiet bool
 	cmd := &cobra.Command{
 		Use:   "replay RUN",
 		Short: "Re-execute a run against its journal and verify it",
@@ -31,7 +32,10 @@ the first bad entry, or the step where the module diverged and the guest
 function that made the call.
 
 With --module, replays the recorded history against a new build instead: the
-answer to "is my new version compatible with the runs in flight?".`,
+answer to "is my new version compatible with the runs in flight?".
+
+On a terminal, a progress bar on stderr counts the calls replayed; it is not
+drawn when stderr is not a terminal, or with --quiet.`,
 		Example: "  agentrt replay 0188c3\n  agentrt replay 0188c3 --module crawler-v2.wasm",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -61,13 +65,15 @@ answer to "is my new version compatible with the runs in flight?".`,
 			if err != nil {
 				return err
 			}
-			opts := replay.Options{}
+			bar := c.progress("replay", quiet)
+			opts := replay.Options{Progress: bar.set}
 			if moduleFile != "" {
 				if opts.Code, err = fileread.Read(moduleFile, fileread.Module); err != nil {
 					return err
 				}
 			}
 			rep, err := j.Replay(ctx, eng, code, opts)
+			bar.finish()
 			if errors.Is(err, replay.ErrUnfinished) {
 				return withHint(err, "the run is still going or was interrupted; its recorded part is intact (continue it with: agentrt resume RUN)")
 			}
@@ -86,6 +92,7 @@ answer to "is my new version compatible with the runs in flight?".`,
 		},
 	}
 	cmd.Flags().StringVar(&moduleFile, "module", "", "replay against this module instead of the recorded one")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "draw no progress bar")
 	cmd.Flags().StringVar(&trustFile, "trust", "", "file of trusted cell keys, one authorized_keys line each (default: this cell's key)")
 	c.engineFlag(cmd)
 	return cmd

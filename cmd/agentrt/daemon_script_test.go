@@ -2,7 +2,11 @@ package main
 
 import (
 	"context"
+	"io"
 	"maps"
+	"net"
+	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/agentrt/agentrt/host/cell"
@@ -38,6 +42,41 @@ func daemonScriptCmds() map[string]func(ts *testscript.TestScript, neg bool, arg
 				}
 				if time.Now().After(deadline) {
 					ts.Fatalf("no cell daemon answered in 60 s: %v", err)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		},
+		// free-port VAR sets VAR to a loopback TCP port no one listens on.
+		"free-port": func(ts *testscript.TestScript, neg bool, args []string) {
+			if neg || len(args) != 1 {
+				ts.Fatalf("usage: free-port VAR")
+			}
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			ts.Check(err)
+			ts.Setenv(args[0], strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
+			ln.Close()
+		},
+		// scrape ADDR writes what http://ADDR/metrics answers to stdout,
+		// waiting at most 60 s for it to answer.
+		"scrape": func(ts *testscript.TestScript, neg bool, args []string) {
+			if neg || len(args) != 1 {
+				ts.Fatalf("usage: scrape ADDR")
+			}
+			deadline := time.Now().Add(60 * time.Second)
+			for {
+				resp, err := http.Get("http://" + args[0] + "/metrics")
+				if err == nil {
+					b, err := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					ts.Check(err)
+					if resp.StatusCode != http.StatusOK {
+						ts.Fatalf("GET /metrics: %s", resp.Status)
+					}
+					ts.Stdout().Write(b)
+					return
+				}
+				if time.Now().After(deadline) {
+					ts.Fatalf("no metrics on %s in 60 s: %v", args[0], err)
 				}
 				time.Sleep(20 * time.Millisecond)
 			}

@@ -34,6 +34,8 @@ func TestAgentCannotDriveItsOwnDaemon(t *testing.T) {
 		// a webhook, though open to the world without the API token, would
 		// let it start runs.
 		{"method": "GET", "url": "http://" + api + "/v1/approvals"},
+		// The event stream of the cell's runs.
+		{"method": "GET", "url": "http://" + api + "/v1/runs/00000000000000000000000000000000/stream"},
 		{"method": "POST", "url": "http://" + api + "/v1/runs/00000000000000000000000000000000/votes", "body": "{}"},
 		{"method": "POST", "url": "http://" + api + "/v1/tasks", "body": string(evil)},
 		{"method": "POST", "url": "http://" + api + "/v1/triggers", "body": `{"name":"t","on":"webhook"}`},
@@ -50,7 +52,7 @@ func TestAgentCannotDriveItsOwnDaemon(t *testing.T) {
 	}
 	ri := d.completed(t, run)
 	var lines []string
-	if err := json.Unmarshal(ri.Output, &lines); err != nil || len(lines) != 8 {
+	if err := json.Unmarshal(ri.Output, &lines); err != nil || len(lines) != 9 {
 		t.Fatalf("output %s: %v", ri.Output, err)
 	}
 	for _, l := range lines {

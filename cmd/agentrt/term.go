@@ -4,9 +4,11 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/internal/termtext"
+	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 )
 
@@ -61,4 +63,52 @@ func (p *eventPrinter) flush() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stream.Flush()
+}
+
+// progress returns a progress bar for long work, drawn on stderr once
+// its total is known (the first set), or nil (no bar) when stderr is not a
+// terminal or quiet is set (--quiet, --json): a bar is for a person
+// watching, never for a file or a program reading the output. A nil bar's
+// methods do nothing.
+func (c *cli) progress(what string, quiet bool) *progressBar {
+	if quiet || !isTerminal(c.stderr) {
+		return nil
+	}
+	return &progressBar{what: what, w: c.stderr}
+}
+
+// progressBar is a progress bar on the terminal; nil draws nothing.
+type progressBar struct {
+	what string
+	w    io.Writer
+	bar  *progressbar.ProgressBar
+}
+
+// set moves the bar to done of total.
+func (p *progressBar) set(done, total int) {
+	if p == nil || total <= 0 {
+		return
+	}
+	if p.bar == nil {
+		p.bar = progressbar.NewOptions(total,
+			progressbar.OptionSetWriter(p.w),
+			progressbar.OptionSetDescription(p.what),
+			progressbar.OptionSetRenderBlankState(true),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish(),
+		)
+	}
+	if int64(total) != p.bar.GetMax64() {
+		p.bar.ChangeMax(total)
+	}
+	p.bar.Set(done)
+}
+
+// finish clears the bar from the terminal.
+func (p *progressBar) finish() {
+	if p != nil && p.bar != nil {
+		p.bar.Finish()
+	}
 }

@@ -114,6 +114,9 @@ func (c *Cell) sink(e host.Event) {
 type Options struct {
 	// Sink sees every event of the runs this cell hosts.
 	Sink func(host.Event)
+	// Observer is told of the calls and commits of the runs this cell
+	// hosts (Metrics).
+	Observer host.Observer
 	// NoCache turns the compilation cache off.
 	NoCache bool
 	// Engine is the WebAssembly engine (host.EngineConfig.Kind); empty:
@@ -195,7 +198,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Cell, error) {
 		c.sinks = append(c.sinks, opts.Sink)
 	}
 	deps := host.Deps{Store: st, KV: st, Events: st, Key: key, Sink: c.sink, Nonces: st, Approver: opts.Approver,
-		Listeners: c.Listeners, Now: clk.Now}
+		Listeners: c.Listeners, Now: clk.Now, Observer: opts.Observer}
 	deps.Tools = host.ToolDeps{Workspaces: WorkDir(dir), DataDir: dir}
 	if c.Book, err = OpenBook(dir, st, clk.Now); err == nil && c.Book != nil {
 		deps.Approvals = c.Book

@@ -467,6 +467,7 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc("GET /v1/runs/{run}", s.getRun)
 	mux.HandleFunc("POST /v1/runs/{run}/cancel", s.cancelRun)
 	mux.HandleFunc("GET /v1/runs/{run}/events", s.events)
+	mux.HandleFunc("GET /v1/runs/{run}/stream", s.stream)
 	mux.HandleFunc("GET /v1/approvals", s.listApprovals)
 	mux.HandleFunc("GET /v1/runs/{run}/approvals/{step}", s.getApproval)
 	mux.HandleFunc("POST /v1/runs/{run}/votes", s.vote)

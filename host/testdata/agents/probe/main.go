@@ -101,6 +101,12 @@ func do(s Step) string {
 		return "limit " + strings.Join(cs, " ")
 	case "checkpoint":
 		return "checkpoint"
+	case "print":
+		// Key goes to stdout, a line of the run's event log.
+		fmt.Println(s.Key)
+		return "print"
+	case "log":
+		return fmt.Sprintf("log %v", agent.Log(agent.Warn, s.Key))
 	case "sleep":
 		before := time.Now()
 		time.Sleep(time.Hour)
