@@ -312,3 +312,22 @@ func TestMCPStdioSandboxed(t *testing.T) {
 		t.Errorf("a call after the run ended: %v, want failed", st)
 	}
 }
+
+// TestMCPPins: the hashes Pins prints are those a pin must hold: pinned
+// with them, the server's calls pass.
+func TestMCPPins(t *testing.T) {
+	url, _ := httpNotes(t, nil, "")
+	s := Server{Name: "notes", URL: url, Tools: []string{"add_note"}}
+	pins, err := Pins(context.Background(), &s, Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pins) != 3 || pins[0].Tool != "add_note" || !pins[0].Granted || pins[1].Granted {
+		t.Fatalf("pins %+v, want the server's three tools, add_note granted", pins)
+	}
+	s.Pin = map[string]string{"add_note": pins[0].Hash}
+	in := open(t, &Grant{Servers: []Server{s}}, Deps{})
+	if st, body := call(t, in, "mcp.call_tool", &abi.MCPCallToolRequest{Server: "notes", Tool: "add_note", Arguments: `{"title":"x"}`}); st != abi.StatusOK {
+		t.Fatalf("pinned with Pins' hash: %v %q", st, message(t, body))
+	}
+}
