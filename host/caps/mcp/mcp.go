@@ -53,6 +53,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -77,6 +78,11 @@ type Deps struct {
 	// Credentials are the cell's credentials for http servers, by the name
 	// a grant's server gives (credential:).
 	Credentials map[string]Credential
+	// DataDir is the cell's data directory (its keys, API token, store),
+	// which no stdio server may see: a server whose exec, read or write
+	// path lies in it, or holds it, symbolic links resolved, is not
+	// launched. Empty: none (the cell sets it).
+	DataDir string
 }
 
 // Credential is what the cell adds to every request to an http server
@@ -529,6 +535,9 @@ func (in *instance) launch(ctx context.Context, s *Server) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	if msg := reachesData(st, in.deps.DataDir); msg != "" {
+		return nil, errors.New(msg)
+	}
 	if deadline := in.run.Deadline(); !deadline.IsZero() {
 		left := deadline.Sub(in.run.Now())
 		if left <= 0 {
@@ -596,6 +605,32 @@ func (in *instance) launch(ctx context.Context, s *Server) (*conn, error) {
 		return nil, fmt.Errorf("initializing its session: %w", err)
 	}
 	return c, nil
+}
+
+// reachesData returns why a stdio server's paths reach the cell's data
+// directory data, or "".
+func reachesData(st *Stdio, data string) string {
+	if data == "" {
+		return ""
+	}
+	real := func(p string) string {
+		if abs, err := filepath.Abs(p); err == nil {
+			p = abs
+		}
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+		return filepath.Clean(p)
+	}
+	rd := real(data)
+	paths := append(append([]string{st.Exec}, st.Read...), st.Write...)
+	for _, p := range paths {
+		rp := real(p)
+		if withinAny(rp, []string{rd}) || withinAny(rd, []string{rp}) {
+			return fmt.Sprintf("path %q reaches the cell's data directory %s, which holds its keys, API token and store: no mcp server may see it; nothing was launched", p, data)
+		}
+	}
+	return ""
 }
 
 // withinAny reports whether the absolute path p is one of roots or lies

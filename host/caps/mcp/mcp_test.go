@@ -331,3 +331,43 @@ func TestMCPPins(t *testing.T) {
 		t.Fatalf("pinned with Pins' hash: %v %q", st, message(t, body))
 	}
 }
+
+// TestMCPStdioRefusesDataDir: a stdio server whose paths reach the cell's
+// data directory is not launched, and the refusal says why.
+func TestMCPStdioRefusesDataDir(t *testing.T) {
+	data := t.TempDir()
+	in := open(t, &Grant{Servers: []Server{{Name: "notes", Stdio: &Stdio{Exec: "/usr/bin/cat", Read: []string{"/usr", data + "/keys"}}, Tools: []string{"add_note"}}}},
+		Deps{DataDir: data})
+	st, body := call(t, in, "mcp.list_tools", &abi.MCPListToolsRequest{Server: "notes"})
+	if msg := message(t, body); st != abi.StatusFailed || !strings.Contains(msg, "reaches the cell's data directory") {
+		t.Fatalf("%v %q, want failed naming the data directory", st, msg)
+	}
+}
+
+// TestGrantCheck: a malformed server entry is refused saying what to
+// change.
+func TestGrantCheck(t *testing.T) {
+	for _, tc := range []struct {
+		s    Server
+		want string
+	}{
+		{Server{Name: "n", Tools: []string{"a"}}, "say how to reach it"},
+		{Server{Name: "n", URL: "http://h/mcp", Stdio: &Stdio{Exec: "/bin/x"}, Tools: []string{"a"}}, "a server is one or the other"},
+		{Server{Name: "n", URL: "ftp://h/mcp", Tools: []string{"a"}}, "not an absolute http(s) URL"},
+		{Server{Name: "n", URL: "https://u:p@h/mcp", Tools: []string{"a"}}, "holds credentials"},
+		{Server{Name: "n", URL: "https://h/mcp"}, "it grants nothing"},
+		{Server{Name: "n", URL: "https://h/mcp", Tools: []string{"a"}, Idempotent: []string{"b"}}, `idempotent: "b" is not among the tools`},
+		{Server{Name: "n", URL: "https://h/mcp", Tools: []string{"a", "a"}}, `"a" is listed twice`},
+		{Server{Name: "n", URL: "https://h/mcp", Tools: []string{"a"}, Pin: map[string]string{"a": "XYZ"}}, "not a SHA-256 in lower-case hex"},
+		{Server{Name: "n", Stdio: &Stdio{Exec: "bin/x"}, Tools: []string{"a"}}, "is not absolute"},
+		{Server{Name: "n", Stdio: &Stdio{Exec: "/bin/x", Network: "all"}, Tools: []string{"a"}}, "write network: none"},
+		{Server{Name: "n", Stdio: &Stdio{Exec: "/bin/x", Write: []string{"/"}}, Tools: []string{"a"}}, "whole host writable"},
+		{Server{Name: "n", Stdio: &Stdio{Exec: "/bin/x", Limits: Limits{Memory: "1MiB"}}, Tools: []string{"a"}}, "too little"},
+		{Server{Name: "n", Stdio: &Stdio{Exec: "/bin/x"}, Credential: "c", Tools: []string{"a"}}, "a stdio server gets no credential"},
+	} {
+		err := (&Grant{Servers: []Server{tc.s}}).Check()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", tc.s, err, tc.want)
+		}
+	}
+}
