@@ -50,10 +50,13 @@ const (
 	// a person's approval (SPEC.md §15).
 	CapTimer    Capability = "timer"
 	CapApproval Capability = "approval"
+	// CapMCP reaches the Model Context Protocol servers the grant
+	// declares (SPEC.md §16).
+	CapMCP Capability = "mcp"
 )
 
 // Capabilities lists every capability of this ABI version, in a stable order.
-var Capabilities = []Capability{CapRun, CapKV, CapHTTP, CapClock, CapRandom, CapTool, CapLLM, CapTimer, CapApproval}
+var Capabilities = []Capability{CapRun, CapKV, CapHTTP, CapClock, CapRandom, CapTool, CapLLM, CapTimer, CapApproval, CapMCP}
 
 // Module returns the import module name of c, e.g. "agentrt:kv".
 func (c Capability) Module() string { return ModulePrefix + string(c) }
@@ -161,6 +164,14 @@ var Ops = []Op{
 	// Waits park the run; nothing is dispatched, so a resume asks again.
 	{CapTimer, OpTimerSleep, "timer.sleep", Effect, true},
 	{CapApproval, OpApprovalRequest, "approval.request", Effect, true},
+	// Listing and reading change nothing on the server; their results are
+	// recorded. Whether a tool call may be sent again after a crash is the
+	// grant's to say (each server lists its idempotent tools), never the
+	// server's annotations.
+	{CapMCP, OpMCPListTools, "mcp.list_tools", Pure, true},
+	{CapMCP, OpMCPCallTool, "mcp.call_tool", Effect, false},
+	{CapMCP, OpMCPReadResource, "mcp.read_resource", Pure, true},
+	{CapMCP, OpMCPGetPrompt, "mcp.get_prompt", Pure, true},
 }
 
 // LookupOp returns the operation with the given code in capability c.

@@ -73,6 +73,19 @@ var bodies = []fuzzBody{
 	{"ApprovalResponse", func() any { return new(abi.ApprovalResponse) }, []any{
 		abi.ApprovalResponse{Approved: true, Digest: make([]byte, 32), Approvers: []string{"alice", "bob"}},
 		abi.ApprovalResponse{Digest: make([]byte, 32), Reason: "denied by carol"}}},
+	{"MCPListToolsRequest", func() any { return new(abi.MCPListToolsRequest) }, []any{abi.MCPListToolsRequest{Server: "notes"}}},
+	{"MCPListToolsResponse", func() any { return new(abi.MCPListToolsResponse) }, []any{
+		abi.MCPListToolsResponse{Tools: []abi.MCPTool{{Name: "a", InputSchema: "{}", Annotations: `{"readOnlyHint":true}`, Idempotent: true, Hash: make([]byte, 32)}}}}},
+	{"MCPCallToolRequest", func() any { return new(abi.MCPCallToolRequest) }, []any{abi.MCPCallToolRequest{Server: "notes", Tool: "a", Arguments: `{"x":1}`}}},
+	{"MCPCallToolResponse", func() any { return new(abi.MCPCallToolResponse) }, []any{
+		abi.MCPCallToolResponse{IsError: true, Content: "[]", Text: "t", Structured: "{}"}}},
+	{"MCPReadResourceRequest", func() any { return new(abi.MCPReadResourceRequest) }, []any{abi.MCPReadResourceRequest{Server: "notes", URI: "notes://1"}}},
+	{"MCPReadResourceResponse", func() any { return new(abi.MCPReadResourceResponse) }, []any{
+		abi.MCPReadResourceResponse{Contents: []abi.MCPResourceContents{{URI: "u", MIMEType: "text/plain", Text: "t", Blob: []byte{1}}}}}},
+	{"MCPGetPromptRequest", func() any { return new(abi.MCPGetPromptRequest) }, []any{
+		abi.MCPGetPromptRequest{Server: "notes", Name: "p", Arguments: []abi.MCPPrompt{{Name: "a", Value: "b"}}}}},
+	{"MCPGetPromptResponse", func() any { return new(abi.MCPGetPromptResponse) }, []any{
+		abi.MCPGetPromptResponse{Description: "d", Messages: []abi.MCPPromptMessage{{Role: "user", Content: "{}", Text: "t"}}}}},
 	{"Error", func() any { return new(abi.Error) }, []any{
 		abi.Error{Code: abi.StatusTooLarge, Message: "request exceeds the limit"}}},
 }

@@ -38,22 +38,26 @@ const vectorDir = "testdata/vectors"
 // opBodies maps every op to constructors of its request and response types.
 // A nil constructor stands for abi.Empty.
 var opBodies = map[string]struct{ req, resp func() any }{
-	"run.input":        {nil, func() any { return new(abi.InputResponse) }},
-	"run.set_output":   {func() any { return new(abi.SetOutputRequest) }, nil},
-	"run.log":          {func() any { return new(abi.LogRequest) }, nil},
-	"run.introspect":   {nil, func() any { return new(abi.IntrospectResponse) }},
-	"run.checkpoint":   {func() any { return new(abi.CheckpointRequest) }, func() any { return new(abi.CheckpointResponse) }},
-	"run.limit":        {func() any { return new(abi.LimitRequest) }, func() any { return new(abi.LimitResponse) }},
-	"kv.get":           {func() any { return new(abi.KVGetRequest) }, func() any { return new(abi.KVGetResponse) }},
-	"kv.put":           {func() any { return new(abi.KVPutRequest) }, nil},
-	"kv.delete":        {func() any { return new(abi.KVDeleteRequest) }, func() any { return new(abi.KVDeleteResponse) }},
-	"kv.list":          {func() any { return new(abi.KVListRequest) }, func() any { return new(abi.KVListResponse) }},
-	"http.request":     {func() any { return new(abi.HTTPRequest) }, func() any { return new(abi.HTTPResponse) }},
-	"clock.now":        {nil, func() any { return new(abi.ClockNowResponse) }},
-	"random.bytes":     {func() any { return new(abi.RandomBytesRequest) }, func() any { return new(abi.RandomBytesResponse) }},
-	"tool.run":         {func() any { return new(abi.ToolRunRequest) }, func() any { return new(abi.ToolRunResponse) }},
-	"timer.sleep":      {func() any { return new(abi.TimerSleepRequest) }, func() any { return new(abi.TimerSleepResponse) }},
-	"approval.request": {func() any { return new(abi.ApprovalRequest) }, func() any { return new(abi.ApprovalResponse) }},
+	"run.input":         {nil, func() any { return new(abi.InputResponse) }},
+	"run.set_output":    {func() any { return new(abi.SetOutputRequest) }, nil},
+	"run.log":           {func() any { return new(abi.LogRequest) }, nil},
+	"run.introspect":    {nil, func() any { return new(abi.IntrospectResponse) }},
+	"run.checkpoint":    {func() any { return new(abi.CheckpointRequest) }, func() any { return new(abi.CheckpointResponse) }},
+	"run.limit":         {func() any { return new(abi.LimitRequest) }, func() any { return new(abi.LimitResponse) }},
+	"kv.get":            {func() any { return new(abi.KVGetRequest) }, func() any { return new(abi.KVGetResponse) }},
+	"kv.put":            {func() any { return new(abi.KVPutRequest) }, nil},
+	"kv.delete":         {func() any { return new(abi.KVDeleteRequest) }, func() any { return new(abi.KVDeleteResponse) }},
+	"kv.list":           {func() any { return new(abi.KVListRequest) }, func() any { return new(abi.KVListResponse) }},
+	"http.request":      {func() any { return new(abi.HTTPRequest) }, func() any { return new(abi.HTTPResponse) }},
+	"clock.now":         {nil, func() any { return new(abi.ClockNowResponse) }},
+	"random.bytes":      {func() any { return new(abi.RandomBytesRequest) }, func() any { return new(abi.RandomBytesResponse) }},
+	"tool.run":          {func() any { return new(abi.ToolRunRequest) }, func() any { return new(abi.ToolRunResponse) }},
+	"timer.sleep":       {func() any { return new(abi.TimerSleepRequest) }, func() any { return new(abi.TimerSleepResponse) }},
+	"approval.request":  {func() any { return new(abi.ApprovalRequest) }, func() any { return new(abi.ApprovalResponse) }},
+	"mcp.list_tools":    {func() any { return new(abi.MCPListToolsRequest) }, func() any { return new(abi.MCPListToolsResponse) }},
+	"mcp.call_tool":     {func() any { return new(abi.MCPCallToolRequest) }, func() any { return new(abi.MCPCallToolResponse) }},
+	"mcp.read_resource": {func() any { return new(abi.MCPReadResourceRequest) }, func() any { return new(abi.MCPReadResourceResponse) }},
+	"mcp.get_prompt":    {func() any { return new(abi.MCPGetPromptRequest) }, func() any { return new(abi.MCPGetPromptResponse) }},
 }
 
 // newBody returns a pointer to a fresh value of the Go type that a vector's
@@ -404,6 +408,31 @@ func generateVectors(t *testing.T) []*vector {
 	valid("approval.request", "request", "basic", "", &abi.ApprovalRequest{Action: "deploy v2 to production", Group: "release"})
 	valid("approval.request", "response", "approved", "", &abi.ApprovalResponse{Approved: true, Digest: sha, Approvers: []string{"alice", "bob"}})
 	valid("approval.request", "response", "denied", "approved is omitted when false", &abi.ApprovalResponse{Digest: sha, Reason: "denied by carol"})
+
+	// mcp (§16)
+	valid("mcp.list_tools", "request", "basic", "", &abi.MCPListToolsRequest{Server: "notes"})
+	valid("mcp.list_tools", "response", "tools", "the granted tools: the server's annotations as JSON text, idempotent as the grant says, the definition's hash",
+		&abi.MCPListToolsResponse{Tools: []abi.MCPTool{
+			{Name: "add_note", Description: "Add a note", InputSchema: `{"properties":{"title":{"type":"string"}},"type":"object"}`, Hash: sha},
+			{Name: "list_notes", Title: "List notes", InputSchema: `{"type":"object"}`, Annotations: `{"idempotentHint":true,"readOnlyHint":true}`, Idempotent: true, Hash: sha},
+		}})
+	valid("mcp.list_tools", "response", "none", "a server none of whose tools the grant allows", &abi.MCPListToolsResponse{Tools: []abi.MCPTool{}})
+	invalid("mcp.list_tools", "response", "missing-hash", "not-canonical", "hash is not omitempty: it MUST be present",
+		unhex("a165746f6f6c7381a2646e616d6561786c696e7075745f736368656d61627b7d")) // {"tools": [{"name": "x", "input_schema": "{}"}]}
+	valid("mcp.call_tool", "request", "basic", "arguments are a JSON object, as text", &abi.MCPCallToolRequest{Server: "notes", Tool: "add_note", Arguments: `{"body":"milk","title":"shopping"}`})
+	valid("mcp.call_tool", "request", "no-arguments", "arguments omitted: the tool takes none", &abi.MCPCallToolRequest{Server: "notes", Tool: "list_notes"})
+	valid("mcp.call_tool", "response", "text", "", &abi.MCPCallToolResponse{Content: `[{"type":"text","text":"added note 1"}]`, Text: "added note 1"})
+	valid("mcp.call_tool", "response", "tool-error", "the tool reported an error: a successful call with is_error", &abi.MCPCallToolResponse{IsError: true, Content: `[{"type":"text","text":"no such note"}]`, Text: "no such note"})
+	valid("mcp.call_tool", "response", "structured", "", &abi.MCPCallToolResponse{Content: `[{"type":"text","text":"{"count":2}"}]`, Text: `{"count":2}`, Structured: `{"count":2}`})
+	errorVector("mcp.call_tool", "denied", abi.StatusDenied, `mcp.call_tool: tool "delete_all" of mcp server notes is not in the grant (granted: add_note, list_notes)`)
+	errorVector("mcp.call_tool", "pin-mismatch", abi.StatusDenied, "mcp.call_tool: mcp server notes: its tool definitions no longer match the grant's pin (changed: add_note); calls to it are refused until the pin is updated (agentrt mcp pin prints the current hashes)")
+	errorVector("mcp.call_tool", "in-doubt", abi.StatusInDoubt, "mcp.call_tool: the call was in flight when the run stopped, and the grant does not list the tool as idempotent")
+	valid("mcp.read_resource", "request", "basic", "", &abi.MCPReadResourceRequest{Server: "notes", URI: "notes://1"})
+	valid("mcp.read_resource", "response", "text-and-blob", "", &abi.MCPReadResourceResponse{Contents: []abi.MCPResourceContents{
+		{URI: "notes://1", MIMEType: "text/plain", Text: "milk"}, {URI: "notes://1/attachment", Blob: []byte{0, 1, 2}}}})
+	valid("mcp.get_prompt", "request", "basic", "", &abi.MCPGetPromptRequest{Server: "notes", Name: "summarize", Arguments: []abi.MCPPrompt{{Name: "style", Value: "short"}}})
+	valid("mcp.get_prompt", "response", "basic", "", &abi.MCPGetPromptResponse{Description: "Summarize the notes", Messages: []abi.MCPPromptMessage{
+		{Role: "user", Content: `{"type":"text","text":"Summarize: milk"}`, Text: "Summarize: milk"}}})
 
 	// clock and random
 	valid("clock.now", "response", "basic", "", &abi.ClockNowResponse{UnixNano: 1767225600123456789})

@@ -71,6 +71,8 @@ type Caps struct {
 	// Timer allows durable sleeps (timer.sleep).
 	Timer    *Unit     `cbor:"timer,omitempty" json:"timer,omitempty" yaml:"timer,omitempty"`
 	Approval *Approval `cbor:"approval,omitempty" json:"approval,omitempty" yaml:"approval,omitempty"`
+	// MCP allows the listed MCP servers (mcp.go).
+	MCP *MCP `cbor:"mcp,omitempty" json:"mcp,omitempty" yaml:"mcp,omitempty"`
 }
 
 // Capability family names, as the ABI spells them (plus "tool").
@@ -84,6 +86,7 @@ const (
 	FamilyLLM      = "llm"
 	FamilyTimer    = "timer"
 	FamilyApproval = "approval"
+	FamilyMCP      = "mcp"
 )
 
 // Families lists the families c allows, in a stable order.
@@ -96,6 +99,7 @@ func (c Caps) Families() []string {
 		{FamilyRun, c.Run != nil}, {FamilyKV, c.KV != nil}, {FamilyHTTP, c.HTTP != nil},
 		{FamilyClock, c.Clock != nil}, {FamilyRandom, c.Random != nil}, {FamilyTool, c.Tool != nil},
 		{FamilyLLM, c.LLM != nil}, {FamilyTimer, c.Timer != nil}, {FamilyApproval, c.Approval != nil},
+		{FamilyMCP, c.MCP != nil},
 	} {
 		if f.on {
 			out = append(out, f.name)
@@ -213,6 +217,11 @@ func (c Caps) Check() error {
 			return err
 		}
 	}
+	if c.MCP != nil {
+		if err := checkMCP(c.MCP); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -307,6 +316,11 @@ func (c Caps) Within(parent Caps) error {
 	}
 	if c.Tool != nil {
 		if err := toolsWithin(c.Tool, parent.Tool); err != nil {
+			return err
+		}
+	}
+	if c.MCP != nil {
+		if err := mcpWithin(c.MCP, parent.MCP); err != nil {
 			return err
 		}
 	}
@@ -611,6 +625,8 @@ func (c Caps) String() string {
 			parts = append(parts, fmt.Sprintf("llm[%s: %s ≤%d]", strings.Join(c.LLM.Providers, " "), strings.Join(c.LLM.Models, " "), c.LLM.MaxOutputTokens))
 		case FamilyApproval:
 			parts = append(parts, "approval["+strings.Join(c.Approval.Groups, " ")+"]")
+		case FamilyMCP:
+			parts = append(parts, "mcp["+strings.Join(c.MCP.Names(), " ")+"]")
 		default:
 			parts = append(parts, f)
 		}

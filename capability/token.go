@@ -98,6 +98,11 @@ func Attenuate(token []byte, holder ed25519.PrivateKey, c Claims) ([]byte, error
 		tool.inheritTools(leaf.Caps.Tool)
 		c.Caps.Tool = &tool
 	}
+	if c.Caps.MCP != nil {
+		m := *c.Caps.MCP
+		m.inherit(leaf.Caps.MCP)
+		c.Caps.MCP = &m
+	}
 	proof, err := subjectOf(&c)
 	if err != nil {
 		return nil, err

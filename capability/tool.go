@@ -203,6 +203,11 @@ func (d ToolDecl) Digest() (Digest, error) {
 // requireDigests refuses a tool without a declaration digest, for Issue: a
 // root has no parent to take one from.
 func (c Caps) requireDigests() error {
+	for _, name := range c.MCP.Names() {
+		if c.MCP.Servers[name] == nil {
+			return fmt.Errorf("capability token: mcp server %q has no declaration digest: a token binds each server's whole declaration, so issue it from the server's declaration (a grant file's mcp server entry)", name)
+		}
+	}
 	if c.Tool == nil {
 		return nil
 	}

@@ -84,6 +84,7 @@ type eventBuffer struct {
 	limit, kept uint64
 	overQuota   bool
 
+	sinkMu  sync.Mutex
 	mu      sync.Mutex
 	buf     []Event
 	size    int
@@ -100,15 +101,22 @@ func (b *eventBuffer) add(e Event) {
 		e.Seq = b.at()
 	}
 	if b.limit > 0 {
-		if b.kept+uint64(len(e.Data)) > b.limit {
-			if !b.overQuota {
-				b.overQuota = true
+		b.mu.Lock()
+		over := b.kept+uint64(len(e.Data)) > b.limit
+		first := over && !b.overQuota
+		if over {
+			b.overQuota = true
+		} else {
+			b.kept += uint64(len(e.Data))
+		}
+		b.mu.Unlock()
+		if over {
+			if first {
 				b.push(Event{Run: b.run, Time: e.Time, Kind: EventStderr, Seq: e.Seq,
 					Data: fmt.Appendf(nil, "agentrt: the run's log quota of %d bytes is used up (limits.log): its further output is dropped\n", b.limit)})
 			}
 			return
 		}
-		b.kept += uint64(len(e.Data))
 	}
 	b.push(e)
 }
@@ -116,7 +124,11 @@ func (b *eventBuffer) add(e Event) {
 // push passes e to the sink and keeps it for the event log.
 func (b *eventBuffer) push(e Event) {
 	if b.sink != nil {
+		// A capability's process (an MCP server's stderr) adds events
+		// beside the guest: the sink sees one at a time.
+		b.sinkMu.Lock()
 		b.sink(e)
+		b.sinkMu.Unlock()
 	}
 	if !b.keep {
 		return

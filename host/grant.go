@@ -14,6 +14,7 @@ import (
 	"github.com/agentrt/agentrt/host/caps/http"
 	"github.com/agentrt/agentrt/host/caps/kv"
 	"github.com/agentrt/agentrt/host/caps/llm"
+	"github.com/agentrt/agentrt/host/caps/mcp"
 	"github.com/agentrt/agentrt/host/caps/random"
 	"github.com/agentrt/agentrt/host/caps/run"
 	"github.com/agentrt/agentrt/host/caps/timer"
@@ -37,6 +38,7 @@ type Grant struct {
 	LLM      *LLMGrant      `yaml:"llm,omitempty" cbor:"llm,omitempty"`
 	Timer    *TimerGrant    `yaml:"timer,omitempty" cbor:"timer,omitempty"`
 	Approval *ApprovalGrant `yaml:"approval,omitempty" cbor:"approval,omitempty"`
+	MCP      *MCPGrant      `yaml:"mcp,omitempty" cbor:"mcp,omitempty"`
 	// Budget holds the budget ceilings of the run's token, when it has
 	// any. Not part of a grant file: it comes from the verified token.
 	Budget *capability.Budget `yaml:"-" cbor:"budget,omitempty"`
@@ -67,6 +69,8 @@ type (
 	TimerGrant = timer.Grant
 	// ApprovalGrant allows asking the approvers' groups it lists.
 	ApprovalGrant = approval.Grant
+	// MCPGrant allows the MCP servers it declares.
+	MCPGrant = mcp.Grant
 )
 
 // DefaultGrant is the grant of a run started without one: the run

@@ -60,6 +60,9 @@ func (s *session) open() error {
 	s.slots = new([numCaps][maxOpCode]slot)
 	*s.slots = opSlots
 	r := &caps.Run{ID: s.run, Now: s.deps.Now, Halt: s.halt, Deadline: func() time.Time { return s.wallDeadline }}
+	if s.events != nil {
+		r.Stderr = s.events.writer(EventStderr)
+	}
 	for i := range registry {
 		e := &registry[i]
 		if e.section(s.grant) == nil {

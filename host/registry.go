@@ -11,6 +11,7 @@ import (
 	"github.com/agentrt/agentrt/host/caps/http"
 	"github.com/agentrt/agentrt/host/caps/kv"
 	"github.com/agentrt/agentrt/host/caps/llm"
+	"github.com/agentrt/agentrt/host/caps/mcp"
 	"github.com/agentrt/agentrt/host/caps/random"
 	"github.com/agentrt/agentrt/host/caps/run"
 	"github.com/agentrt/agentrt/host/caps/timer"
@@ -42,10 +43,11 @@ var registry = [numCaps]capEntry{
 	}),
 	register(timer.Capability{}, func(g *Grant) **TimerGrant { return &g.Timer }, func(*session) struct{} { return struct{}{} }),
 	register(approval.Capability{}, func(g *Grant) **ApprovalGrant { return &g.Approval }, func(*session) struct{} { return struct{}{} }),
+	register(mcp.Capability{}, func(g *Grant) **MCPGrant { return &g.MCP }, func(s *session) mcp.Deps { return s.deps.MCP }),
 }
 
 // numCaps is the number of capabilities of the ABI.
-const numCaps = 9
+const numCaps = 10
 
 // maxOpCode bounds the op codes of every capability.
 const maxOpCode = 8

@@ -18,6 +18,7 @@ import (
 	"github.com/agentrt/agentrt/capability"
 	"github.com/agentrt/agentrt/host/budget"
 	"github.com/agentrt/agentrt/host/caps/llm"
+	"github.com/agentrt/agentrt/host/caps/mcp"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/policy"
 )
@@ -52,6 +53,9 @@ type Deps struct {
 	Leases journal.Leases
 	// Tools serves the tool capability (workspaces, sandbox options).
 	Tools ToolDeps
+	// MCP serves the mcp capability: the sandbox options of stdio servers
+	// and the cell's credentials for http servers.
+	MCP mcp.Deps
 	// LLM are the cell's model providers (its llm.yaml), which the llm
 	// capability calls; nil: none, and every model call is denied.
 	LLM *llm.Providers

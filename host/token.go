@@ -226,6 +226,7 @@ func ParseCapsFile(b []byte) (capability.Caps, capability.Budget, error) {
 			LLM      *LLMGrant        `yaml:"llm"`
 			Timer    *capability.Unit `yaml:"timer"`
 			Approval *ApprovalGrant   `yaml:"approval"`
+			MCP      *MCPGrant        `yaml:"mcp"`
 		} `yaml:"capabilities"`
 		Budget capability.Budget `yaml:"budget"`
 	}
@@ -253,6 +254,14 @@ func ParseCapsFile(b []byte) (capability.Caps, capability.Budget, error) {
 			return capability.Caps{}, capability.Budget{}, err
 		}
 		_ = d.Approval.Token(&c)
+	}
+	if d.MCP != nil {
+		if err := d.MCP.Check(); err != nil {
+			return capability.Caps{}, capability.Budget{}, err
+		}
+		if err := d.MCP.Token(&c); err != nil {
+			return capability.Caps{}, capability.Budget{}, err
+		}
 	}
 	if d.LLM != nil {
 		if err := d.LLM.Check(); err != nil {

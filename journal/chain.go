@@ -3,16 +3,20 @@ package journal
 import (
 	"crypto/ed25519"
 	"fmt"
+	"sync/atomic"
 )
 
 // Chain links the entries of one run as they are written. It is a plain
 // state machine: it numbers, links, encodes and seals entries, and leaves
 // storing them to the caller.
 type Chain struct {
-	run  RunID
-	key  ed25519.PrivateKey
-	pub  ed25519.PublicKey
-	next uint64
+	run RunID
+	key ed25519.PrivateKey
+	pub ed25519.PublicKey
+	// next is read by Next from other goroutines (a capability's
+	// process stamping its output with the seq), written by the one
+	// goroutine that links.
+	next atomic.Uint64
 	head []byte
 }
 
@@ -24,12 +28,13 @@ func NewChain(run RunID, key ed25519.PrivateKey) *Chain {
 // ResumeChain continues a chain whose last entry is seq with hash head.
 func ResumeChain(run RunID, key ed25519.PrivateKey, seq uint64, head []byte) *Chain {
 	c := NewChain(run, key)
-	c.next, c.head = seq+1, append([]byte(nil), head...)
+	c.next.Store(seq + 1)
+	c.head = append([]byte(nil), head...)
 	return c
 }
 
 // Next returns the seq the next entry will get.
-func (c *Chain) Next() uint64 { return c.next }
+func (c *Chain) Next() uint64 { return c.next.Load() }
 
 // Head returns the hash of the last entry linked.
 func (c *Chain) Head() []byte { return c.head }
@@ -42,7 +47,7 @@ func (c *Chain) Cell() ed25519.PublicKey { return c.pub }
 func (c *Chain) Link(e *Entry) (Record, error) {
 	e.Version = FormatVersion
 	e.Run = c.run
-	e.Seq = c.next
+	e.Seq = c.next.Load()
 	e.Prev = c.head
 	e.Cell = c.pub
 	if err := e.check(); err != nil {
@@ -52,7 +57,7 @@ func (c *Chain) Link(e *Entry) (Record, error) {
 	if err != nil {
 		return Record{}, err
 	}
-	c.next++
+	c.next.Add(1)
 	c.head = Sum(b)
 	return Record{Entry: b}, nil
 }
@@ -60,6 +65,6 @@ func (c *Chain) Link(e *Entry) (Record, error) {
 // Seal signs the current head and returns the seal for the record that holds
 // the head entry.
 func (c *Chain) Seal() *Seal {
-	sig := ed25519.Sign(c.key, SealMessage(c.run, c.next-1, c.head))
+	sig := ed25519.Sign(c.key, SealMessage(c.run, c.next.Load()-1, c.head))
 	return &Seal{Cell: c.pub, Sig: sig}
 }

@@ -81,10 +81,11 @@ func refused(hint, format string, args ...any) error {
 type Option func(*options)
 
 type options struct {
-	bwrap  string
-	helper string
-	stdin  io.Reader
-	user   *User
+	bwrap          string
+	helper         string
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	user           *User
 }
 
 // User is a host user and group, by number.
@@ -113,6 +114,22 @@ func WithHelper(path string) Option { return func(o *options) { o.helper = path 
 
 // WithStdin gives the tool a standard input; by default it reads /dev/null.
 func WithStdin(r io.Reader) Option { return func(o *options) { o.stdin = r } }
+
+// WithOutput streams the tool's standard output and error to stdout and
+// stderr (either may be nil) as the tool writes them, for a tool that
+// speaks a protocol on its pipes (an MCP server over stdio) or whose
+// output is followed live. Every byte is written to the stream, and the
+// Result still holds the first Limits.Output bytes of each. A stream's
+// Write blocks the tool's pipe until it returns; a Write error drops the
+// rest of that stream's output, which is still drained.
+func WithOutput(stdout, stderr io.Writer) Option {
+	return func(o *options) { o.stdout, o.stderr = stdout, stderr }
+}
+
+// captures returns the captures of a launch's stdout and stderr.
+func (o *options) captures(spec *Spec) (stdout, stderr *capture) {
+	return &capture{max: spec.outputCap(), stream: o.stdout}, &capture{max: spec.outputCap(), stream: o.stderr}
+}
 
 // Launch runs argv under the sandbox described by spec and returns when the
 // tool and every process it started are gone.
@@ -146,14 +163,21 @@ func Launch(ctx context.Context, spec *Spec, argv []string, opts ...Option) (*Re
 var errNetworkAllowlist = refused("use network: none; allowlists come with a filtering proxy",
 	"network allowlists are not supported yet")
 
-// capture keeps the first max bytes written to it and counts the rest.
+// capture keeps the first max bytes written to it and counts the rest,
+// and passes every byte to stream, when set.
 type capture struct {
 	max       int64
 	buf       bytes.Buffer
 	truncated bool
+	stream    io.Writer
 }
 
 func (c *capture) Write(p []byte) (int, error) {
+	if c.stream != nil {
+		if _, err := c.stream.Write(p); err != nil {
+			c.stream = nil // its reader is gone; keep draining
+		}
+	}
 	room := c.max - int64(c.buf.Len())
 	if int64(len(p)) > room {
 		c.truncated = true

@@ -63,7 +63,7 @@ func launch(ctx context.Context, spec *Spec, argv []string, o *options) (*Result
 	defer envR.Close()
 	cfg, _ := json.Marshal(helperConfig{ReportFD: 3, EnvFD: 4, Rlimits: spec.rlimits()})
 	args := seatbeltArgs(spec, exe, argv)
-	stdout, stderr := &capture{max: spec.outputCap()}, &capture{max: spec.outputCap()}
+	stdout, stderr := o.captures(spec)
 	cmd := &exec.Cmd{
 		Path:        helper,
 		Args:        append([]string{helper, helperArg, string(cfg)}, append([]string{args[0]}, args...)...),

@@ -201,7 +201,7 @@ func runBwrap(ctx context.Context, spec *Spec, r *bwrapRun, o *options) (*Result
 	}
 	statusR, statusW, blockR, blockW, reportR, reportW := pipes[0], pipes[1], pipes[2], pipes[3], pipes[4], pipes[5]
 
-	stdout, stderr := &capture{max: spec.outputCap()}, &capture{max: spec.outputCap()}
+	stdout, stderr := o.captures(spec)
 	cmd := &exec.Cmd{
 		Path:       bwrap,
 		Args:       append([]string{bwrap, "--args", strconv.Itoa(fdArgs), "--"}, r.command...),

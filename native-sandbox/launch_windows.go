@@ -236,7 +236,7 @@ func launch(ctx context.Context, spec *Spec, argv []string, o *options) (*Result
 	defer windows.CloseHandle(pi.Process)
 	windows.CloseHandle(pi.Thread)
 
-	stdout, stderr := &capture{max: spec.outputCap()}, &capture{max: spec.outputCap()}
+	stdout, stderr := o.captures(spec)
 	var wg sync.WaitGroup
 	for _, p := range []struct {
 		h windows.Handle

@@ -48,6 +48,10 @@ func CapabilityAllows(c capability.Caps, r Request) string {
 		if !c.AllowsTool(id) {
 			return fmt.Sprintf("tool %q is not granted", id)
 		}
+	case "MCPServer":
+		if _, ok := c.MCPDigest(id); !ok {
+			return fmt.Sprintf("mcp server %q is not granted", id)
+		}
 	case "Run":
 	default:
 		return fmt.Sprintf("no capability covers a %s", r.Resource.Type)

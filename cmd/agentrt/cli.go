@@ -198,6 +198,7 @@ same output as from the store itself.`,
 		c.tasksCmd(),
 		c.triggerCmd(),
 		c.placeCmd(),
+		c.mcpCmd(),
 	)
 	return root
 }

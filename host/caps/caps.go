@@ -37,6 +37,7 @@ package caps
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/agentrt/agentrt/abi"
@@ -173,6 +174,10 @@ type Run struct {
 	// Deadline returns when the run's wall-time budget runs out, or the
 	// zero time for none: no effect launched now may outlast it.
 	Deadline func() time.Time
+	// Stderr writes to the run's event log, as stderr: what a process the
+	// capability keeps for the run writes there (an MCP server's stderr).
+	// Nothing of it is journaled. Nil: discarded.
+	Stderr io.Writer
 }
 
 // Instance is a capability's state for one run.

@@ -19,6 +19,7 @@ import (
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/host/caps/llm"
 	"github.com/agentrt/agentrt/host/caps/llm/provider"
+	"github.com/agentrt/agentrt/host/caps/mcp"
 	"github.com/agentrt/agentrt/internal/clock"
 	"github.com/agentrt/agentrt/internal/fileread"
 	"github.com/agentrt/agentrt/journal"
@@ -200,6 +201,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Cell, error) {
 	deps := host.Deps{Store: st, KV: st, Events: st, Key: key, Sink: c.sink, Nonces: st, Approver: opts.Approver,
 		Listeners: c.Listeners, Now: clk.Now, Observer: opts.Observer}
 	deps.Tools = host.ToolDeps{Workspaces: WorkDir(dir), DataDir: dir}
+	deps.MCP = mcp.Deps{DataDir: dir}
 	if c.Book, err = OpenBook(dir, st, clk.Now); err == nil && c.Book != nil {
 		deps.Approvals = c.Book
 	}
