@@ -73,6 +73,15 @@ var bodies = []fuzzBody{
 	{"ApprovalResponse", func() any { return new(abi.ApprovalResponse) }, []any{
 		abi.ApprovalResponse{Approved: true, Digest: make([]byte, 32), Approvers: []string{"alice", "bob"}},
 		abi.ApprovalResponse{Digest: make([]byte, 32), Reason: "denied by carol"}}},
+	{"SpawnRequest", func() any { return new(abi.SpawnRequest) }, []any{
+		abi.SpawnRequest{Module: make([]byte, 32), Input: []byte("in"), Caps: "{run: {}}", Budget: "steps=5"}}},
+	{"SpawnResponse", func() any { return new(abi.SpawnResponse) }, []any{
+		abi.SpawnResponse{Run: "18ee4cab4e0d0000a04efd9b1a3fd4d7", TokenHash: make([]byte, 32)}}},
+	{"RunRef", func() any { return new(abi.RunRef) }, []any{abi.RunRef{Run: "18ee4cab4e0d0000a04efd9b1a3fd4d7"}}},
+	{"AwaitResponse", func() any { return new(abi.AwaitResponse) }, []any{
+		abi.AwaitResponse{Run: "18ee4cab4e0d0000a04efd9b1a3fd4d7", Status: "completed", Output: []byte("ok"), OutputHash: make([]byte, 32)}}},
+	{"ChildrenResponse", func() any { return new(abi.ChildrenResponse) }, []any{
+		abi.ChildrenResponse{Children: []abi.Child{{Run: "18ee4cab4e0d0000a04efd9b1a3fd4d7", Step: 2, Status: "running"}}}}},
 	{"Error", func() any { return new(abi.Error) }, []any{
 		abi.Error{Code: abi.StatusTooLarge, Message: "request exceeds the limit"}}},
 }

@@ -226,6 +226,7 @@ func ParseCapsFile(b []byte) (capability.Caps, capability.Budget, error) {
 			LLM      *LLMGrant        `yaml:"llm"`
 			Timer    *capability.Unit `yaml:"timer"`
 			Approval *ApprovalGrant   `yaml:"approval"`
+			Agent    *AgentGrant      `yaml:"agent"`
 		} `yaml:"capabilities"`
 		Budget capability.Budget `yaml:"budget"`
 	}
@@ -253,6 +254,12 @@ func ParseCapsFile(b []byte) (capability.Caps, capability.Budget, error) {
 			return capability.Caps{}, capability.Budget{}, err
 		}
 		_ = d.Approval.Token(&c)
+	}
+	if d.Agent != nil {
+		if err := d.Agent.Check(); err != nil {
+			return capability.Caps{}, capability.Budget{}, err
+		}
+		_ = d.Agent.Token(&c)
 	}
 	if d.LLM != nil {
 		if err := d.LLM.Check(); err != nil {

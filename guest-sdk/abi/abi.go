@@ -43,10 +43,12 @@ const (
 	// a person's approval (SPEC.md §15).
 	CapTimer    Capability = "timer"
 	CapApproval Capability = "approval"
+	// CapAgent starts, awaits and cancels sub-agents (SPEC.md §17).
+	CapAgent Capability = "agent"
 )
 
 // Capabilities lists every capability of this ABI version, in a stable order.
-var Capabilities = []Capability{CapRun, CapKV, CapHTTP, CapClock, CapRandom, CapTool, CapLLM, CapTimer, CapApproval}
+var Capabilities = []Capability{CapRun, CapKV, CapHTTP, CapClock, CapRandom, CapTool, CapLLM, CapTimer, CapApproval, CapAgent}
 
 // Module returns the import module name of c, e.g. "agentrt:kv".
 func (c Capability) Module() string { return ModulePrefix + string(c) }
@@ -154,6 +156,13 @@ var Ops = []Op{
 	// Waits park the run; nothing is dispatched, so a resume asks again.
 	{CapTimer, OpTimerSleep, "timer.sleep", Effect, true},
 	{CapApproval, OpApprovalRequest, "approval.request", Effect, true},
+	// A spawn is sent again after a crash: the cell finds the child the
+	// (run, step) started, if any. An await is a wait; a cancel of a
+	// cancelled or ended child changes nothing.
+	{CapAgent, OpAgentSpawn, "agent.spawn", Effect, true},
+	{CapAgent, OpAgentAwait, "agent.await", Effect, true},
+	{CapAgent, OpAgentCancel, "agent.cancel", Effect, true},
+	{CapAgent, OpAgentChildren, "agent.children", Pure, true},
 }
 
 // LookupOp returns the operation with the given code in capability c.

@@ -16,4 +16,5 @@ var (
 	llmTransport      = notWasm
 	timerTransport    = notWasm
 	approvalTransport = notWasm
+	agentTransport    = notWasm
 )

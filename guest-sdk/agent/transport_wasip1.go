@@ -56,6 +56,12 @@ func approvalCall(op uint32, req unsafe.Pointer, reqLen uint32, resp unsafe.Poin
 //go:wasmimport agentrt:approval take
 func approvalTake(resp unsafe.Pointer, respCap uint32) uint64
 
+//go:wasmimport agentrt:agent call
+func agentCall(op uint32, req unsafe.Pointer, reqLen uint32, resp unsafe.Pointer, respCap uint32) uint64
+
+//go:wasmimport agentrt:agent take
+func agentTake(resp unsafe.Pointer, respCap uint32) uint64
+
 //go:wasmimport agentrt:llm call
 func llmCall(op uint32, req unsafe.Pointer, reqLen uint32, resp unsafe.Pointer, respCap uint32) uint64
 
@@ -86,6 +92,10 @@ func timerTransport(op uint32, req []byte) (abi.Status, []byte, error) {
 
 func approvalTransport(op uint32, req []byte) (abi.Status, []byte, error) {
 	return roundTrip(approvalCall, approvalTake, op, req)
+}
+
+func agentTransport(op uint32, req []byte) (abi.Status, []byte, error) {
+	return roundTrip(agentCall, agentTake, op, req)
 }
 
 func randomTransport(op uint32, req []byte) (abi.Status, []byte, error) {

@@ -42,6 +42,10 @@ var guestBodies = map[string]struct{ req, resp func() any }{
 	"tool.run":         {func() any { return new(gabi.ToolRunRequest) }, func() any { return new(gabi.ToolRunResponse) }},
 	"timer.sleep":      {func() any { return new(gabi.TimerSleepRequest) }, func() any { return new(gabi.TimerSleepResponse) }},
 	"approval.request": {func() any { return new(gabi.ApprovalRequest) }, func() any { return new(gabi.ApprovalResponse) }},
+	"agent.spawn":      {func() any { return new(gabi.SpawnRequest) }, func() any { return new(gabi.SpawnResponse) }},
+	"agent.await":      {func() any { return new(gabi.RunRef) }, func() any { return new(gabi.AwaitResponse) }},
+	"agent.cancel":     {func() any { return new(gabi.RunRef) }, nil},
+	"agent.children":   {nil, func() any { return new(gabi.ChildrenResponse) }},
 }
 
 // reasonOf names the failure class of a guest decoding error as SPEC.md
