@@ -7,12 +7,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/host"
+	"github.com/agentrt/agentrt/host/cell"
 	"github.com/agentrt/agentrt/internal/clock"
 	"github.com/agentrt/agentrt/internal/testutil"
 	"github.com/agentrt/agentrt/journal"
@@ -263,4 +265,152 @@ func mustIDs(t *testing.T, ids ...string) []journal.RunID {
 		out = append(out, id)
 	}
 	return out
+}
+
+// An agent asks, using only its grant, for children wider than itself, or
+// past its bounds, and is refused each time with a precise reason; what it
+// may delegate, it does.
+func TestSpawnNeverWiderThanTheParent(t *testing.T) {
+	p := openParkCell(t, t.TempDir(), clock.NewFake(time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC)))
+	defer func() { p.close() }()
+	code, mod := family(p)
+	leaf := map[string]any{"output": "leaf"}
+	parent := p.launchFamily(code, map[string]any{
+		"spawn": []spawnOf{
+			{Module: mod, Caps: "{run: {}, timer: {}, agent: {max_children: 1, max_depth: 1}, kv: {namespace: other}}", Input: leaf},
+			{Module: mod, Caps: "{run: {}, timer: {}, agent: {max_children: 1, max_depth: 1}, http: {hosts: [example.com]}}", Input: leaf},
+			{Module: mod, Caps: "{run: {}, timer: {}, agent: {max_children: 1, max_depth: 2}}", Input: leaf},
+			{Module: mod, Caps: "{run: {}, timer: {}, agent: {max_children: 4, max_depth: 1}}", Input: leaf},
+			{Module: mod, Caps: "{run: {}}", Input: leaf},
+			{Module: mod, Caps: "{run: {}, timer: {}, agent: {max_children: 1, max_depth: 1}, kv: {namespace: team}}", Input: leaf},
+			{Module: mod, Caps: leafCaps, Input: leaf},
+			{Module: mod, Caps: leafCaps, Input: leaf},
+			{Module: mod, Caps: leafCaps, Input: leaf},
+			{Module: strings.Repeat("ab", 32), Caps: leafCaps, Input: leaf},
+		},
+		"other": "18ee4cab4e0d0000a04efd9b1a3fd4d7", "await": true,
+	}, parentGrant)
+	r := p.report(parent)
+	want := []string{
+		`kv namespace "other" is not in the parent's`,
+		`capability http is not in the parent`,
+		`max_depth 2 must be below its parent's 2`,
+		`max_children 4 is above the parent's 3`,
+		// A module whose imports its grant lacks: refused at link time,
+		// journaled as a failed child, which counts.
+		`module refused: imports capabilities its grant lacks: timer, agent`,
+		`has spawned 3 children, its grant's max_children`,
+		`has spawned 3 children, its grant's max_children`,
+		// An unknown module, past the bound too.
+		`has spawned 3 children, its grant's max_children`,
+		`is not a child of run`,
+		`is not a child of run`,
+	}
+	if len(r.Errors) != len(want) {
+		t.Fatalf("errors %q, want %d", r.Errors, len(want))
+	}
+	for i, w := range want {
+		if !strings.Contains(r.Errors[i], w) || !strings.HasPrefix(r.Errors[i], "denied: ") {
+			t.Errorf("error %d: %q, want a denial containing %q", i, r.Errors[i], w)
+		}
+	}
+	if len(r.Spawned) != 2 || len(r.Outcomes) != 2 || r.Outcomes[0].Status != abi.ChildCompleted || r.Outcomes[1].Status != abi.ChildCompleted {
+		t.Fatalf("spawned %+v outcomes %+v", r.Spawned, r.Outcomes)
+	}
+	// The child got exactly what was asked, within the parent's.
+	hdr := p.header(mustIDs(t, r.Spawned[0].Run)[0])
+	g, err := host.DecodeGrant(hdr.Grant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.KV == nil || g.KV.Namespace != "team" || g.HTTP != nil || g.Agent == nil || g.Agent.MaxDepth != 1 {
+		t.Fatalf("child grant %+v", g)
+	}
+}
+
+// chain returns a plan of depth levels of family agents, each spawning the
+// next and awaiting it; the last sleeps an hour (parked on its timer).
+func chain(mod string, depth int) map[string]any {
+	plan := map[string]any{"sleep": true, "output": "deepest"}
+	for d := 1; d < depth; d++ {
+		caps := fmt.Sprintf("{run: {}, timer: {}, agent: {max_children: 1, max_depth: %d}}", d)
+		plan = map[string]any{"spawn": []spawnOf{{Module: mod, Caps: caps, Input: plan}}, "await": true, "output": fmt.Sprintf("level %d", depth-d-1)}
+	}
+	return plan
+}
+
+// family returns run and its descendants, waiting until there are n runs,
+// the deepest one parked on its timer.
+func (p *parkCell) familyOf(run journal.RunID, n int) []journal.RunID {
+	p.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		runs, err := p.cell.Store.Runs(context.Background())
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		out := []journal.RunID{run}
+		for i := 0; i < len(out); i++ {
+			for _, m := range runs {
+				if m.Origin != nil && m.Origin.Kind == cell.OriginSpawn && m.Origin.ID == out[i].String() {
+					out = append(out, m.ID)
+				}
+			}
+		}
+		if len(out) == n {
+			if m := p.meta(out[n-1]); m.Status == journal.StatusParked && m.Wait != nil && m.Wait.Kind == journal.WaitTimer {
+				return out
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p.t.Fatalf("no family of %d runs with its deepest parked within 60 s", n)
+	return nil
+}
+
+const chainGrant = "capabilities:\n  run: {}\n  timer: {}\n  agent: {max_children: 1, max_depth: 4}\n"
+
+// Cancelling a run reaches every descendant, three levels down.
+func TestCancelReachesEveryDescendant(t *testing.T) {
+	p := openParkCell(t, t.TempDir(), clock.NewFake(time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC)))
+	defer func() { p.close() }()
+	code, mod := family(p)
+	root := p.launchFamily(code, chain(mod, 4), chainGrant)
+	runs := p.familyOf(root, 4)
+	for _, run := range runs[:3] {
+		if m := p.waitStatus(run, journal.StatusParked); m.Wait.Kind != journal.WaitRun {
+			t.Fatalf("run %s waits for %+v, want its child", run, m.Wait)
+		}
+	}
+	if err := p.srv.Cancel(context.Background(), root); err != nil {
+		t.Fatal(err)
+	}
+	for i, run := range runs {
+		if m := p.meta(run); m.Status != journal.StatusCancelled {
+			t.Errorf("level %d (%s) is %s after its ancestor's cancel", i, run, m.Status)
+		}
+	}
+}
+
+// A family in flight survives a restart of the daemon: parked parents stay
+// attached to their children through their journals, and when the deepest
+// wakes, each ancestor is woken in turn and completes with its child's
+// outcome.
+func TestFamilyReattachedAfterRestart(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC))
+	p := openParkCell(t, t.TempDir(), clk)
+	code, mod := family(p)
+	root := p.launchFamily(code, chain(mod, 3), chainGrant)
+	runs := p.familyOf(root, 3)
+	p = p.restart()
+	defer func() { p.close() }()
+	clk.Advance(61 * time.Minute)
+	r := p.report(root)
+	if len(r.Outcomes) != 1 || r.Outcomes[0].Status != abi.ChildCompleted || !bytes.Contains(r.Outcomes[0].Output, []byte(`"level 1"`)) {
+		t.Fatalf("root report %+v", r)
+	}
+	mid := p.report(runs[1])
+	if len(mid.Outcomes) != 1 || !bytes.Contains(mid.Outcomes[0].Output, []byte(`"deepest"`)) {
+		t.Fatalf("middle report %+v", mid)
+	}
 }
