@@ -43,7 +43,7 @@ const (
 	// a person's approval (SPEC.md §15).
 	CapTimer    Capability = "timer"
 	CapApproval Capability = "approval"
-	// CapAgent starts, awaits and cancels sub-agents (SPEC.md §17).
+	// CapAgent starts, awaits and cancels sub-agents (SPEC.md §16).
 	CapAgent Capability = "agent"
 )
 

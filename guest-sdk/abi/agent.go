@@ -2,7 +2,7 @@
 
 package abi
 
-// The sub-agent ops (SPEC.md §17), agentrt:agent: a run starts child runs
+// The sub-agent ops (SPEC.md §16), agentrt:agent: a run starts child runs
 // of modules the cell holds, with powers that are an attenuation of its
 // own, awaits their typed outcome (the await parks the parent), cancels
 // them and lists them.
