@@ -414,3 +414,37 @@ func TestFamilyReattachedAfterRestart(t *testing.T) {
 		t.Fatalf("middle report %+v", mid)
 	}
 }
+
+// The C SDK spawns and awaits as the Go SDK does, and is refused the same.
+func TestSpawnFromC(t *testing.T) {
+	p := openParkCell(t, t.TempDir(), clock.NewFake(time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC)))
+	defer func() { p.close() }()
+	_, mod := family(p)
+	sum, _ := hex.DecodeString(mod)
+	code := testutil.BuildC(t, "host/testdata/agents/cspawner")
+	g, err := host.ParseGrant([]byte("capabilities:\n  run: {}\n  timer: {}\n  agent: {max_children: 2, max_depth: 2}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ caps, want string }{
+		{leafCaps, " completed "},
+		{"{run: {}, timer: {}, agent: {max_children: 1, max_depth: 1}, kv: {namespace: x}}", `refused denied: agent.spawn: widens its parent: capability kv is not in the parent`},
+	} {
+		run, err := p.srv.Launch(context.Background(), host.RunSpec{Code: code, Input: append(bytes.Clone(sum), c.caps...), Grant: g}, "started")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := p.waitEnd(run)
+		if m.Status != journal.StatusCompleted || !strings.Contains(string(m.Output), c.want) {
+			t.Fatalf("caps %s: ended %s %q %s, want %q", c.caps, m.Status, m.Output, m.Error, c.want)
+		}
+		if strings.HasPrefix(string(m.Output), "refused") {
+			continue
+		}
+		f := strings.SplitN(string(m.Output), " ", 4)
+		child := p.meta(mustIDs(t, f[0])[0])
+		if f[3] != string(child.Output) || f[2] != hex.EncodeToString(journal.Sum(child.Output)) {
+			t.Fatalf("the C agent read %q, the child output %q", m.Output, child.Output)
+		}
+	}
+}

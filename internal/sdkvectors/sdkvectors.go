@@ -368,8 +368,10 @@ func emptyRequest(op string) bool {
 	return op == "run.input" || op == "run.introspect" || op == "clock.now"
 }
 
-// NotInCAndRust reports the capabilities the C and Rust SDKs do not have
-// yet: agent (sub-agents, issue 15), which the Go SDK alone calls.
+// NotInCAndRust reports the capabilities whose vectors the C and Rust
+// drivers do not run yet: agent (sub-agents, issue 15). The Go SDK shares
+// the host's codec; the C header has agentrt_spawn, agentrt_await and
+// agentrt_cancel (tested against a cell in host/cell); Rust has none.
 func NotInCAndRust(c abi.Capability) bool { return c == abi.CapAgent }
 
 // VectorSteps returns the steps that test an SDK against the vectors in
