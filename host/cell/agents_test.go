@@ -448,3 +448,21 @@ func TestSpawnFromC(t *testing.T) {
 		}
 	}
 }
+
+// A child stopped by its wall-time budget reaches its parent as
+// budget_exhausted.
+func TestChildTerminalStates(t *testing.T) {
+	p := openParkCell(t, t.TempDir(), clock.NewFake(time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC)))
+	defer func() { p.close() }()
+	code, mod := family(p)
+	parent := p.launchFamily(code, map[string]any{
+		"spawn": []spawnOf{
+			{Module: mod, Caps: leafCaps, Budget: "wall_seconds=1", Input: map[string]any{"spin": true}},
+		},
+		"await": true,
+	}, parentGrant)
+	r := p.report(parent)
+	if len(r.Outcomes) != 1 || r.Outcomes[0].Status != abi.ChildBudgetExhausted || !strings.Contains(r.Outcomes[0].Err, "wall-time budget") {
+		t.Fatalf("report %+v", r)
+	}
+}

@@ -32,8 +32,10 @@ type plan struct {
 	Cancel   bool   `json:"cancel"`
 	Children bool   `json:"children"`
 	Other    string `json:"other"`
-	// Sleep parks the agent for an hour after the rest; Fail fails it.
+	// Sleep parks the agent for an hour after the rest; Fail fails it;
+	// Spin makes calls (agent.children) until one fails.
 	Sleep  bool   `json:"sleep"`
+	Spin   bool   `json:"spin"`
 	Fail   string `json:"fail"`
 	Output string `json:"output"`
 }
@@ -97,6 +99,11 @@ func main() {
 				fail(err)
 			}
 			r.Children = kids
+		}
+		for p.Spin {
+			if _, err := agent.Children(); err != nil {
+				return nil, err
+			}
 		}
 		if p.Sleep {
 			if _, _, err := agent.Sleep(time.Hour); err != nil {
