@@ -86,6 +86,15 @@ var bodies = []fuzzBody{
 		abi.MCPGetPromptRequest{Server: "notes", Name: "p", Arguments: []abi.MCPPrompt{{Name: "a", Value: "b"}}}}},
 	{"MCPGetPromptResponse", func() any { return new(abi.MCPGetPromptResponse) }, []any{
 		abi.MCPGetPromptResponse{Description: "d", Messages: []abi.MCPPromptMessage{{Role: "user", Content: "{}", Text: "t"}}}}},
+	{"SpawnRequest", func() any { return new(abi.SpawnRequest) }, []any{
+		abi.SpawnRequest{Module: make([]byte, 32), Input: []byte("in"), Caps: "{run: {}}", Budget: "steps=5"}}},
+	{"SpawnResponse", func() any { return new(abi.SpawnResponse) }, []any{
+		abi.SpawnResponse{Run: "18ee4cab4e0d0000a04efd9b1a3fd4d7", TokenHash: make([]byte, 32)}}},
+	{"RunRef", func() any { return new(abi.RunRef) }, []any{abi.RunRef{Run: "18ee4cab4e0d0000a04efd9b1a3fd4d7"}}},
+	{"AwaitResponse", func() any { return new(abi.AwaitResponse) }, []any{
+		abi.AwaitResponse{Run: "18ee4cab4e0d0000a04efd9b1a3fd4d7", Status: "completed", Output: []byte("ok"), OutputHash: make([]byte, 32)}}},
+	{"ChildrenResponse", func() any { return new(abi.ChildrenResponse) }, []any{
+		abi.ChildrenResponse{Children: []abi.Child{{Run: "18ee4cab4e0d0000a04efd9b1a3fd4d7", Step: 2, Status: "running"}}}}},
 	{"Error", func() any { return new(abi.Error) }, []any{
 		abi.Error{Code: abi.StatusTooLarge, Message: "request exceeds the limit"}}},
 }

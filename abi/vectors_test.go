@@ -58,6 +58,10 @@ var opBodies = map[string]struct{ req, resp func() any }{
 	"mcp.call_tool":     {func() any { return new(abi.MCPCallToolRequest) }, func() any { return new(abi.MCPCallToolResponse) }},
 	"mcp.read_resource": {func() any { return new(abi.MCPReadResourceRequest) }, func() any { return new(abi.MCPReadResourceResponse) }},
 	"mcp.get_prompt":    {func() any { return new(abi.MCPGetPromptRequest) }, func() any { return new(abi.MCPGetPromptResponse) }},
+	"agent.spawn":       {func() any { return new(abi.SpawnRequest) }, func() any { return new(abi.SpawnResponse) }},
+	"agent.await":       {func() any { return new(abi.RunRef) }, func() any { return new(abi.AwaitResponse) }},
+	"agent.cancel":      {func() any { return new(abi.RunRef) }, nil},
+	"agent.children":    {nil, func() any { return new(abi.ChildrenResponse) }},
 }
 
 // newBody returns a pointer to a fresh value of the Go type that a vector's
@@ -336,12 +340,12 @@ func generateVectors(t *testing.T) []*vector {
 
 	// Ops without request fields: SDKs send the empty body, and the empty
 	// map is the same value.
-	for _, op := range []string{"run.input", "run.introspect", "clock.now"} {
+	for _, op := range []string{"run.input", "run.introspect", "clock.now", "agent.children"} {
 		emptyBody(op, "request", "the request SDKs send: no fields, so no bytes")
 		valid(op, "request", "empty-map", "the canonical encoding of the same empty request", &abi.Empty{})
 	}
 	// Ops without response fields: the host sends the empty body.
-	for _, op := range []string{"run.set_output", "run.log", "kv.put"} {
+	for _, op := range []string{"run.set_output", "run.log", "kv.put", "agent.cancel"} {
 		emptyBody(op, "response", "the response hosts send: no fields, so no bytes")
 		valid(op, "response", "empty-map", "the canonical encoding of the same empty response", &abi.Empty{})
 	}
@@ -433,6 +437,18 @@ func generateVectors(t *testing.T) []*vector {
 	valid("mcp.get_prompt", "request", "basic", "", &abi.MCPGetPromptRequest{Server: "notes", Name: "summarize", Arguments: []abi.MCPPrompt{{Name: "style", Value: "short"}}})
 	valid("mcp.get_prompt", "response", "basic", "", &abi.MCPGetPromptResponse{Description: "Summarize the notes", Messages: []abi.MCPPromptMessage{
 		{Role: "user", Content: `{"type":"text","text":"Summarize: milk"}`, Text: "Summarize: milk"}}})
+	// agent (sub-agents)
+	const child = "18ee4cab4e0d0000a04efd9b1a3fd4d7"
+	valid("agent.spawn", "request", "basic", "caps is a YAML or JSON capabilities map; budget the flag syntax",
+		&abi.SpawnRequest{Module: sha, Input: []byte(`{"q":1}`), Caps: "{run: {}, kv: {namespace: team}}", Budget: "steps=50"})
+	valid("agent.spawn", "request", "no-budget", "input and budget are omitted when empty", &abi.SpawnRequest{Module: sha, Caps: "{run: {}}"})
+	valid("agent.spawn", "response", "basic", "", &abi.SpawnResponse{Run: child, TokenHash: sha, Budget: "steps=50"})
+	valid("agent.await", "request", "basic", "", &abi.RunRef{Run: child})
+	valid("agent.await", "response", "completed", "", &abi.AwaitResponse{Run: child, Status: abi.ChildCompleted, Output: []byte("ok"), OutputHash: sha})
+	valid("agent.await", "response", "failed", "output is omitted when empty; its hash is the empty string's", &abi.AwaitResponse{Run: child, Status: abi.ChildFailed, OutputHash: sha, Error: "guest exited with status 1"})
+	valid("agent.cancel", "request", "basic", "", &abi.RunRef{Run: child})
+	valid("agent.children", "response", "two", "", &abi.ChildrenResponse{Children: []abi.Child{{Run: child, Step: 2, Status: abi.ChildCompleted}, {Run: child, Step: 3, Status: abi.ChildRunning}}})
+	valid("agent.children", "response", "none", "children is omitted when empty", &abi.ChildrenResponse{})
 
 	// clock and random
 	valid("clock.now", "response", "basic", "", &abi.ClockNowResponse{UnixNano: 1767225600123456789})

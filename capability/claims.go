@@ -57,6 +57,15 @@ type Approval struct {
 	Groups []string `cbor:"groups" json:"groups" yaml:"groups"`
 }
 
+// Agent allows starting sub-agents (agentrt:agent): at most MaxChildren
+// children of one run, and at most MaxDepth generations below it (1:
+// children, which cannot spawn). A child's own MaxDepth is below its
+// parent's, which the cell enforces at spawn.
+type Agent struct {
+	MaxChildren uint32 `cbor:"max_children" json:"max_children" yaml:"max_children"`
+	MaxDepth    uint32 `cbor:"max_depth" json:"max_depth" yaml:"max_depth"`
+}
+
 // Caps are the capability families a token allows and the resources within
 // each. A nil family is not allowed. The families mirror the host's grant
 // (run, kv, http, clock, random) plus tool.
@@ -73,6 +82,8 @@ type Caps struct {
 	Approval *Approval `cbor:"approval,omitempty" json:"approval,omitempty" yaml:"approval,omitempty"`
 	// MCP allows the listed MCP servers (mcp.go).
 	MCP *MCP `cbor:"mcp,omitempty" json:"mcp,omitempty" yaml:"mcp,omitempty"`
+	// Agent allows sub-agents (agent.spawn and the ops on its children).
+	Agent *Agent `cbor:"agent,omitempty" json:"agent,omitempty" yaml:"agent,omitempty"`
 }
 
 // Capability family names, as the ABI spells them (plus "tool").
@@ -87,6 +98,7 @@ const (
 	FamilyTimer    = "timer"
 	FamilyApproval = "approval"
 	FamilyMCP      = "mcp"
+	FamilyAgent    = "agent"
 )
 
 // Families lists the families c allows, in a stable order.
@@ -100,6 +112,7 @@ func (c Caps) Families() []string {
 		{FamilyClock, c.Clock != nil}, {FamilyRandom, c.Random != nil}, {FamilyTool, c.Tool != nil},
 		{FamilyLLM, c.LLM != nil}, {FamilyTimer, c.Timer != nil}, {FamilyApproval, c.Approval != nil},
 		{FamilyMCP, c.MCP != nil},
+		{FamilyAgent, c.Agent != nil},
 	} {
 		if f.on {
 			out = append(out, f.name)
@@ -222,6 +235,9 @@ func (c Caps) Check() error {
 			return err
 		}
 	}
+	if c.Agent != nil && (c.Agent.MaxChildren == 0 || c.Agent.MaxDepth == 0) {
+		return fmt.Errorf("agent: max_children %d and max_depth %d must both be above 0 (leave the capability out to allow no sub-agents)", c.Agent.MaxChildren, c.Agent.MaxDepth)
+	}
 	return nil
 }
 
@@ -289,6 +305,16 @@ func (c Caps) Within(parent Caps) error {
 			if !slices.Contains(parent.Approval.Groups, g) {
 				return widens("approval group %q is not in the parent's", g)
 			}
+		}
+	}
+	if c.Agent != nil {
+		switch {
+		case parent.Agent == nil:
+			return widens("capability agent is not in the parent")
+		case c.Agent.MaxChildren > parent.Agent.MaxChildren:
+			return widens("agent max_children %d is above the parent's %d", c.Agent.MaxChildren, parent.Agent.MaxChildren)
+		case c.Agent.MaxDepth > parent.Agent.MaxDepth:
+			return widens("agent max_depth %d is above the parent's %d", c.Agent.MaxDepth, parent.Agent.MaxDepth)
 		}
 	}
 	if c.KV != nil {
@@ -627,6 +653,8 @@ func (c Caps) String() string {
 			parts = append(parts, "approval["+strings.Join(c.Approval.Groups, " ")+"]")
 		case FamilyMCP:
 			parts = append(parts, "mcp["+strings.Join(c.MCP.Names(), " ")+"]")
+		case FamilyAgent:
+			parts = append(parts, fmt.Sprintf("agent[children ≤%d depth ≤%d]", c.Agent.MaxChildren, c.Agent.MaxDepth))
 		default:
 			parts = append(parts, f)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/capability"
+	"github.com/agentrt/agentrt/host/caps/agent"
 	"github.com/agentrt/agentrt/host/caps/approval"
 	"github.com/agentrt/agentrt/host/caps/clock"
 	"github.com/agentrt/agentrt/host/caps/http"
@@ -39,6 +40,7 @@ type Grant struct {
 	Timer    *TimerGrant    `yaml:"timer,omitempty" cbor:"timer,omitempty"`
 	Approval *ApprovalGrant `yaml:"approval,omitempty" cbor:"approval,omitempty"`
 	MCP      *MCPGrant      `yaml:"mcp,omitempty" cbor:"mcp,omitempty"`
+	Agent    *AgentGrant    `yaml:"agent,omitempty" cbor:"agent,omitempty"`
 	// Budget holds the budget ceilings of the run's token, when it has
 	// any. Not part of a grant file: it comes from the verified token.
 	Budget *capability.Budget `yaml:"-" cbor:"budget,omitempty"`
@@ -71,6 +73,8 @@ type (
 	ApprovalGrant = approval.Grant
 	// MCPGrant allows the MCP servers it declares.
 	MCPGrant = mcp.Grant
+	// AgentGrant allows sub-agents, within its bounds.
+	AgentGrant = agent.Grant
 )
 
 // DefaultGrant is the grant of a run started without one: the run

@@ -21,7 +21,8 @@ func TestEveryOpHasAHandler(t *testing.T) {
 	g := &Grant{Run: &RunGrant{}, KV: &KVGrant{Namespace: "n"}, HTTP: &HTTPGrant{Hosts: []string{"example.com"}},
 		Clock: &ClockGrant{}, Random: &RandomGrant{}, Tool: &ToolGrant{},
 		LLM:   &LLMGrant{Providers: []string{"p"}, Models: []string{"m"}, MaxOutputTokens: 1},
-		Timer: &TimerGrant{}, Approval: &ApprovalGrant{Groups: []string{"g"}}, MCP: &MCPGrant{}}
+		Timer: &TimerGrant{}, Approval: &ApprovalGrant{Groups: []string{"g"}}, MCP: &MCPGrant{},
+		Agent: &AgentGrant{MaxChildren: 1, MaxDepth: 1}}
 	if got := len(g.Capabilities()); got != len(abi.Capabilities) {
 		t.Fatalf("the grant has %d capabilities; want all %d", got, len(abi.Capabilities))
 	}

@@ -13,8 +13,8 @@ import (
 
 // Parking. A call that waits for something outside the run (a wake time:
 // timer.sleep; a quorum of approvers: approval.request, or any call the
-// permission modes answer with ask when the cell keeps an approvals book)
-// parks its run:
+// permission modes answer with ask when the cell keeps an approvals book;
+// the end of a child run: agent.await) parks its run:
 //
 //  1. its intent is journaled and committed durably, with, for an
 //     approval, the request its votes will be bound to (Entry.Approval);
@@ -138,6 +138,18 @@ func (p *livePath) wait(ctx context.Context, s *session, c *Call, h caps.Handler
 			return p.record(ctx, c, false, status, resp)
 		}
 		w = journal.Wait{Kind: journal.WaitTimer, Until: cw.Until.UnixNano()}
+	case h.Wait != nil && c.Op.Cap == abi.CapAgent:
+		cw := h.Wait(c, since)
+		if done, status, resp := cw.Answer(ctx); done {
+			// The child has ended (or the call is refused): answered at
+			// once.
+			if err := p.w.Add(intent); err != nil {
+				return 0, nil, err
+			}
+			s.settleBudget(c, status, resp)
+			return p.record(ctx, c, false, status, resp)
+		}
+		w = journal.Wait{Kind: journal.WaitRun, Run: cw.Run}
 	default:
 		if s.deps.Approvals == nil {
 			s.asking = nil
@@ -192,6 +204,17 @@ func (p *resumePath) resumeWait(ctx context.Context, s *session, c *Call, h caps
 			return 0, nil, errParked
 		}
 		status, resp := caps.OK(&abi.TimerSleepResponse{Due: cw.Until.UnixNano(), Woke: now.UnixNano()})
+		s.settleBudget(c, status, resp)
+		return p.live.record(ctx, c, false, status, resp)
+	}
+	if h.Wait != nil && c.Op.Cap == abi.CapAgent {
+		cw := h.Wait(c, since)
+		done, status, resp := cw.Answer(ctx)
+		if !done {
+			w.Kind, w.Run = journal.WaitRun, cw.Run
+			s.park = &parking{wait: w}
+			return 0, nil, errParked
+		}
 		s.settleBudget(c, status, resp)
 		return p.live.record(ctx, c, false, status, resp)
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/capability"
 	"github.com/agentrt/agentrt/host/caps"
+	"github.com/agentrt/agentrt/host/caps/agent"
 	"github.com/agentrt/agentrt/host/caps/approval"
 	"github.com/agentrt/agentrt/host/caps/clock"
 	"github.com/agentrt/agentrt/host/caps/http"
@@ -44,10 +45,17 @@ var registry = [numCaps]capEntry{
 	register(timer.Capability{}, func(g *Grant) **TimerGrant { return &g.Timer }, func(*session) struct{} { return struct{}{} }),
 	register(approval.Capability{}, func(g *Grant) **ApprovalGrant { return &g.Approval }, func(*session) struct{} { return struct{}{} }),
 	register(mcp.Capability{}, func(g *Grant) **MCPGrant { return &g.MCP }, func(s *session) mcp.Deps { return s.deps.MCP }),
+	register(agent.Capability{}, func(g *Grant) **AgentGrant { return &g.Agent }, func(s *session) agent.Deps {
+		d := agent.Deps{Spawner: s.deps.Agents}
+		if s.header != nil {
+			d.Token = s.header.Token
+		}
+		return d
+	}),
 }
 
 // numCaps is the number of capabilities of the ABI.
-const numCaps = 10
+const numCaps = 11
 
 // maxOpCode bounds the op codes of every capability.
 const maxOpCode = 8

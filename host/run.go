@@ -17,6 +17,7 @@ import (
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/capability"
 	"github.com/agentrt/agentrt/host/budget"
+	"github.com/agentrt/agentrt/host/caps/agent"
 	"github.com/agentrt/agentrt/host/caps/llm"
 	"github.com/agentrt/agentrt/host/caps/mcp"
 	"github.com/agentrt/agentrt/journal"
@@ -68,6 +69,9 @@ type Deps struct {
 	// call the modes ask about, and every approval.request, parks its run
 	// until the approvers decide (park.go); Approver is then not asked.
 	Approvals Approvals
+	// Agents starts and follows the runs' sub-agents (agentrt:agent); nil:
+	// every agent.spawn is denied. The cell daemon's.
+	Agents agent.Spawner
 	// Approver answers the calls a mode asks about; nil: an ask is a no.
 	// A cell with an approver runs its calls in the "interactive" mode of
 	// the policy context, without one "unattended".

@@ -227,6 +227,7 @@ func ParseCapsFile(b []byte) (capability.Caps, capability.Budget, error) {
 			Timer    *capability.Unit `yaml:"timer"`
 			Approval *ApprovalGrant   `yaml:"approval"`
 			MCP      *MCPGrant        `yaml:"mcp"`
+			Agent    *AgentGrant      `yaml:"agent"`
 		} `yaml:"capabilities"`
 		Budget capability.Budget `yaml:"budget"`
 	}
@@ -262,6 +263,12 @@ func ParseCapsFile(b []byte) (capability.Caps, capability.Budget, error) {
 		if err := d.MCP.Token(&c); err != nil {
 			return capability.Caps{}, capability.Budget{}, err
 		}
+	}
+	if d.Agent != nil {
+		if err := d.Agent.Check(); err != nil {
+			return capability.Caps{}, capability.Budget{}, err
+		}
+		_ = d.Agent.Token(&c)
 	}
 	if d.LLM != nil {
 		if err := d.LLM.Check(); err != nil {

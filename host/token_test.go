@@ -321,7 +321,7 @@ budget:
 		t.Errorf("a tool kept by name has digest %v, want none yet (the parent's)", d)
 	}
 	for doc, want := range map[string]string{
-		"capabilities: {tools: {names: [x]}}":                              `unknown key "tools" in capabilities; allowed: run, kv, http, clock, random, tool, llm, timer, approval, mcp (did you mean tool?)`,
+		"capabilities: {tools: {names: [x]}}":                              `unknown key "tools" in capabilities; allowed: run, kv, http, clock, random, tool, llm, timer, approval, mcp, agent (did you mean tool?)`,
 		"capabilities: {http: {hosts: []}}":                                "list is empty",
 		"capabilities: {http: {hosts: [a.com:99999]}}":                     "port",
 		"budget: {steps: 1}":                                               "no 'capabilities' map",

@@ -43,7 +43,7 @@ type RunMeta struct {
 // Wait is what a parked run waits for, as its index record says, so that a
 // cell finds its parked runs without reading their journals.
 type Wait struct {
-	// Kind is WaitTimer or WaitApproval.
+	// Kind is WaitTimer, WaitApproval or WaitRun.
 	Kind string `cbor:"1,keyasint"`
 	// Step is the parked call's.
 	Step uint64 `cbor:"2,keyasint"`
@@ -57,12 +57,16 @@ type Wait struct {
 	Digest []byte `cbor:"6,keyasint,omitempty"`
 	// Since is when the run parked, Unix ns.
 	Since int64 `cbor:"7,keyasint,omitempty"`
+	// Run is, for a WaitRun, the run awaited (a child, agent.await).
+	Run RunID `cbor:"8,keyasint,omitzero"`
 }
 
 // Kinds of wait.
 const (
 	WaitTimer    = "timer"
 	WaitApproval = "approval"
+	// WaitRun: the end of another run (a parent awaiting its child).
+	WaitRun = "run"
 )
 
 // CellRecords are a cell's own durable records, kept apart from the runs'

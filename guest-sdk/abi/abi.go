@@ -46,10 +46,12 @@ const (
 	// CapMCP reaches the Model Context Protocol servers the grant
 	// declares (SPEC.md §16).
 	CapMCP Capability = "mcp"
+	// CapAgent starts, awaits and cancels sub-agents (SPEC.md §17).
+	CapAgent Capability = "agent"
 )
 
 // Capabilities lists every capability of this ABI version, in a stable order.
-var Capabilities = []Capability{CapRun, CapKV, CapHTTP, CapClock, CapRandom, CapTool, CapLLM, CapTimer, CapApproval, CapMCP}
+var Capabilities = []Capability{CapRun, CapKV, CapHTTP, CapClock, CapRandom, CapTool, CapLLM, CapTimer, CapApproval, CapMCP, CapAgent}
 
 // Module returns the import module name of c, e.g. "agentrt:kv".
 func (c Capability) Module() string { return ModulePrefix + string(c) }
@@ -165,6 +167,13 @@ var Ops = []Op{
 	{CapMCP, OpMCPCallTool, "mcp.call_tool", Effect, false},
 	{CapMCP, OpMCPReadResource, "mcp.read_resource", Pure, true},
 	{CapMCP, OpMCPGetPrompt, "mcp.get_prompt", Pure, true},
+	// A spawn is sent again after a crash: the cell finds the child the
+	// (run, step) started, if any. An await is a wait; a cancel of a
+	// cancelled or ended child changes nothing.
+	{CapAgent, OpAgentSpawn, "agent.spawn", Effect, true},
+	{CapAgent, OpAgentAwait, "agent.await", Effect, true},
+	{CapAgent, OpAgentCancel, "agent.cancel", Effect, true},
+	{CapAgent, OpAgentChildren, "agent.children", Pure, true},
 }
 
 // LookupOp returns the operation with the given code in capability c.

@@ -17,4 +17,5 @@ var (
 	timerTransport    = notWasm
 	approvalTransport = notWasm
 	mcpTransport      = notWasm
+	agentTransport    = notWasm
 )

@@ -62,6 +62,12 @@ func mcpCall(op uint32, req unsafe.Pointer, reqLen uint32, resp unsafe.Pointer, 
 //go:wasmimport agentrt:mcp take
 func mcpTake(resp unsafe.Pointer, respCap uint32) uint64
 
+//go:wasmimport agentrt:agent call
+func agentCall(op uint32, req unsafe.Pointer, reqLen uint32, resp unsafe.Pointer, respCap uint32) uint64
+
+//go:wasmimport agentrt:agent take
+func agentTake(resp unsafe.Pointer, respCap uint32) uint64
+
 //go:wasmimport agentrt:llm call
 func llmCall(op uint32, req unsafe.Pointer, reqLen uint32, resp unsafe.Pointer, respCap uint32) uint64
 
@@ -96,6 +102,10 @@ func approvalTransport(op uint32, req []byte) (abi.Status, []byte, error) {
 
 func mcpTransport(op uint32, req []byte) (abi.Status, []byte, error) {
 	return roundTrip(mcpCall, mcpTake, op, req)
+}
+
+func agentTransport(op uint32, req []byte) (abi.Status, []byte, error) {
+	return roundTrip(agentCall, agentTake, op, req)
 }
 
 func randomTransport(op uint32, req []byte) (abi.Status, []byte, error) {

@@ -103,6 +103,9 @@ enum {
   AGENTRT_OP_LLM_COMPLETE = 1,
   AGENTRT_OP_TIMER_SLEEP = 1,
   AGENTRT_OP_APPROVAL_REQUEST = 1,
+  AGENTRT_OP_AGENT_SPAWN = 1,
+  AGENTRT_OP_AGENT_AWAIT = 2,
+  AGENTRT_OP_AGENT_CANCEL = 3,
 };
 
 /* Log levels of agentrt_log. */
@@ -626,6 +629,7 @@ AGENTRT__CAPABILITY(tool)
 AGENTRT__CAPABILITY(llm)
 AGENTRT__CAPABILITY(timer)
 AGENTRT__CAPABILITY(approval)
+AGENTRT__CAPABILITY(agent)
 
 static inline agentrt_status_t agentrt__malformed(agentrt__resp *out, const char *what) {
   free(out->body);
@@ -1262,6 +1266,128 @@ static inline agentrt_status_t agentrt_request_approval(const char *action, cons
   for (size_t i = 0; i < a->n_approvers; i++) agentrt__term_str(&a->approvers[i]);
   a->mem_ = out.body;
   return AGENTRT_STATUS_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The sub-agent capability: agentrt:agent (abi/SPEC.md 16)                  */
+
+/* A child run, as agentrt_spawn returns it. */
+typedef struct agentrt_child {
+  char run[33];             /* the child's run id: 32 hex digits and a NUL */
+  uint8_t token_hash[32];   /* SHA-256 of the child's token */
+} agentrt_child_t;
+
+/* agentrt_spawn starts a sub-agent (agent.spawn): a run of its own of the
+ * module the cell holds under the SHA-256 module (32 bytes), with input
+ * and the powers caps (a YAML or JSON capabilities map, "{run: {}}") and
+ * budget (the flag syntax, "steps=100"; NULL or "" for the caller's
+ * ceilings), which the cell never lets be wider than the caller's
+ * (AGENTRT_STATUS_DENIED). Needs the agent capability (agent:
+ * {max_children: N, max_depth: D} in the grant). */
+static inline agentrt_status_t agentrt_spawn(const uint8_t module[32], const void *input, size_t input_len,
+                                             const char *caps, const char *budget, agentrt_child_t *c) {
+  agentrt__wr w = {0};
+  agentrt__resp out;
+  memset(c, 0, sizeof *c);
+  bool has_budget = budget && budget[0];
+  agentrt__wr_head(&w, 5, 2 + (input_len > 0) + has_budget);
+  /* Keys in canonical order, shorter first: caps, input, budget, module. */
+  agentrt__wr_cstr(&w, "caps");
+  agentrt__wr_cstr(&w, caps);
+  if (input_len > 0) {
+    agentrt__wr_cstr(&w, "input");
+    agentrt__wr_bytes(&w, input, input_len);
+  }
+  if (has_budget) {
+    agentrt__wr_cstr(&w, "budget");
+    agentrt__wr_cstr(&w, budget);
+  }
+  agentrt__wr_cstr(&w, "module");
+  agentrt__wr_bytes(&w, module, 32);
+  agentrt_status_t st = agentrt__agent_roundtrip(AGENTRT_OP_AGENT_SPAWN, &w, &out);
+  if (st) return st;
+  agentrt__rd r = {out.body, out.body + out.len};
+  size_t pairs;
+  bool empty;
+  agentrt_str_t run = {0}, granted = {0};
+  agentrt_bytes_t hash = {0};
+  bool ok = agentrt__rd_begin(&r, &pairs, &empty) && !empty;
+  /* Keys: run, budget (omitted for none), token_hash. */
+  ok = ok && agentrt__rd_key(&r, &pairs, "run") && agentrt__rd_text(&r, &run) && run.len == 32;
+  if (ok && agentrt__rd_key(&r, &pairs, "budget")) ok = agentrt__rd_text(&r, &granted) && granted.len > 0;
+  ok = ok && agentrt__rd_key(&r, &pairs, "token_hash") && agentrt__rd_bytes(&r, &hash) && hash.len == 32;
+  if (!ok || !agentrt__rd_end(&r, pairs)) return agentrt__malformed(&out, "agent.spawn");
+  memcpy(c->run, run.data, 32);
+  memcpy(c->token_hash, hash.data, 32);
+  free(out.body);
+  return AGENTRT_STATUS_OK;
+}
+
+/* A child's terminal state, as agentrt_await returns it: status is
+ * "completed", "failed", "cancelled", "budget_exhausted" or "in_doubt";
+ * error says why for any but completed. */
+typedef struct agentrt_outcome {
+  agentrt_str_t status;
+  agentrt_bytes_t output;
+  agentrt_bytes_t output_hash; /* 32 bytes */
+  agentrt_str_t error;
+  void *mem_;
+} agentrt_outcome_t;
+
+/* agentrt_outcome_free releases what agentrt_await returned. */
+static inline void agentrt_outcome_free(agentrt_outcome_t *o) {
+  free(o->mem_);
+  memset(o, 0, sizeof *o);
+}
+
+static inline void agentrt__wr_run_ref(agentrt__wr *w, const char *run) {
+  agentrt__wr_head(w, 5, 1);
+  agentrt__wr_cstr(w, "run");
+  agentrt__wr_cstr(w, run);
+}
+
+/* agentrt_await waits for the caller's child run to end (agent.await): the
+ * caller parks, and the cell resumes it when the child ends. A failed
+ * child is an outcome, not an error. Release it with agentrt_outcome_free. */
+static inline agentrt_status_t agentrt_await(const char *run, agentrt_outcome_t *o) {
+  agentrt__wr w = {0};
+  agentrt__resp out;
+  memset(o, 0, sizeof *o);
+  agentrt__wr_run_ref(&w, run);
+  agentrt_status_t st = agentrt__agent_roundtrip(AGENTRT_OP_AGENT_AWAIT, &w, &out);
+  if (st) return st;
+  agentrt__rd r = {out.body, out.body + out.len};
+  size_t pairs;
+  bool empty;
+  agentrt_str_t id = {0};
+  bool ok = agentrt__rd_begin(&r, &pairs, &empty) && !empty;
+  /* Keys: run, error, output, status, output_hash; error and output are
+   * omitted when empty. */
+  ok = ok && agentrt__rd_key(&r, &pairs, "run") && agentrt__rd_text(&r, &id);
+  if (ok && agentrt__rd_key(&r, &pairs, "error")) ok = agentrt__rd_text(&r, &o->error) && o->error.len > 0;
+  if (ok && agentrt__rd_key(&r, &pairs, "output")) ok = agentrt__rd_bytes(&r, &o->output) && o->output.len > 0;
+  ok = ok && agentrt__rd_key(&r, &pairs, "status") && agentrt__rd_text(&r, &o->status);
+  ok = ok && agentrt__rd_key(&r, &pairs, "output_hash") && agentrt__rd_bytes(&r, &o->output_hash) && o->output_hash.len == 32;
+  if (!ok || !agentrt__rd_end(&r, pairs)) {
+    memset(o, 0, sizeof *o);
+    return agentrt__malformed(&out, "agent.await");
+  }
+  agentrt__term_str(&o->status);
+  agentrt__term_str(&o->error);
+  agentrt__term_bytes(&o->output);
+  agentrt__term_bytes(&o->output_hash);
+  o->mem_ = out.body;
+  return AGENTRT_STATUS_OK;
+}
+
+/* agentrt_cancel cancels the caller's child run and every run below it
+ * (agent.cancel). */
+static inline agentrt_status_t agentrt_cancel(const char *run) {
+  agentrt__wr w = {0};
+  agentrt__resp out;
+  agentrt__wr_run_ref(&w, run);
+  agentrt_status_t st = agentrt__agent_roundtrip(AGENTRT_OP_AGENT_CANCEL, &w, &out);
+  return st ? st : agentrt__empty(&out, "agent.cancel");
 }
 
 /* ------------------------------------------------------------------------ */

@@ -123,10 +123,16 @@ type Handler struct {
 	Wait func(c *Call, since time.Time) Wait
 }
 
-// Wait is what a waiting call waits for: a time, or an approval.
+// Wait is what a waiting call waits for: a time, an approval, or another
+// run's end.
 type Wait struct {
 	// Until is a timer's wake time.
 	Until time.Time
+	// Run is the run awaited (agent.await), and Answer says whether it
+	// has ended, and then the call's outcome; the host asks it when the
+	// call is made and each time the waiting run is woken.
+	Run    journal.RunID
+	Answer func(ctx context.Context) (done bool, status abi.Status, resp []byte)
 	// Group is the approvers' group an approval asks, and Action the text
 	// they are shown.
 	Group  string

@@ -262,6 +262,9 @@ func NewServer(c *Cell, opts ServerOptions) *Server {
 	}
 	if !s.control {
 		s.tasks = newTasks(s)
+		// The daemon starts and follows the runs' sub-agents (agents.go).
+		c.Host.SetAgents(agents{s})
+		s.OnEnd(s.agentEnded)
 	}
 	if opts.Triggers && !opts.ControlOnly {
 		s.triggers = newTriggers(s)
@@ -765,7 +768,7 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := s.cell.Host.Cancel(r.Context(), run); err != nil {
+	if err := s.Cancel(r.Context(), run); err != nil {
 		writeError(w, startErrorCode(err), err, "")
 		return
 	}

@@ -19,6 +19,7 @@ import (
 // it, through Reopen, the path of every resume, when
 //   - its timer fires (the cell's clock passes the wait's Until);
 //   - a vote decides its approval (Book.Vote);
+//   - the child it awaits ends (agents.go);
 // and when the daemon starts (Recover): every parked run is armed again,
 // and one whose time has passed, or whose approval was decided while no
 // daemon ran, is resumed at once. A cancelled run keeps its wait and is
@@ -134,6 +135,12 @@ func (s *Server) parked(run journal.RunID, w *journal.Wait) {
 		s.publishApproval(l)
 	case journal.WaitTimer:
 		s.logf("run %s parked until %s (step %d)", run, time.Unix(0, w.Until).UTC().Format(time.RFC3339Nano), w.Step)
+	case journal.WaitRun:
+		s.logf("run %s parked awaiting its child %s (step %d)", run, w.Run, w.Step)
+		if s.awaitedEnded(w) {
+			// The child ended between the parent's look and its park.
+			go s.wake(run, "child "+w.Run.String()+" ended")
+		}
 	}
 }
 
@@ -142,6 +149,14 @@ func (s *Server) parked(run journal.RunID, w *journal.Wait) {
 // (an approval decided by votes stored before a crash).
 func (s *Server) recoverParked(m journal.RunMeta) {
 	if m.Wait == nil {
+		return
+	}
+	if m.Wait.Kind == journal.WaitRun {
+		// Woken by the child's end; one that ended while no daemon ran
+		// wakes it now.
+		if s.awaitedEnded(m.Wait) {
+			go s.wake(m.ID, "child "+m.Wait.Run.String()+" ended")
+		}
 		return
 	}
 	if m.Wait.Kind == journal.WaitApproval && s.cell.Book != nil {

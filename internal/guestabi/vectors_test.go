@@ -46,6 +46,10 @@ var guestBodies = map[string]struct{ req, resp func() any }{
 	"mcp.call_tool":     {func() any { return new(gabi.MCPCallToolRequest) }, func() any { return new(gabi.MCPCallToolResponse) }},
 	"mcp.read_resource": {func() any { return new(gabi.MCPReadResourceRequest) }, func() any { return new(gabi.MCPReadResourceResponse) }},
 	"mcp.get_prompt":    {func() any { return new(gabi.MCPGetPromptRequest) }, func() any { return new(gabi.MCPGetPromptResponse) }},
+	"agent.spawn":       {func() any { return new(gabi.SpawnRequest) }, func() any { return new(gabi.SpawnResponse) }},
+	"agent.await":       {func() any { return new(gabi.RunRef) }, func() any { return new(gabi.AwaitResponse) }},
+	"agent.cancel":      {func() any { return new(gabi.RunRef) }, nil},
+	"agent.children":    {nil, func() any { return new(gabi.ChildrenResponse) }},
 }
 
 // reasonOf names the failure class of a guest decoding error as SPEC.md

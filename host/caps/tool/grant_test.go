@@ -122,7 +122,7 @@ func TestGrantTypoNamesTheKey(t *testing.T) {
 		{"capabilites:\n  run: {}\n",
 			`grant.yaml:1: unknown key "capabilites" at the top level; allowed: capabilities, limits (did you mean capabilities?)`},
 		{`{"capabilities": {"run": {}, "randon": {}}}`,
-			`grant.yaml:1: unknown key "randon" in capabilities; allowed: run, kv, http, clock, random, tool, llm, timer, approval, mcp (did you mean random?)`},
+			`grant.yaml:1: unknown key "randon" in capabilities; allowed: run, kv, http, clock, random, tool, llm, timer, approval, mcp, agent (did you mean random?)`},
 	} {
 		if err := os.WriteFile("grant.yaml", []byte(tc.grant), 0o644); err != nil {
 			t.Fatal(err)

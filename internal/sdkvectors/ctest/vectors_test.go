@@ -140,6 +140,7 @@ func TestImportsOnlyWhatIsCalled(t *testing.T) {
 		{abi.CapTimer, `int64_t due, woke; return agentrt_sleep(1000, &due, &woke);`},
 		{abi.CapTimer, `return agentrt_sleep_until(1767225600000000000, NULL, NULL);`},
 		{abi.CapApproval, `agentrt_approval_t a; agentrt_status_t st = agentrt_request_approval("deploy", "release", &a); agentrt_approval_free(&a); return st;`},
+		{abi.CapAgent, `agentrt_outcome_t o; agentrt_status_t st = agentrt_await("18ee4cab4e0d0000a04efd9b1a3fd4d7", &o); agentrt_outcome_free(&o); return st;`},
 	}
 	ctx := context.Background()
 	// The interpreter only validates at compile time: enough to list
