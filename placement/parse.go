@@ -125,7 +125,7 @@ func ParseSelf(name string, doc []byte) (Cell, error) {
 		return Cell{}, err
 	}
 	if c.ID != "" {
-		return Cell{}, fileError(name, bad("id", "leave the id out: a cell's id is its key", "%q given", c.ID))
+		return Cell{}, fileError(name, bad("id", "leave the id out", "%q given, but a cell's id is its key: leave the id out", c.ID))
 	}
 	if c.MaxRuns == 0 {
 		c.MaxRuns = 64
