@@ -19,8 +19,10 @@ type holder struct {
 }
 
 // acquire takes the lease of run for this cell and adds its lease entry to
-// w. With no lease store, runs go unleased and holder is nil.
-func (h *Host) acquire(ctx context.Context, run journal.RunID, w *journal.Writer) (*holder, error) {
+// w, carrying decision (the placement decision of a takeover; nil for
+// none) under its hash. With no lease store, runs go unleased and holder
+// is nil.
+func (h *Host) acquire(ctx context.Context, run journal.RunID, w *journal.Writer, decision []byte) (*holder, error) {
 	if h.deps.Leases == nil {
 		return nil, nil
 	}
@@ -29,7 +31,11 @@ func (h *Host) acquire(ctx context.Context, run journal.RunID, w *journal.Writer
 	if err != nil {
 		return nil, fmt.Errorf("host: lease of %s: %w", run, err)
 	}
-	if err := w.Add(&journal.Entry{Phase: journal.PhaseLease, Epoch: l.Epoch, Time: now.UnixNano()}); err != nil {
+	e := &journal.Entry{Phase: journal.PhaseLease, Epoch: l.Epoch, Time: now.UnixNano()}
+	if decision != nil {
+		e.Request, e.InputHash = decision, journal.Sum(decision)
+	}
+	if err := w.Add(e); err != nil {
 		return nil, err
 	}
 	return &holder{leases: h.deps.Leases, lease: l, ttl: h.cfg.LeaseTTL, now: h.deps.Now}, nil

@@ -102,6 +102,13 @@ func (a *live) all() []*liveRun {
 // Live reports whether this host is executing run now.
 func (h *Host) Live(run journal.RunID) bool { return h.live.get(run) != nil }
 
+// LiveCount returns how many runs this host is executing now.
+func (h *Host) LiveCount() int {
+	h.live.mu.Lock()
+	defer h.live.mu.Unlock()
+	return len(h.live.runs)
+}
+
 // Stopping reports whether this host is executing run and was asked to stop
 // it (Cancel, Drain): the run is finishing the step under way.
 func (h *Host) Stopping(run journal.RunID) bool {

@@ -38,12 +38,29 @@ func (h *Host) Resume(ctx context.Context, run journal.RunID) (*Result, error) {
 // Reopen verifies and re-instantiates a run that stopped before its end and
 // returns it ready to execute (see Resume).
 func (h *Host) Reopen(ctx context.Context, run journal.RunID) (*Started, error) {
+	return h.reopen(ctx, run, nil)
+}
+
+// TakeOver is Reopen for a run another cell held, whose lease expired: the
+// lease entry this host writes carries decision, the canonical CBOR of the
+// placement decision that picked this cell (placement.Decision). The
+// journal's seals are checked against this cell's key and its trusted
+// peers' (Deps.TrustedCells), and its tail against the store's head
+// record: a gap is an error, never a shorter journal to resume from.
+func (h *Host) TakeOver(ctx context.Context, run journal.RunID, decision []byte) (*Started, error) {
+	if len(decision) == 0 {
+		return nil, fmt.Errorf("host: take over %s: no placement decision to journal", run)
+	}
+	return h.reopen(ctx, run, decision)
+}
+
+func (h *Host) reopen(ctx context.Context, run journal.RunID, decision []byte) (*Started, error) {
 	st := h.deps.Store
 	meta, err := st.Meta(ctx, run)
 	if err != nil {
 		return nil, err
 	}
-	sum, rec, err := loadLastSegment(ctx, st, run, meta.Checkpoint, journal.TrustKeys(h.deps.Key.Public().(ed25519.PublicKey)))
+	sum, rec, err := loadLastSegment(ctx, st, run, meta.Checkpoint, h.trust())
 	if err != nil {
 		return nil, fmt.Errorf("host: resume %s: %w", run, err)
 	}
@@ -74,7 +91,7 @@ func (h *Host) Reopen(ctx context.Context, run journal.RunID) (*Started, error) 
 		return nil, err
 	}
 	w := journal.NewWriter(st, journal.ResumeChain(run, h.deps.Key, sum.Entries-1, sum.Head))
-	lease, err := h.acquire(ctx, run, w)
+	lease, err := h.acquire(ctx, run, w, decision)
 	if err != nil {
 		h.live.leave(run)
 		return nil, err
@@ -204,4 +221,10 @@ func (s *session) idempotent(c *Call) bool {
 	}
 	inst := s.inst[s.ci]
 	return inst != nil && inst.Idempotent(c)
+}
+
+// trust accepts the seals of this host's cell and of the peer cells it
+// trusts (Deps.TrustedCells): a run taken over carries entries of both.
+func (h *Host) trust() journal.TrustFunc {
+	return journal.TrustKeys(append([]ed25519.PublicKey{h.deps.Key.Public().(ed25519.PublicKey)}, h.deps.TrustedCells...)...)
 }

@@ -82,6 +82,10 @@ type Deps struct {
 	// TokenRoots are the keys trusted to issue capability tokens, besides
 	// the cell's own.
 	TokenRoots []ed25519.PublicKey
+	// TrustedCells are the peer cells whose sealed entries this host
+	// accepts in a journal it resumes, besides its own: the cells of its
+	// cluster that may have run the run before it took the run over.
+	TrustedCells []ed25519.PublicKey
 	// Nonces remembers the tokens presented to the cell, so that one is
 	// never presented twice; nil: not remembered.
 	Nonces capability.NonceCache
@@ -395,7 +399,7 @@ func (h *Host) start(ctx context.Context, spec RunSpec, fork *forked) (*Started,
 	if err != nil {
 		return nil, err
 	}
-	lease, err := h.acquire(ctx, run, w)
+	lease, err := h.acquire(ctx, run, w, nil)
 	if err != nil {
 		h.live.leave(run)
 		return nil, err

@@ -943,6 +943,22 @@ func generateVectors(tb testing.TB) []*vector {
 		"after the lease of epoch 2, entry 7 is written under epoch 1 and its request does not match",
 		"its input hash: the epoch rule is checked before the call rules, so the class is sequence, not hash")
 
+	// A takeover's lease entry carries the placement decision that picked
+	// its cell, under its hash (shape rule 7).
+	takeover := func(hash []byte) []item {
+		plan := leased(2, 2)
+		decision := []byte("a placement decision (its bytes are opaque to the journal)")
+		if hash == nil {
+			hash = journal.Sum(decision)
+		}
+		plan[5].e.Request, plan[5].e.InputHash = decision, hash
+		return plan
+	}
+	add("valid-lease-takeover", "valid", 0, trustA(), enc(writeJournal(tb, runX, cellA, takeover(nil), nil)),
+		"the resume's lease entry (epoch 2) carries a placement decision in its request, under its input hash")
+	add("lease-decision-hash-mismatch", "hash", 5, trustA(), enc(writeJournal(tb, runX, cellA, takeover(journal.Sum([]byte("another decision"))), nil)),
+		"the resume's lease entry carries a placement decision whose SHA-256 is not its input hash")
+
 	// Round seals: entry 7's commit sealed in one store round with two
 	// commits of run Y, by one signature over the round's Merkle root.
 	roundSealed := func() []journal.Record {

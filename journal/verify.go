@@ -280,6 +280,11 @@ func (v *Verifier) checkCall(e *Entry, requestOK bool) error {
 		if e.Epoch <= v.epoch {
 			return v.fail(ErrSequence, "lease epoch %d does not follow epoch %d", e.Epoch, v.epoch)
 		}
+		// A takeover's lease entry carries the placement decision that
+		// picked its cell, under its input hash.
+		if e.Request != nil && !requestOK {
+			return v.fail(ErrHash, "input hash %x does not match the lease entry's placement decision (%x)", e.InputHash, Sum(e.Request))
+		}
 		v.epoch = e.Epoch
 		return nil
 	}

@@ -114,3 +114,26 @@ func fileError(name string, err error) error {
 	}
 	return err
 }
+
+// ParseSelf parses and validates one cell's descriptor of itself (a cell
+// of a cells document at the top level, without its id, which is the
+// describing cell's key): what a cluster cell announces in its heartbeat.
+// A max_runs left out is 64.
+func ParseSelf(name string, doc []byte) (Cell, error) {
+	var c Cell
+	if err := decode(name, doc, &c); err != nil {
+		return Cell{}, err
+	}
+	if c.ID != "" {
+		return Cell{}, fileError(name, bad("id", "leave the id out", "%q given, but a cell's id is its key: leave the id out", c.ID))
+	}
+	if c.MaxRuns == 0 {
+		c.MaxRuns = 64
+	}
+	check := c
+	check.ID = strings.Repeat("0", 64)
+	if err := check.Validate("cell"); err != nil {
+		return Cell{}, fileError(name, err)
+	}
+	return c, nil
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/host/cell"
 	"github.com/agentrt/agentrt/internal/termtext"
+	"github.com/agentrt/agentrt/placement"
 	"github.com/spf13/cobra"
 )
 
@@ -31,10 +32,16 @@ func (c *cli) cellCmd() *cobra.Command {
 
 func (c *cli) cellServeCmd() *cobra.Command {
 	var (
-		listen  string
-		metrics string
-		drain   time.Duration
-		keep    int
+		listen    string
+		metrics   string
+		drain     time.Duration
+		keep      int
+		natsURLs  string
+		embedded  bool
+		replicas  int
+		leaseTTL  time.Duration
+		heartbeat time.Duration
+		self      string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -82,7 +89,29 @@ it): agentrt_calls_total{op,class,status}, agentrt_journal_commit_seconds
 {durable} (a durable commit's latency includes the store's fsync),
 agentrt_runs{status}, agentrt_parked_runs{wait} and
 agentrt_parked_oldest_seconds{wait}. No label holds a run id or anything an
-agent chooses.`,
+agent chooses.
+
+With --nats URL[,URL...] the cell joins a cluster on NATS JetStream (servers
+2.12 or later, run with sync_interval: always): the runs' journals, index,
+agent state, event logs, blobs, modules and leases live in the cluster, and
+any of its cells reads them. --nats-embedded instead starts a one-box server
+inside this process, its files in DATA/nats. The cell's own records (votes,
+triggers, tasks, seen tokens, the lineage index) stay in DATA; the lineage
+query is refused on a cluster cell.
+
+A cluster cell writes a heartbeat to the cell registry (the KV bucket
+AGENTRT_CELLS) every --heartbeat, with its descriptor from --describe (a
+YAML or JSON file in the format of agentrt place --cells: max_runs, gpus,
+models, datasets, cost_per_hour, clearance, labels; its id is the cell's
+key). At each heartbeat it looks for running runs whose lease expired (their
+cell died, or stopped): placement picks one of the live cells, the expired
+holder left out, and the cell it picks takes the run over. It verifies the
+journal (a gap in it is named and refused), journals the lease it takes with
+the placement decision, and resumes from the last completed entry: completed
+effects are not run again, an effect in doubt is decided as on one machine.
+It accepts the entries sealed by the cells listed in DATA/trusted_cells (one
+OpenSSH ed25519 public key a line). A holder that lost its lease finds its
+next renewal and its appends refused, and stops.`,
 		Example: `  agentrt cell serve
   agentrt cell serve --listen 127.0.0.1:7070
   curl --unix-socket ~/.local/share/agentrt/agentrt.sock http://cell/v1/runs
@@ -108,9 +137,21 @@ agent chooses.`,
 				}
 				defer mln.Close()
 			}
-			copts := cell.Options{Approver: approvals, KeepCompiled: keep}
+			copts := cell.Options{Approver: approvals, KeepCompiled: keep, LeaseTTL: leaseTTL}
 			if mx != nil {
 				copts.Observer = mx
+			}
+			if leaseTTL < 0 {
+				return withHint(fmt.Errorf("--lease-ttl %s is below 0", leaseTTL), "give how long a run's lease lasts unless renewed, such as 10s")
+			}
+			if natsURLs != "" || embedded {
+				co, err := clusterOptions(natsURLs, embedded, replicas, heartbeat, self)
+				if err != nil {
+					return err
+				}
+				copts.Cluster = co
+			} else if replicas != 0 || heartbeat != 0 || self != "" {
+				return withHint(errors.New("--replicas, --heartbeat and --describe are for a cluster cell"), "add --nats URL or --nats-embedded")
 			}
 			cl, err := c.open(context.Background(), copts)
 			if err != nil {
@@ -118,7 +159,7 @@ agent chooses.`,
 			}
 			defer cl.Close(context.Background())
 			if mx != nil {
-				mx.Watch(cl.Store)
+				mx.Watch(cl.Journal)
 				defer cl.Listeners.Add("the cell's metrics", mln.Addr())()
 				mux := http.NewServeMux()
 				mux.Handle("GET /metrics", mx.Handler())
@@ -178,6 +219,13 @@ agent chooses.`,
 				logger.Printf("recover: %v", err)
 			}
 			logger.Printf("recovered %d unfinished runs", len(runs))
+			if cl.Cluster != nil {
+				if err := srv.StartCluster(ctx); err != nil {
+					logger.Printf("cluster: %v", err)
+				} else {
+					logger.Printf("cell %x in the cluster registry", cl.Public())
+				}
+			}
 
 			select {
 			case <-ctx.Done():
@@ -208,7 +256,36 @@ agent chooses.`,
 	c.engineFlag(cmd)
 	cmd.Flags().IntVar(&keep, "keep-compiled", 0, fmt.Sprintf("the most compiled modules kept in memory, so that runs of them start without compiling; the least recently used is dropped past it (default %d)", host.DefaultKeepCompiled))
 	cmd.Flags().DurationVar(&drain, "drain-timeout", 30*time.Second, "how long a shutdown waits for runs to reach a step boundary")
+	cmd.Flags().StringVar(&natsURLs, "nats", "", "join the cluster on these NATS JetStream servers (nats://HOST:PORT, comma-separated)")
+	cmd.Flags().BoolVar(&embedded, "nats-embedded", false, "start a one-box NATS JetStream server in this process (files in DATA/nats)")
+	cmd.Flags().IntVar(&replicas, "replicas", 0, "servers that keep the journal stream and the buckets: 1 or 3 (default 1)")
+	cmd.Flags().DurationVar(&leaseTTL, "lease-ttl", 0, "how long a run's lease lasts unless renewed: how soon a peer takes over a run whose cell died (default 30s)")
+	cmd.Flags().DurationVar(&heartbeat, "heartbeat", 0, "how often a cluster cell writes its registry record and looks for runs to take over (default 1s)")
+	cmd.Flags().StringVar(&self, "describe", "", "a YAML or JSON file describing this cell for placement (format of agentrt place --cells, one cell, no id)")
 	return cmd
+}
+
+// clusterOptions reads the cluster flags of cell serve.
+func clusterOptions(urls string, embedded bool, replicas int, heartbeat time.Duration, describe string) (*cell.ClusterOptions, error) {
+	co := &cell.ClusterOptions{Embedded: embedded, Replicas: replicas, Heartbeat: heartbeat}
+	if urls != "" {
+		co.URLs = strings.Split(urls, ",")
+	}
+	if heartbeat < 0 {
+		return nil, withHint(fmt.Errorf("--heartbeat %s is below 0", heartbeat), "give how often the cell writes its heartbeat, such as 1s")
+	}
+	if describe != "" {
+		b, err := os.ReadFile(describe)
+		if err != nil {
+			return nil, withHint(err, "--describe names a file describing this cell")
+		}
+		d, err := placement.ParseSelf(describe, b)
+		if err != nil {
+			return nil, withHint(err, "see agentrt place --help for the cell format")
+		}
+		co.Self = d
+	}
+	return co, nil
 }
 
 func (c *cli) cancelCmd() *cobra.Command {

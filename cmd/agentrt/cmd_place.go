@@ -35,7 +35,8 @@ The same files give the same choice, in whatever order the cells are listed.
 
 --explain prints each candidate's score and its parts, and each refused
 cell's reasons; --json prints the whole decision with its inputs (the
-record the cluster is to journal with a run; no cluster journals it yet). When no cell is eligible, the command fails and says
+record the cluster journals: a cell that takes over a run whose lease expired writes
+the decision that picked it in its lease entry). When no cell is eligible, the command fails and says
 why each was refused (after the decision, with --explain or --json).`,
 		Example: "  agentrt place --cells placement/testdata/cells.yaml --need placement/testdata/need.yaml --explain",
 		Args:    cobra.NoArgs,

@@ -49,7 +49,7 @@ type child struct {
 // children lists parent's children, in spawn order (by the parent's
 // step).
 func (a agents) children(ctx context.Context, parent journal.RunID) ([]child, error) {
-	runs, err := a.s.cell.Store.Runs(ctx)
+	runs, err := a.s.cell.Journal.Runs(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +107,7 @@ func (a agents) Spawn(ctx context.Context, sp agent.Spawn) (abi.SpawnResponse, e
 func (a agents) spawned(ctx context.Context, run journal.RunID) (abi.SpawnResponse, error) {
 	var hdr *journal.Header
 	stop := errors.New("stop")
-	err := journal.ReadEntries(ctx, a.s.cell.Store, run, func(e *journal.Entry, _ *journal.Record) error {
+	err := journal.ReadEntries(ctx, a.s.cell.Journal, run, func(e *journal.Entry, _ *journal.Record) error {
 		hdr = e.Header
 		return stop
 	})
@@ -137,7 +137,7 @@ func budgetText(s string) string {
 // own returns child's index record, or agent.ErrDenied when it is not
 // parent's child.
 func (a agents) own(ctx context.Context, parent, child journal.RunID) (journal.RunMeta, error) {
-	m, err := a.s.cell.Store.Meta(ctx, child)
+	m, err := a.s.cell.Journal.Meta(ctx, child)
 	if errors.Is(err, journal.ErrNotFound) {
 		return m, fmt.Errorf("%w: run %s is not a child of run %s", agent.ErrDenied, child, parent)
 	}
@@ -243,7 +243,7 @@ func (a agents) Children(ctx context.Context, parent journal.RunID) ([]abi.Child
 // held (Server.OnEnd), if it awaits run.
 func (s *Server) agentEnded(run journal.RunID, _ *host.Result, _ error) {
 	ctx := context.Background()
-	m, err := s.cell.Store.Meta(ctx, run)
+	m, err := s.cell.Journal.Meta(ctx, run)
 	if err != nil || m.Origin == nil || m.Origin.Kind != OriginSpawn {
 		return
 	}
@@ -259,7 +259,7 @@ func (s *Server) agentEnded(run journal.RunID, _ *host.Result, _ error) {
 
 // wakeAwaiting wakes parent if it is parked awaiting child.
 func (s *Server) wakeAwaiting(parent, child journal.RunID) {
-	pm, err := s.cell.Store.Meta(context.Background(), parent)
+	pm, err := s.cell.Journal.Meta(context.Background(), parent)
 	if err != nil || pm.Status != journal.StatusParked || pm.Wait == nil || pm.Wait.Kind != journal.WaitRun || pm.Wait.Run != child {
 		return
 	}
@@ -268,7 +268,7 @@ func (s *Server) wakeAwaiting(parent, child journal.RunID) {
 
 // awaitedEnded reports whether the child a parked run awaits has ended.
 func (s *Server) awaitedEnded(w *journal.Wait) bool {
-	m, err := s.cell.Store.Meta(context.Background(), w.Run)
+	m, err := s.cell.Journal.Meta(context.Background(), w.Run)
 	if err != nil {
 		return false
 	}

@@ -266,7 +266,7 @@ func (s *Server) recoverRun(ctx context.Context, run journal.RunID, what string)
 
 // liveRuns lists the runs this server's host is executing.
 func (s *Server) liveRuns(ctx context.Context) []journal.RunID {
-	runs, err := s.cell.Store.Runs(ctx)
+	runs, err := s.cell.Journal.Runs(ctx)
 	if err != nil {
 		return nil
 	}

@@ -74,11 +74,19 @@ func WorkDir(dataDir string) string { return filepath.Join(dataDir, "work") }
 
 // Cell is an open data directory.
 type Cell struct {
-	Dir    string
-	Store  *badgerstore.Store
-	Key    ed25519.PrivateKey
-	Engine *host.Engine
-	Host   *host.Host
+	Dir string
+	// Store is the data directory's badger store: the cell's own records
+	// (votes, triggers, tasks, seen tokens, lineage) and, without a
+	// cluster, the runs too.
+	Store *badgerstore.Store
+	// Journal is where the runs live: Store, or the cluster's store.
+	Journal JournalStore
+	// Cluster is the cell's cluster (Options.Cluster); nil for a cell on
+	// its data directory alone.
+	Cluster *Cluster
+	Key     ed25519.PrivateKey
+	Engine  *host.Engine
+	Host    *host.Host
 	// Listeners are the cell's own TCP listeners (its API, later its
 	// metrics and UI), which no agent's http capability may reach: a
 	// daemon adds each one it opens (Listeners.Add).
@@ -139,6 +147,11 @@ type Options struct {
 	Modes string
 	// Approver answers the calls the modes ask about; nil: an ask is a no.
 	Approver host.Approver
+	// Cluster, when set, puts the runs on NATS JetStream (ClusterOptions).
+	Cluster *ClusterOptions
+	// LeaseTTL is how long a run's lease lasts unless renewed (zero: the
+	// host's default): how soon a peer may take over a run whose cell died.
+	LeaseTTL time.Duration
 	// Clock is the cell's time: its host's clock and its schedules'
 	// (timers, triggers, task backoffs, approval expiries); nil: the
 	// system's. Tests inject a clock.Fake.
@@ -148,7 +161,7 @@ type Options struct {
 // llmDeps returns the cell's model providers, from DATA/llm.yaml; nil
 // when the cell has none. Images in requests are read from the store's
 // blob area, by hash.
-func llmDeps(dir string, st *badgerstore.Store) (*llm.Providers, error) {
+func llmDeps(dir string, st journal.Blobs) (*llm.Providers, error) {
 	path := filepath.Join(dir, provider.FileName)
 	cfg, err := provider.Load(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -194,30 +207,39 @@ func Open(ctx context.Context, dir string, opts Options) (*Cell, error) {
 	if clk == nil {
 		clk = clock.Real
 	}
-	c := &Cell{Dir: dir, Store: st, Key: key, Engine: eng, Listeners: &host.ListenerSet{}, Clock: clk}
+	c := &Cell{Dir: dir, Store: st, Journal: st, Key: key, Engine: eng, Listeners: &host.ListenerSet{}, Clock: clk}
 	if opts.Sink != nil {
 		c.sinks = append(c.sinks, opts.Sink)
 	}
 	deps := host.Deps{Store: st, KV: st, Events: st, Key: key, Sink: c.sink, Nonces: st, Approver: opts.Approver,
 		Listeners: c.Listeners, Now: clk.Now, Observer: opts.Observer}
+	if opts.Cluster != nil {
+		if c.Cluster, err = openCluster(ctx, dir, *opts.Cluster); err != nil {
+			st.Close()
+			eng.Close(ctx)
+			return nil, err
+		}
+		js := c.Cluster.Store
+		c.Journal = js
+		deps.Store, deps.KV, deps.Events, deps.Leases = js, js, js, js
+		deps.TrustedCells = c.Cluster.Trusted()
+	}
 	deps.Tools = host.ToolDeps{Workspaces: WorkDir(dir), DataDir: dir}
 	deps.MCP = mcp.Deps{DataDir: dir}
 	if c.Book, err = OpenBook(dir, st, clk.Now); err == nil && c.Book != nil {
 		deps.Approvals = c.Book
 	}
 	if err != nil {
-		st.Close()
-		eng.Close(ctx)
+		c.Close(ctx)
 		return nil, err
 	}
 	if err = gateDeps(dir, opts, &deps); err == nil {
-		if deps.LLM, err = llmDeps(dir, st); err == nil {
-			c.Host, err = host.New(eng, deps, host.Config{})
+		if deps.LLM, err = llmDeps(dir, c.Journal); err == nil {
+			c.Host, err = host.New(eng, deps, host.Config{LeaseTTL: opts.LeaseTTL})
 		}
 	}
 	if err != nil {
-		st.Close()
-		eng.Close(ctx)
+		c.Close(ctx)
 		return nil, err
 	}
 	return c, nil
@@ -251,7 +273,19 @@ func (c *Cell) Public() ed25519.PublicKey { return c.Key.Public().(ed25519.Publi
 
 // Close releases the engine and the store.
 func (c *Cell) Close(ctx context.Context) error {
-	return errors.Join(c.Engine.Close(ctx), c.Store.Close())
+	err := errors.Join(c.Engine.Close(ctx), c.Store.Close())
+	if c.Cluster != nil {
+		err = errors.Join(err, c.Cluster.close())
+	}
+	return err
+}
+
+// JournalStore is where a cell's runs live: their journals and index, the
+// blobs their payloads name and their event logs.
+type JournalStore interface {
+	journal.Store
+	journal.Blobs
+	host.EventLog
 }
 
 // ErrNoRuns is returned by FindRun for LastRun in a store with no runs.

@@ -66,7 +66,7 @@ func readErrorCode(err error) int {
 // storeRuns answers every run's index record, newest first, as frames of
 // its canonical CBOR.
 func (s *Server) storeRuns(w http.ResponseWriter, r *http.Request) {
-	runs, err := s.cell.Store.Runs(r.Context())
+	runs, err := s.cell.Journal.Runs(r.Context())
 	if err != nil {
 		writeError(w, readErrorCode(err), err, "")
 		return
@@ -91,7 +91,7 @@ func (s *Server) storeMeta(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	m, err := s.cell.Store.Meta(r.Context(), run)
+	m, err := s.cell.Journal.Meta(r.Context(), run)
 	if err != nil {
 		writeError(w, readErrorCode(err), err, "")
 		return
@@ -121,7 +121,7 @@ func (s *Server) storeRecords(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	fw := newFrameWriter(w)
-	err := s.cell.Store.Records(r.Context(), run, from, fw.record)
+	err := s.cell.Journal.Records(r.Context(), run, from, fw.record)
 	fw.end(err, nil)
 }
 
@@ -133,7 +133,7 @@ func (s *Server) storeEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fw := newFrameWriter(w)
-	err := s.cell.Store.Events(r.Context(), run, fw.item)
+	err := s.cell.Journal.Events(r.Context(), run, fw.item)
 	fw.end(err, nil)
 }
 
@@ -144,7 +144,7 @@ func (s *Server) storeModule(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("%q is not a SHA-256 (64 hex digits)", r.PathValue("sha256")), "")
 		return
 	}
-	code, err := s.cell.Store.Module(r.Context(), sum)
+	code, err := s.cell.Journal.Module(r.Context(), sum)
 	if err != nil {
 		writeError(w, readErrorCode(err), err, "")
 		return
@@ -162,7 +162,7 @@ func (s *Server) storeBlob(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("%q is not a SHA-256 (64 hex digits)", r.PathValue("sha256")), "")
 		return
 	}
-	b, err := s.cell.Store.Blob(r.Context(), sum)
+	b, err := s.cell.Journal.Blob(r.Context(), sum)
 	var be *journal.BlobError
 	switch {
 	case errors.As(err, &be) && be.Missing:
@@ -205,7 +205,7 @@ func (s *Server) bundle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fw := newFrameWriter(w)
-	rep, err := replay.ExportTo(r.Context(), s.cell.Store, run, s.cell.Key, replay.EngineSettings{}, fw)
+	rep, err := replay.ExportTo(r.Context(), s.cell.Journal, run, s.cell.Key, replay.EngineSettings{}, fw)
 	if err != nil {
 		fw.end(err, nil)
 		return
@@ -220,7 +220,7 @@ func (s *Server) checkpoint(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	note, err := journal.CheckpointOf(r.Context(), s.cell.Store, run, s.cell.Key)
+	note, err := journal.CheckpointOf(r.Context(), s.cell.Journal, run, s.cell.Key)
 	if err != nil {
 		writeError(w, readErrorCode(err), err, "")
 		return
@@ -247,7 +247,7 @@ type SkipInfo struct {
 }
 
 func (s *Server) lineageIndex(w http.ResponseWriter, r *http.Request) {
-	if !noBody(w, r) {
+	if s.clusterLineage(w) || !noBody(w, r) {
 		return
 	}
 	index := s.cell.Store.Index
@@ -311,7 +311,7 @@ func (s *Server) filterOf(r *http.Request) (journal.Filter, error) {
 		return fmt.Errorf("%w: %s=%q: %v", journal.ErrBadFilter, name, q.Get(name), err)
 	}
 	if v := q.Get("run"); v != "" {
-		run, err := FindRun(r.Context(), s.cell.Store, v)
+		run, err := FindRun(r.Context(), s.cell.Journal, v)
 		if err != nil {
 			return f, err
 		}
@@ -345,6 +345,9 @@ func (s *Server) filterOf(r *http.Request) (journal.Filter, error) {
 // lineageCalls answers the calls a filter selects, oldest first, as a
 // JSON array written row by row (an array cut short does not decode).
 func (s *Server) lineageCalls(w http.ResponseWriter, r *http.Request) {
+	if s.clusterLineage(w) {
+		return
+	}
 	f, err := s.filterOf(r)
 	if err != nil {
 		writeError(w, readErrorCode(err), err, "see: agentrt journal query --help")
@@ -365,6 +368,9 @@ func (s *Server) lineageCalls(w http.ResponseWriter, r *http.Request) {
 
 // lineageConsumers answers the runs that consumed ?hash=.
 func (s *Server) lineageConsumers(w http.ResponseWriter, r *http.Request) {
+	if s.clusterLineage(w) {
+		return
+	}
 	q := r.URL.Query()
 	h, err := hex.DecodeString(q.Get("hash"))
 	if err != nil {
@@ -408,4 +414,16 @@ func writeArray(w http.ResponseWriter, n int, row func(int) any) {
 		}
 	}
 	w.Write([]byte("]\n"))
+}
+
+// clusterLineage refuses a lineage request on a cell whose runs are in a
+// cluster: the lineage index is kept only by the badger store, and an
+// empty answer would read as "no such call".
+func (s *Server) clusterLineage(w http.ResponseWriter) bool {
+	if s.cell.Cluster == nil {
+		return false
+	}
+	writeError(w, http.StatusNotImplemented, errors.New("the lineage index is not kept for runs in a cluster store"),
+		"read the run's journal (agentrt journal show RUN), which every cell of the cluster serves")
+	return true
 }

@@ -249,7 +249,7 @@ type ServerOptions struct {
 // Serve, which does both.
 func NewServer(c *Cell, opts ServerOptions) *Server {
 	s := &Server{cell: c, control: opts.ControlOnly, logf: opts.Logf, approvals: opts.Approvals, token: opts.APIToken, subs: map[journal.RunID]map[chan StreamLine]bool{},
-		breaker: newBreaker(c.Store, c.Store, opts.Breaker)}
+		breaker: newBreaker(c.Store, c.Journal, opts.Breaker)}
 	if s.logf == nil {
 		s.logf = log.Printf
 	}
@@ -355,7 +355,7 @@ func (s *Server) execute(st *host.Started, what string) error {
 		// a run outlives the call that submitted it. Drain stops it.
 		res, err := st.Execute(context.Background())
 		last := StreamLine{Time: time.Now().UTC()}
-		if m, merr := s.cell.Store.Meta(context.Background(), st.Run); merr == nil {
+		if m, merr := s.cell.Journal.Meta(context.Background(), st.Run); merr == nil {
 			ri := Info(m, false)
 			last.End = &ri
 		}
@@ -397,7 +397,7 @@ func (s *Server) Recover(ctx context.Context) ([]journal.RunID, error) {
 			return nil, err
 		}
 	}
-	runs, err := s.cell.Store.Runs(ctx)
+	runs, err := s.cell.Journal.Runs(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -528,7 +528,7 @@ func (s *Server) getCell(w http.ResponseWriter, r *http.Request) {
 	if cs := s.cell.Engine.Stats(); !s.control {
 		ci.Compiled = &cs
 	}
-	runs, err := s.cell.Store.Runs(r.Context())
+	runs, err := s.cell.Journal.Runs(r.Context())
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err, "")
 		return
@@ -542,7 +542,7 @@ func (s *Server) getCell(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
-	runs, err := s.cell.Store.Runs(r.Context())
+	runs, err := s.cell.Journal.Runs(r.Context())
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err, "")
 		return
@@ -556,7 +556,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 
 // findRun resolves the {run} path value, answering the error itself.
 func (s *Server) findRun(w http.ResponseWriter, r *http.Request) (journal.RunID, bool) {
-	run, err := FindRun(r.Context(), s.cell.Store, r.PathValue("run"))
+	run, err := FindRun(r.Context(), s.cell.Journal, r.PathValue("run"))
 	if err != nil {
 		code := http.StatusBadRequest
 		if errors.Is(err, journal.ErrNotFound) {
@@ -573,7 +573,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	m, err := s.cell.Store.Meta(r.Context(), run)
+	m, err := s.cell.Journal.Meta(r.Context(), run)
 	if err != nil {
 		writeError(w, startErrorCode(err), err, "")
 		return
@@ -777,7 +777,7 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 		// without an end: its task learns of it so.
 		s.tasks.onEnd(run, nil, nil)
 	}
-	m, err := s.cell.Store.Meta(r.Context(), run)
+	m, err := s.cell.Journal.Meta(r.Context(), run)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err, "")
 		return
@@ -805,7 +805,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	sw := newStreamWriter(w)
 	var last time.Time
-	err := host.ReadEvents(r.Context(), s.cell.Store, run, func(e host.Event) error {
+	err := host.ReadEvents(r.Context(), s.cell.Journal, run, func(e host.Event) error {
 		last = time.Unix(0, e.Time).UTC()
 		if !sw.send(StreamLine{Time: last, Kind: e.Kind, Level: e.Level, Data: string(e.Data)}) {
 			return errors.New("client gone")
@@ -821,7 +821,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	if !s.cell.Host.Live(run) {
 		// Not running here: the stream ends with how the run stands.
-		if m, err := s.cell.Store.Meta(r.Context(), run); err == nil {
+		if m, err := s.cell.Journal.Meta(r.Context(), run); err == nil {
 			ri := Info(m, false)
 			sw.send(StreamLine{Time: time.Now().UTC(), End: &ri})
 		}

@@ -67,14 +67,14 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		}
 		return true
 	}
-	rd := host.NewStreamReader(s.cell.Store, s.cell.Store, run, from)
+	rd := host.NewStreamReader(s.cell.Journal, s.cell.Journal, run, from)
 	tick := time.NewTicker(streamPoll)
 	defer tick.Stop()
 	idle := time.Now()
 	for {
 		// The status is read before the stream, so that what a run
 		// committed before it ended is read after.
-		m, err := s.cell.Store.Meta(r.Context(), run)
+		m, err := s.cell.Journal.Meta(r.Context(), run)
 		if err != nil {
 			send("", "error", map[string]string{"error": err.Error()})
 			return

@@ -297,7 +297,7 @@ func (t *tasks) submit(ctx context.Context, sub TaskSubmission) (*Task, error) {
 		return nil, err
 	}
 	sum := sha256.Sum256(code)
-	if err := t.s.cell.Store.PutModule(ctx, sum[:], code); err != nil {
+	if err := t.s.cell.Journal.PutModule(ctx, sum[:], code); err != nil {
 		return nil, err
 	}
 	now := t.clk.Now()
@@ -628,7 +628,7 @@ func (t *tasks) fire(id string, at time.Time) {
 // onEnd takes the end of a run to its task (Server.OnEnd).
 func (t *tasks) onEnd(run journal.RunID, _ *host.Result, _ error) {
 	ctx := context.Background()
-	m, err := t.s.cell.Store.Meta(ctx, run)
+	m, err := t.s.cell.Journal.Meta(ctx, run)
 	if err != nil || m.Origin == nil || m.Origin.Kind != OriginTask {
 		return
 	}
@@ -661,7 +661,7 @@ func (t *tasks) settle(ctx context.Context, r *taskRecord, m journal.RunMeta) er
 		a.Ended = &e
 	}
 	if m.Status != journal.StatusRunning && m.Status != journal.StatusParked {
-		rep, err := host.LoadBudget(ctx, t.s.cell.Store, m.ID, journal.TrustKeys(t.s.cell.Public()))
+		rep, err := host.LoadBudget(ctx, t.s.cell.Journal, m.ID, journal.TrustKeys(t.s.cell.Public()))
 		if err != nil {
 			return fmt.Errorf("attempt %d's spend: %w", a.Seq, err)
 		}
@@ -750,7 +750,7 @@ func (t *tasks) cancel(ctx context.Context, id string) (*Task, error) {
 		if err := t.s.cell.Host.Cancel(ctx, run); err != nil && !errors.Is(err, host.ErrFinished) {
 			return nil, fmt.Errorf("task %s: cancel run %s: %w", id, run, err)
 		}
-		m, err := t.s.cell.Store.Meta(ctx, run)
+		m, err := t.s.cell.Journal.Meta(ctx, run)
 		if err != nil {
 			return nil, err
 		}
@@ -785,7 +785,7 @@ func (t *tasks) resume(ctx context.Context, id string) (*Task, error) {
 	last := &r.Attempts[n-1]
 	var m journal.RunMeta
 	if run, err := journal.ParseRunID(last.Run); err == nil {
-		if m, err = t.s.cell.Store.Meta(ctx, run); err != nil {
+		if m, err = t.s.cell.Journal.Meta(ctx, run); err != nil {
 			return nil, err
 		}
 	}
@@ -867,7 +867,7 @@ func (t *tasks) recover(ctx context.Context) error {
 // origins returns the runs of this store that are tasks' attempts, by
 // "task/attempt".
 func (t *tasks) origins(ctx context.Context) (map[string]journal.RunMeta, error) {
-	runs, err := t.s.cell.Store.Runs(ctx)
+	runs, err := t.s.cell.Journal.Runs(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -962,7 +962,7 @@ func (t *tasks) show(ctx context.Context, id string) (*Task, error) {
 		a := &tk.Attempts[n-1]
 		if run, err := journal.ParseRunID(a.Run); err == nil {
 			a.Live = t.s.cell.Host.Live(run)
-			if m, err := t.s.cell.Store.Meta(ctx, run); err == nil {
+			if m, err := t.s.cell.Journal.Meta(ctx, run); err == nil {
 				if !m.Status.Finished() {
 					a.Status = string(m.Status)
 				}

@@ -229,7 +229,7 @@ func (s *Server) StartTriggers(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	runs, err := s.cell.Store.Runs(ctx)
+	runs, err := s.cell.Journal.Runs(ctx)
 	if err != nil {
 		return err
 	}
@@ -374,7 +374,7 @@ func (t *triggerSet) begin(lt *liveTrigger) {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
 	for run := range lt.active {
-		m, err := t.srv.cell.Store.Meta(context.Background(), run)
+		m, err := t.srv.cell.Journal.Meta(context.Background(), run)
 		if err == nil && !runGoing(m.Status) || errors.Is(err, journal.ErrNotFound) {
 			delete(lt.active, run)
 		}
@@ -769,7 +769,7 @@ func (t *triggerSet) ended(run journal.RunID, _ *host.Result, _ error) {
 	t.mu.Unlock()
 	if name != "" && lt != nil {
 		lt.mu.Lock()
-		m, err := t.srv.cell.Store.Meta(context.Background(), run)
+		m, err := t.srv.cell.Journal.Meta(context.Background(), run)
 		if err == nil && !runGoing(m.Status) || errors.Is(err, journal.ErrNotFound) {
 			delete(lt.active, run)
 			t.drainQueue(lt)

@@ -229,7 +229,7 @@ func (t *triggerSet) add(ctx context.Context, ts TriggerSpec) (TriggerInfo, erro
 		}
 	}
 	sum := journal.Sum(ts.Module)
-	if err := t.srv.cell.Store.PutModule(ctx, sum, ts.Module); err != nil {
+	if err := t.srv.cell.Journal.PutModule(ctx, sum, ts.Module); err != nil {
 		return TriggerInfo{}, fmt.Errorf("store the module: %w", err)
 	}
 	now := t.clk.Now().UTC()

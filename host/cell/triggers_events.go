@@ -104,7 +104,7 @@ func (t *triggerSet) originOf(run journal.RunID) string {
 	if ok {
 		return name
 	}
-	m, err := t.srv.cell.Store.Meta(context.Background(), run)
+	m, err := t.srv.cell.Journal.Meta(context.Background(), run)
 	if err == nil && m.Origin != nil && m.Origin.Kind == OriginTrigger {
 		name = m.Origin.ID
 	}
@@ -132,7 +132,7 @@ func (t *triggerSet) armMetric() {
 // completions, failures, cancellations) within its window up to now; the
 // gauges (runs parked, runs live) are as they are now.
 func (t *triggerSet) counters(now time.Time, windows map[string]time.Duration) (map[string]float64, error) {
-	runs, err := t.srv.cell.Store.Runs(context.Background())
+	runs, err := t.srv.cell.Journal.Runs(context.Background())
 	if err != nil {
 		return nil, err
 	}
@@ -398,7 +398,7 @@ func (t *triggerSet) spendOf(run journal.RunID) (float64, error) {
 		return usd, nil
 	}
 	var entries []*journal.Entry
-	if err := journal.ReadEntries(context.Background(), t.srv.cell.Store, run, func(e *journal.Entry, _ *journal.Record) error {
+	if err := journal.ReadEntries(context.Background(), t.srv.cell.Journal, run, func(e *journal.Entry, _ *journal.Record) error {
 		entries = append(entries, e)
 		return nil
 	}); err != nil {

@@ -101,7 +101,7 @@ func (s *Server) listSigned(w http.ResponseWriter, r *http.Request) {
 		s.followApprovals(w, r)
 		return
 	}
-	runs, err := s.cell.Store.Runs(r.Context())
+	runs, err := s.cell.Journal.Runs(r.Context())
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err, "")
 		return
@@ -156,7 +156,7 @@ func (s *Server) vote(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("vote: %w", err), `send {"step": N, "statement": TEXT, "signature": "-----BEGIN SSH SIGNATURE-----..."}`)
 		return
 	}
-	m, err := s.cell.Store.Meta(r.Context(), run)
+	m, err := s.cell.Journal.Meta(r.Context(), run)
 	if err != nil {
 		writeError(w, startErrorCode(err), err, "")
 		return

@@ -94,7 +94,7 @@ func (k *waker) close() {
 // parked (cancelled meanwhile, resumed by hand, live) is left alone.
 func (s *Server) wake(run journal.RunID, why string) {
 	ctx := context.Background()
-	m, err := s.cell.Store.Meta(ctx, run)
+	m, err := s.cell.Journal.Meta(ctx, run)
 	if err != nil {
 		s.logf("run %s: wake (%s): %v", run, why, err)
 		return

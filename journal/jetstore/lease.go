@@ -142,3 +142,10 @@ func (s *Store) Release(ctx context.Context, l journal.Lease) error {
 	done.Expires = 0
 	return s.change(ctx, l, &done)
 }
+
+// Lease returns the current lease of run, for a peer to see whether it
+// expired; ok is false when the run has never been leased.
+func (s *Store) Lease(ctx context.Context, run journal.RunID) (l journal.Lease, ok bool, err error) {
+	l, _, ok, err = s.readLease(ctx, run)
+	return l, ok, err
+}

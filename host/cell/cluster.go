@@ -1,0 +1,276 @@
+package cell
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentrt/agentrt/journal"
+	"github.com/agentrt/agentrt/journal/cellkey"
+	"github.com/agentrt/agentrt/journal/jetstore"
+	"github.com/agentrt/agentrt/placement"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ClusterOptions put a cell on NATS JetStream (Options.Cluster): the runs'
+// journals, index, agent state, event logs, blobs, modules and leases live
+// in the cluster's store (journal/jetstore), so that any cell of the
+// cluster reads a run and a peer resumes one whose holder died. What is the
+// cell's own stays in its data directory: its key, approval votes,
+// triggers, tasks, the tokens it has seen and its lineage index.
+type ClusterOptions struct {
+	// URLs are the NATS servers to connect to (nats://host:port).
+	URLs []string
+	// Embedded starts a one-box JetStream server in this process, its
+	// files in DATA/nats, reachable only from inside the process; URLs
+	// must then be empty.
+	Embedded bool
+	// Replicas is the journal stream's and the buckets' replica count, 1
+	// or 3 (default 1).
+	Replicas int
+	// Heartbeat is how often the cell writes its registry record;
+	// default 1 s. A record not renewed within 3 heartbeats is stale and
+	// the cell is taken for gone.
+	Heartbeat time.Duration
+	// Self is what the cell says of itself in the registry (placement's
+	// cell descriptor). ID is filled in with the cell's key; Running is
+	// the cell's live runs at each heartbeat.
+	Self placement.Cell
+}
+
+// Cluster is a cell's connection to its cluster.
+type Cluster struct {
+	nc       *nats.Conn
+	embedded *server.Server
+	// Store is the cluster's journal store.
+	Store *jetstore.Store
+	// Registry holds the cells' heartbeats.
+	Registry *Registry
+	opts     ClusterOptions
+	// trusted are the peer cells whose entries this cell accepts in a
+	// journal it resumes (DATA/trusted_cells).
+	trusted []ed25519.PublicKey
+}
+
+// TrustedCellsFile lists, one OpenSSH ed25519 public key a line, the peer
+// cells whose sealed entries this cell accepts in a run it takes over. The
+// registry is not trusted for keys: anyone who may write to it could name
+// one.
+const TrustedCellsFile = "trusted_cells"
+
+// EmbeddedNATSDir is where --nats-embedded keeps its JetStream files.
+const EmbeddedNATSDir = "nats"
+
+func (o ClusterOptions) withDefaults() (ClusterOptions, error) {
+	if o.Heartbeat == 0 {
+		o.Heartbeat = time.Second
+	}
+	if o.Replicas == 0 {
+		o.Replicas = 1
+	}
+	switch {
+	case o.Embedded && len(o.URLs) > 0:
+		return o, errors.New("cell: an embedded NATS server and server URLs both given: use one")
+	case !o.Embedded && len(o.URLs) == 0:
+		return o, errors.New("cell: no NATS server: give its URLs, or ask for the embedded one")
+	case o.Heartbeat < 10*time.Millisecond:
+		return o, fmt.Errorf("cell: a heartbeat every %s is below 10ms", o.Heartbeat)
+	case o.Embedded && o.Replicas != 1:
+		return o, fmt.Errorf("cell: %d replicas on an embedded one-box server, which keeps 1", o.Replicas)
+	}
+	for _, u := range o.URLs {
+		if !strings.HasPrefix(u, "nats://") && !strings.HasPrefix(u, "tls://") {
+			return o, fmt.Errorf("cell: NATS URL %q: write nats://HOST:PORT (or tls://)", u)
+		}
+	}
+	return o, nil
+}
+
+// openCluster connects the cell in dir to its cluster and opens its store
+// and registry.
+func openCluster(ctx context.Context, dir string, o ClusterOptions) (*Cluster, error) {
+	opts, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{opts: opts}
+	if b, err := os.ReadFile(filepath.Join(dir, TrustedCellsFile)); err == nil {
+		if c.trusted, err = cellkey.ParseTrustFile(b); err != nil {
+			return nil, fmt.Errorf("cell: %s: %w", TrustedCellsFile, err)
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	connect := []nats.Option{nats.Name("agentrt cell"), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}
+	url := strings.Join(opts.URLs, ",")
+	if opts.Embedded {
+		srv, err := server.NewServer(&server.Options{
+			ServerName: "agentrt-embedded",
+			DontListen: true, // one box: no client port, no routes
+			JetStream:  true,
+			StoreDir:   filepath.Join(dir, EmbeddedNATSDir),
+			// An acknowledged commit is on disk (journal/SPEC.md 16).
+			SyncAlways: true,
+			NoSigs:     true,
+			NoLog:      true,
+			MaxPayload: 8 << 20,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("cell: embedded NATS server: %w", err)
+		}
+		go srv.Start()
+		if !srv.ReadyForConnections(30 * time.Second) {
+			srv.Shutdown()
+			return nil, errors.New("cell: the embedded NATS server did not start within 30 s")
+		}
+		c.embedded = srv
+		connect = append(connect, nats.InProcessServer(srv))
+		url = ""
+	}
+	if c.nc, err = nats.Connect(url, connect...); err != nil {
+		c.close()
+		return nil, fmt.Errorf("cell: connect to NATS %s: %w", url, err)
+	}
+	if c.Store, err = jetstore.Open(ctx, c.nc, jetstore.Options{Replicas: opts.Replicas}); err != nil {
+		c.close()
+		return nil, fmt.Errorf("cell: %w", err)
+	}
+	if c.Registry, err = OpenRegistry(ctx, c.nc, opts.Replicas); err != nil {
+		c.close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) close() error {
+	if c.nc != nil {
+		c.nc.Close()
+	}
+	if c.embedded != nil {
+		c.embedded.Shutdown()
+		c.embedded.WaitForShutdown()
+	}
+	return nil
+}
+
+// Trusted returns the peer cells this cell accepts entries from.
+func (c *Cluster) Trusted() []ed25519.PublicKey { return slices.Clone(c.trusted) }
+
+// Heartbeat is a cell's registry record: its descriptor as of At.
+type Heartbeat struct {
+	Cell placement.Cell `json:"cell"`
+	// At is when it was written, Unix ns by the writer's clock, and
+	// Every how often the writer renews it.
+	At    int64         `json:"at"`
+	Every time.Duration `json:"every"`
+}
+
+// Stale says whether h, read at now, is older than three of its writer's
+// heartbeats: the cell is taken for gone.
+func (h Heartbeat) Stale(now time.Time) bool {
+	return now.UnixNano() > h.At+3*int64(h.Every)
+}
+
+// RegistryBucket is the KV bucket of the cells' heartbeats.
+const RegistryBucket = "AGENTRT_CELLS"
+
+// Registry is the cluster's cell registry: one key per cell (its id), the
+// JSON of its last Heartbeat. Each cell writes only its own key.
+type Registry struct {
+	kv jetstream.KeyValue
+}
+
+// OpenRegistry opens (creating) the registry bucket on nc's servers.
+func OpenRegistry(ctx context.Context, nc *nats.Conn, replicas int) (*Registry, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("cell: registry: %w", err)
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      RegistryBucket,
+		Description: "agentrt cell registry: each cell's heartbeat (placement descriptor)",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cell: open the cell registry %s: %w", RegistryBucket, err)
+	}
+	return &Registry{kv: kv}, nil
+}
+
+// Announce writes h as its cell's record.
+func (r *Registry) Announce(ctx context.Context, h Heartbeat) error {
+	if err := h.Cell.Validate("cell"); err != nil {
+		return fmt.Errorf("cell: registry: %w", err)
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	if _, err := r.kv.Put(ctx, h.Cell.ID, b); err != nil {
+		return fmt.Errorf("cell: registry: announce %s: %w", h.Cell.ID, err)
+	}
+	return nil
+}
+
+// Cells returns every cell's last heartbeat, in id order, stale ones
+// included (Heartbeat.Stale). A record that does not decode is skipped.
+func (r *Registry) Cells(ctx context.Context) ([]Heartbeat, error) {
+	keys, err := r.kv.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("cell: registry: %w", err)
+	}
+	var out []Heartbeat
+	for k := range keys.Keys() {
+		e, err := r.kv.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cell: registry: read %s: %w", k, err)
+		}
+		var h Heartbeat
+		if json.Unmarshal(e.Value(), &h) != nil || h.Cell.ID != k {
+			continue
+		}
+		out = append(out, h)
+	}
+	slices.SortFunc(out, func(a, b Heartbeat) int { return strings.Compare(a.Cell.ID, b.Cell.ID) })
+	return out, nil
+}
+
+// Live returns the descriptors of the cells whose heartbeats are not
+// stale at now.
+func Live(hs []Heartbeat, now time.Time) []placement.Cell {
+	var out []placement.Cell
+	for _, h := range hs {
+		if !h.Stale(now) {
+			out = append(out, h.Cell)
+		}
+	}
+	return out
+}
+
+// self returns the cell's descriptor for its next heartbeat.
+func (c *Cluster) self(pub ed25519.PublicKey, running int) placement.Cell {
+	d := c.opts.Self
+	d.ID = hex.EncodeToString(pub)
+	d.Running = running
+	if d.MaxRuns == 0 {
+		d.MaxRuns = 64
+	}
+	return d
+}
+
+var _ journal.Leases = (*jetstore.Store)(nil)

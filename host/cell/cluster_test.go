@@ -1,0 +1,281 @@
+package cell_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentrt/agentrt/examples/crawler/site"
+	"github.com/agentrt/agentrt/host/cell"
+	"github.com/agentrt/agentrt/internal/testutil"
+	"github.com/agentrt/agentrt/journal"
+	"github.com/agentrt/agentrt/journal/cellkey"
+	"github.com/agentrt/agentrt/journal/jetstore/jstest"
+	"github.com/agentrt/agentrt/placement"
+	"github.com/agentrt/agentrt/replay"
+)
+
+// clusterCell is a cell of a test cluster, serving its API on its unix
+// socket, with its cluster duties started.
+type clusterCell struct {
+	cell   *cell.Cell
+	srv    *cell.Server
+	client *cell.Client
+	mu     sync.Mutex
+	log    []string
+}
+
+func (c *clusterCell) logf(format string, args ...any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.log = append(c.log, fmt.Sprintf(format, args...))
+}
+
+func (c *clusterCell) logged(s string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, l := range c.log {
+		if strings.Contains(l, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// clusterDirs makes n data directories with their cell keys, each trusting
+// the others' (DATA/trusted_cells).
+func clusterDirs(t *testing.T, n int) ([]string, []ed25519.PublicKey) {
+	t.Helper()
+	dirs := make([]string, n)
+	pubs := make([]ed25519.PublicKey, n)
+	for i := range dirs {
+		dirs[i] = t.TempDir()
+		k, err := cellkey.LoadOrCreate(dirs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		pubs[i] = k.Public().(ed25519.PublicKey)
+	}
+	for i, d := range dirs {
+		var b strings.Builder
+		for j, p := range pubs {
+			if j != i {
+				b.WriteString(cellkey.AuthorizedKey(p) + "\n")
+			}
+		}
+		if err := os.WriteFile(filepath.Join(d, cell.TrustedCellsFile), []byte(b.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dirs, pubs
+}
+
+func openClusterCell(t *testing.T, dir, url string, ttl time.Duration, self placement.Cell) *clusterCell {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	c, err := cell.Open(ctx, dir, cell.Options{NoCache: true, LeaseTTL: ttl,
+		Cluster: &cell.ClusterOptions{URLs: []string{url}, Heartbeat: 100 * time.Millisecond, Self: self}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := &clusterCell{cell: c}
+	cc.srv = cell.NewServer(c, cell.ServerOptions{Logf: func(f string, a ...any) { cc.logf(f, a...); t.Logf(f, a...) }})
+	c.AddSink(cc.srv.Sink)
+	ln, err := cell.ListenSocket(cell.SocketPath(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs, err := cc.srv.Endpoint(ln)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go hs.Serve(ln)
+	t.Cleanup(func() {
+		cancel()
+		hs.Close()
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		cc.srv.Shutdown(sctx)
+		c.Close(context.Background())
+	})
+	if cc.client, err = cell.Dial("unix:" + cell.SocketPath(dir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := cc.srv.StartCluster(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return cc
+}
+
+// waitFor polls cond until it holds, failing the test after a minute.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestClusterPeerTakesOverAFrozenHolder runs a crawl on cell A of a
+// two-cell cluster on a real JetStream server, and freezes A inside a page
+// fetch past its lease, as a SIGSTOP would. Cell B sees the lease expired,
+// is picked by placement, takes the run over and finishes it: the fetch A
+// left in flight is in doubt (the crawler asks again, with a new key), and
+// no page is fetched twice under one key. Then A wakes up: its next append
+// is refused and its run stops, writing nothing. The journal verifies with
+// the seals of both cells, B's lease entry carries the placement decision
+// that picked B, and the exported bundle verifies offline.
+func TestClusterPeerTakesOverAFrozenHolder(t *testing.T) {
+	ctx := context.Background()
+	module := testutil.BuildGo(t, "examples/crawler")
+	grant, err := os.ReadFile(filepath.Join(testutil.RepoRoot(), "examples/crawler/grant.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := jstest.Server(t)
+	dirs, pubs := clusterDirs(t, 2)
+
+	var mu sync.Mutex
+	keys := map[string]int{}
+	frozen, thaw := make(chan struct{}), make(chan struct{})
+	var freezeOnce sync.Once
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		keys[r.Header.Get("Idempotency-Key")]++
+		mu.Unlock()
+		if r.URL.Path == "/replay" {
+			first := false
+			freezeOnce.Do(func() { first = true })
+			if first {
+				close(frozen)
+				<-thaw // A is "stopped" inside this fetch
+			}
+		}
+		site.Handler().ServeHTTP(w, r)
+	}))
+	defer web.Close()
+	thawed := false
+	defer func() {
+		if !thawed {
+			close(thaw)
+		}
+	}()
+
+	a := openClusterCell(t, dirs[0], srv.ClientURL(), time.Second, placement.Cell{Name: "a"})
+	runID, err := a.client.Submit(ctx, cell.Submission{Module: module, Name: "crawler", Grant: string(grant),
+		Input: []byte(`{"start":"` + web.URL + `/"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := journal.ParseRunID(runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-frozen:
+	case <-time.After(time.Minute):
+		t.Fatal("the crawl never reached /replay")
+	}
+	// B joins only now, with the lease of A's run about to lapse.
+	b := openClusterCell(t, dirs[1], srv.ClientURL(), time.Second, placement.Cell{Name: "b"})
+	waitFor(t, "cell B to finish the run", func() bool {
+		m, err := b.cell.Journal.Meta(ctx, run)
+		return err == nil && m.Status == journal.StatusCompleted
+	})
+	// Both cells were in the registry, with what they said of themselves.
+	hbs, err := b.cell.Cluster.Registry.Cells(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]string{}
+	for _, h := range hbs {
+		names[h.Cell.ID] = h.Cell.Name
+	}
+	if names[hex.EncodeToString(pubs[0])] != "a" || names[hex.EncodeToString(pubs[1])] != "b" {
+		t.Fatalf("registry: %v", names)
+	}
+
+	// A wakes up: its fetch returns, and its append is refused.
+	close(thaw)
+	thawed = true
+	waitFor(t, "cell A to stop the run", func() bool { return !a.cell.Host.Live(run) })
+	if !a.logged("run " + runID + " stopped") {
+		t.Fatalf("cell A did not log that its run stopped: %q", a.log)
+	}
+	if m, err := a.cell.Journal.Meta(ctx, run); err != nil || m.Status != journal.StatusCompleted {
+		t.Fatalf("after A woke up the run is %v (%v), want completed", m.Status, err)
+	}
+
+	// The journal verifies with entries of both cells, and every entry
+	// after B's lease entry is B's.
+	v := journal.NewVerifier(journal.TrustKeys(pubs...))
+	var leases []*journal.Entry
+	var afterB []string
+	v.OnEntry = func(e *journal.Entry, _ *journal.Record) error {
+		if e.Phase == journal.PhaseLease {
+			leases = append(leases, e)
+		}
+		if len(leases) > 0 && bytes.Equal(leases[len(leases)-1].Cell, pubs[1]) && !bytes.Equal(e.Cell, pubs[1]) {
+			afterB = append(afterB, fmt.Sprintf("%d:%x", e.Seq, e.Cell[:4]))
+		}
+		return nil
+	}
+	sum, err := journal.VerifyStoreWith(ctx, b.cell.Journal, run, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Cells[hex.EncodeToString(pubs[0])] == 0 || sum.Cells[hex.EncodeToString(pubs[1])] == 0 {
+		t.Fatalf("seals by cell: %v, want both cells", sum.Cells)
+	}
+	if len(afterB) > 0 {
+		t.Fatalf("entries of another cell after B's lease: %v", afterB)
+	}
+	last := leases[len(leases)-1]
+	if len(leases) != 2 || !bytes.Equal(leases[0].Cell, pubs[0]) || !bytes.Equal(last.Cell, pubs[1]) || last.Epoch != leases[0].Epoch+1 {
+		t.Fatalf("lease entries: %d, last by %x epoch %d", len(leases), last.Cell[:4], last.Epoch)
+	}
+	d, err := placement.DecodeDecision(last.Request)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Cell != hex.EncodeToString(pubs[1]) {
+		t.Fatalf("the takeover's decision chose %s", d.Cell)
+	}
+	if err := placement.Recheck(d); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	for k, n := range keys {
+		if k == "" || n != 1 {
+			t.Errorf("idempotency key %q sent %d times", k, n)
+		}
+	}
+	mu.Unlock()
+
+	// The bundle verifies offline, with both keys, and not with B's alone.
+	var bundle bytes.Buffer
+	if _, err := replay.ExportTo(ctx, b.cell.Journal, run, b.cell.Key, replay.EngineSettings{}, &bundle); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := replay.VerifyBundle(ctx, bundle.Bytes(), replay.VerifyOptions{Trusted: pubs}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = replay.VerifyBundle(ctx, bundle.Bytes(), replay.VerifyOptions{Trusted: pubs[1:]})
+	if !errors.Is(err, journal.ErrUntrusted) {
+		t.Fatalf("bundle verified with B's key alone: %v", err)
+	}
+}
