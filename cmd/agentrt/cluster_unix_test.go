@@ -88,6 +88,22 @@ cluster { name: agentrt-accept, listen: %s, routes: [%s] }
 		})
 		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", clients[i]))
 	}
+	// A server takes a moment to listen (longer on a loaded machine): a
+	// client that dials before finds no server at all.
+	deadline := time.Now().Add(time.Minute)
+	for _, port := range clients {
+		for {
+			c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+			if err == nil {
+				c.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("nats-server on port %d does not listen after a minute: %v", port, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 	return urls
 }
 

@@ -53,7 +53,9 @@ type Options struct {
 	// (their max_batch_size, 1000 unless configured): a commit that
 	// needs more is refused with an error before anything is sent.
 	MaxBatch int
-	// Timeout bounds each request to the servers; default 10 s.
+	// Timeout bounds each request to the servers, and Open in all (it
+	// retries while a cluster that has just started cannot answer yet);
+	// default 10 s.
 	Timeout time.Duration
 }
 
@@ -139,6 +141,42 @@ func Open(ctx context.Context, nc *nats.Conn, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstore: %w", err)
 	}
+	// A cluster that has just started answers no JetStream request until
+	// it has a meta leader (seconds on a loaded machine): each attempt is
+	// bounded by a few seconds and retried, within the timeout in all.
+	deadline := time.Now().Add(opts.Timeout)
+	for {
+		actx, cancel := context.WithTimeout(ctx, min(openAttempt, time.Until(deadline)))
+		s, err := open(actx, js, opts)
+		cancel()
+		if err == nil || !notReady(err) || ctx.Err() != nil || time.Until(deadline) < openRetry {
+			return s, err
+		}
+		time.Sleep(openRetry)
+	}
+}
+
+// openAttempt bounds one attempt of Open, and openRetry is the pause
+// between two.
+const (
+	openAttempt = 3 * time.Second
+	openRetry   = 100 * time.Millisecond
+)
+
+// notReady reports whether err says the servers could not answer yet: no
+// answer in time, no responders, or a JetStream API error of the 5xx kind
+// (no meta leader, temporarily unavailable).
+func notReady(err error) bool {
+	var api *jetstream.APIError
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		(errors.As(err, &api) && api.Code >= 500)
+}
+
+// open makes or checks the stream and the lease bucket: one attempt of
+// Open.
+func open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, error) {
+	nc := js.Conn()
 	cfg := jetstream.StreamConfig{
 		Name:               opts.Stream,
 		Description:        "agentrt journals, run index, kv state, events, blobs and modules",
