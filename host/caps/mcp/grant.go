@@ -8,13 +8,13 @@ import (
 	slashpath "path"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/capability"
+	"github.com/agentrt/agentrt/host/caps"
 )
 
 // Grant allows the MCP servers it declares, and of each only the tools,
@@ -118,8 +118,6 @@ const (
 	maxServers  = 64
 	maxNames    = 256
 	maxNameLen  = 128
-	minMemory   = 16 << 20
-	minProcs    = 4
 	pinHexChars = 2 * sha256.Size
 	// runLifetime is the wall limit of a stdio server without one: the
 	// run's end stops it first.
@@ -306,53 +304,24 @@ type limits struct {
 func (l *Limits) parse() (*limits, error) {
 	out := &limits{wall: runLifetime, procs: l.Procs}
 	var err error
-	if out.cpu, err = parseDuration("limits.cpu", l.CPU); err != nil {
+	if out.cpu, err = caps.ParseDuration("limits.cpu", l.CPU); err != nil {
 		return nil, err
 	}
 	if l.Wall != "" {
-		if out.wall, err = parseDuration("limits.wall", l.Wall); err != nil {
+		if out.wall, err = caps.ParseDuration("limits.wall", l.Wall); err != nil {
 			return nil, err
 		}
 	}
-	if out.memory, err = parseSize("limits.memory", l.Memory); err != nil {
+	if out.memory, err = caps.ParseSize("limits.memory", l.Memory); err != nil {
 		return nil, err
 	}
 	switch {
-	case out.memory > 0 && out.memory < minMemory:
+	case out.memory > 0 && out.memory < caps.MinSandboxMemory:
 		return nil, fmt.Errorf("limits.memory: %s is too little for any program to start; give at least 16MiB", l.Memory)
-	case l.Procs < 0 || l.Procs > 0 && l.Procs < minProcs:
-		return nil, fmt.Errorf("limits.procs: %d is too few for the sandbox's helper to start; give at least %d, or 0 for no limit", l.Procs, minProcs)
+	case l.Procs < 0 || l.Procs > 0 && l.Procs < caps.MinSandboxProcs:
+		return nil, fmt.Errorf("limits.procs: %d is too few for the sandbox's helper to start; give at least %d, or 0 for no limit", l.Procs, caps.MinSandboxProcs)
 	}
 	return out, nil
-}
-
-func parseDuration(field, v string) (time.Duration, error) {
-	if v == "" {
-		return 0, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%s: %q is not a positive duration; write e.g. 30s or 2m", field, v)
-	}
-	return d, nil
-}
-
-var sizeRE = regexp.MustCompile(`^([0-9]{1,12})(|B|K|KB|KiB|M|MB|MiB|G|GB|GiB)$`)
-
-func parseSize(field, v string) (int64, error) {
-	if v == "" {
-		return 0, nil
-	}
-	m := sizeRE.FindStringSubmatch(v)
-	if m == nil {
-		return 0, fmt.Errorf("%s: %q is not a size; write bytes, or e.g. 64KiB, 512MiB, 2GiB", field, v)
-	}
-	n, _ := strconv.ParseInt(m[1], 10, 64)
-	shift := map[byte]uint{'K': 10, 'M': 20, 'G': 30}[(m[2] + "B")[0]]
-	if n > (1<<62)>>shift {
-		return 0, fmt.Errorf("%s: %q is too large", field, v)
-	}
-	return n << shift, nil
 }
 
 // lookup returns the server named name, or nil.

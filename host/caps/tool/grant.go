@@ -6,12 +6,12 @@ import (
 	"fmt"
 	slashpath "path"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/agentrt/agentrt/capability"
+	"github.com/agentrt/agentrt/host/caps"
 )
 
 // Grant allows the tool capability: running the native programs it
@@ -144,8 +144,6 @@ const (
 	maxToolHash     = 16 << 30
 	maxToolOutput   = 16 << 20
 	maxToolMax      = 1024
-	minToolMemory   = 16 << 20
-	minToolProcs    = 4
 )
 
 var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
@@ -310,71 +308,42 @@ type toolLimits struct {
 func (l *Limits) parse() (*toolLimits, error) {
 	out := &toolLimits{wall: defaultToolWall, procs: l.Procs, hash: defaultToolHash}
 	var err error
-	if out.cpu, err = parseToolDuration("limits.cpu", l.CPU); err != nil {
+	if out.cpu, err = caps.ParseDuration("limits.cpu", l.CPU); err != nil {
 		return nil, err
 	}
 	if l.Wall != "" {
-		if out.wall, err = parseToolDuration("limits.wall", l.Wall); err != nil {
+		if out.wall, err = caps.ParseDuration("limits.wall", l.Wall); err != nil {
 			return nil, err
 		}
 	}
-	if out.memory, err = parseToolSize("limits.memory", l.Memory); err != nil {
+	if out.memory, err = caps.ParseSize("limits.memory", l.Memory); err != nil {
 		return nil, err
 	}
-	if out.output, err = parseToolSize("limits.output", l.Output); err != nil {
+	if out.output, err = caps.ParseSize("limits.output", l.Output); err != nil {
 		return nil, err
 	}
-	if out.fileSize, err = parseToolSize("limits.file_size", l.FileSize); err != nil {
+	if out.fileSize, err = caps.ParseSize("limits.file_size", l.FileSize); err != nil {
 		return nil, err
 	}
-	if out.disk, err = parseToolSize("limits.disk", l.Disk); err != nil {
+	if out.disk, err = caps.ParseSize("limits.disk", l.Disk); err != nil {
 		return nil, err
 	}
 	if l.Hash != "" {
-		if out.hash, err = parseToolSize("limits.hash", l.Hash); err != nil {
+		if out.hash, err = caps.ParseSize("limits.hash", l.Hash); err != nil {
 			return nil, err
 		}
 	}
 	switch {
-	case out.memory > 0 && out.memory < minToolMemory:
+	case out.memory > 0 && out.memory < caps.MinSandboxMemory:
 		return nil, fmt.Errorf("limits.memory: %s is too little for any program to start; give at least 16MiB", l.Memory)
 	case out.hash > maxToolHash:
 		return nil, fmt.Errorf("limits.hash: %s is over the most the host hashes for one run, 16GiB", l.Hash)
 	case out.output > maxToolOutput:
 		return nil, fmt.Errorf("limits.output: %s is over the most a response carries, 16MiB per stream", l.Output)
-	case l.Procs < 0 || l.Procs > 0 && l.Procs < minToolProcs:
-		return nil, fmt.Errorf("limits.procs: %d is too few for the sandbox's helper to start; give at least %d, or 0 for no limit", l.Procs, minToolProcs)
+	case l.Procs < 0 || l.Procs > 0 && l.Procs < caps.MinSandboxProcs:
+		return nil, fmt.Errorf("limits.procs: %d is too few for the sandbox's helper to start; give at least %d, or 0 for no limit", l.Procs, caps.MinSandboxProcs)
 	}
 	return out, nil
-}
-
-func parseToolDuration(field, v string) (time.Duration, error) {
-	if v == "" {
-		return 0, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%s: %q is not a positive duration; write e.g. 30s or 2m", field, v)
-	}
-	return d, nil
-}
-
-var toolSizeRE = regexp.MustCompile(`^([0-9]{1,12})(|B|K|KB|KiB|M|MB|MiB|G|GB|GiB)$`)
-
-func parseToolSize(field, v string) (int64, error) {
-	if v == "" {
-		return 0, nil
-	}
-	m := toolSizeRE.FindStringSubmatch(v)
-	if m == nil {
-		return 0, fmt.Errorf("%s: %q is not a size; write bytes, or e.g. 64KiB, 512MiB, 2GiB", field, v)
-	}
-	n, _ := strconv.ParseInt(m[1], 10, 64)
-	shift := map[byte]uint{'K': 10, 'M': 20, 'G': 30}[(m[2] + "B")[0]]
-	if n > (1<<62)>>shift {
-		return 0, fmt.Errorf("%s: %q is too large", field, v)
-	}
-	return n << shift, nil
 }
 
 // withinAny reports whether the absolute path p is one of roots or lies

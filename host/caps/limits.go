@@ -1,0 +1,50 @@
+package caps
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"time"
+)
+
+// The least memory and processes a sandboxed program is granted: below
+// them nothing starts (the sandbox's own helper needs them). The tool
+// grant and the mcp grant's stdio servers refuse less.
+const (
+	MinSandboxMemory = 16 << 20
+	MinSandboxProcs  = 4
+)
+
+// ParseDuration parses a grant's duration limit, such as 30s or 2m; an
+// empty v is 0. field names the limit in the error.
+func ParseDuration(field, v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s: %q is not a positive duration; write e.g. 30s or 2m", field, v)
+	}
+	return d, nil
+}
+
+var sizeRE = regexp.MustCompile(`^([0-9]{1,12})(|B|K|KB|KiB|M|MB|MiB|G|GB|GiB)$`)
+
+// ParseSize parses a grant's size limit: bytes, or a number with K, M or
+// G (KB, KiB, ... all binary); an empty v is 0. field names the limit in
+// the error.
+func ParseSize(field, v string) (int64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	m := sizeRE.FindStringSubmatch(v)
+	if m == nil {
+		return 0, fmt.Errorf("%s: %q is not a size; write bytes, or e.g. 64KiB, 512MiB, 2GiB", field, v)
+	}
+	n, _ := strconv.ParseInt(m[1], 10, 64)
+	shift := map[byte]uint{'K': 10, 'M': 20, 'G': 30}[(m[2] + "B")[0]]
+	if n > (1<<62)>>shift {
+		return 0, fmt.Errorf("%s: %q is too large", field, v)
+	}
+	return n << shift, nil
+}
