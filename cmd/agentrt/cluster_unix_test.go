@@ -5,7 +5,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"encoding/hex"
 	"fmt"
 	"net"
@@ -24,7 +23,6 @@ import (
 	"github.com/agentrt/agentrt/host/cell"
 	"github.com/agentrt/agentrt/internal/testutil"
 	"github.com/agentrt/agentrt/journal"
-	"github.com/agentrt/agentrt/journal/cellkey"
 	"github.com/agentrt/agentrt/journal/jetstore"
 	"github.com/agentrt/agentrt/replay"
 	"github.com/nats-io/nats.go"
@@ -74,7 +72,7 @@ cluster { name: agentrt-accept, listen: %s, routes: [%s] }
 			t.Fatal(err)
 		}
 		cmd := exec.Command(bin, "-c", path)
-		log := &syncBuffer{}
+		log := &syncWriter{w: new(bytes.Buffer)}
 		cmd.Stderr = log
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -131,28 +129,8 @@ func TestClusterOfProcessesSurvivesAKilledAndAFrozenCell(t *testing.T) {
 	}
 
 	// Three cells, each trusting the others' seals.
-	dirs := make([]string, 3)
-	pubs := make([]ed25519.PublicKey, 3)
-	keys := make([]ed25519.PrivateKey, 3)
-	for i := range dirs {
-		dirs[i] = t.TempDir()
-		k, err := cellkey.LoadOrCreate(dirs[i])
-		if err != nil {
-			t.Fatal(err)
-		}
-		keys[i], pubs[i] = k, k.Public().(ed25519.PublicKey)
-	}
-	for i, d := range dirs {
-		var b strings.Builder
-		for j, p := range pubs {
-			if j != i {
-				b.WriteString(cellkey.AuthorizedKey(p) + "\n")
-			}
-		}
-		if err := os.WriteFile(filepath.Join(d, cell.TrustedCellsFile), []byte(b.String()), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dirs, keys := testutil.TrustingCells(t, 3)
+	pubs := testutil.PublicKeys(keys)
 	nc, err := nats.Connect(strings.Join(urls, ","))
 	if err != nil {
 		t.Fatal(err)
@@ -173,9 +151,9 @@ func TestClusterOfProcessesSurvivesAKilledAndAFrozenCell(t *testing.T) {
 	}
 	cache := t.TempDir()
 	procs := make([]*exec.Cmd, 3)
-	logs := make([]*syncBuffer, 3)
+	logs := make([]*syncWriter, 3)
 	for i, d := range dirs {
-		logs[i] = &syncBuffer{}
+		logs[i] = &syncWriter{w: new(bytes.Buffer)}
 		cmd := exec.Command(bin, "--data", d, "--cache", cache, "cell", "serve", "--nats", strings.Join(urls, ","),
 			"--replicas", "3", "--lease-ttl", "2s", "--heartbeat", "200ms")
 		cmd.Stderr = logs[i]
@@ -328,24 +306,6 @@ func TestClusterOfProcessesSurvivesAKilledAndAFrozenCell(t *testing.T) {
 		})
 		check(run, s, 1)
 	})
-}
-
-// syncBuffer is a buffer a process writes to while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // waitUntil polls cond until it holds, failing after limit.

@@ -3,7 +3,6 @@ package cell_test
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -20,7 +19,6 @@ import (
 	"github.com/agentrt/agentrt/host/cell"
 	"github.com/agentrt/agentrt/internal/testutil"
 	"github.com/agentrt/agentrt/journal"
-	"github.com/agentrt/agentrt/journal/cellkey"
 	"github.com/agentrt/agentrt/journal/jetstore/jstest"
 	"github.com/agentrt/agentrt/placement"
 	"github.com/agentrt/agentrt/replay"
@@ -51,34 +49,6 @@ func (c *clusterCell) logged(s string) bool {
 		}
 	}
 	return false
-}
-
-// clusterDirs makes n data directories with their cell keys, each trusting
-// the others' (DATA/trusted_cells).
-func clusterDirs(t *testing.T, n int) ([]string, []ed25519.PublicKey) {
-	t.Helper()
-	dirs := make([]string, n)
-	pubs := make([]ed25519.PublicKey, n)
-	for i := range dirs {
-		dirs[i] = t.TempDir()
-		k, err := cellkey.LoadOrCreate(dirs[i])
-		if err != nil {
-			t.Fatal(err)
-		}
-		pubs[i] = k.Public().(ed25519.PublicKey)
-	}
-	for i, d := range dirs {
-		var b strings.Builder
-		for j, p := range pubs {
-			if j != i {
-				b.WriteString(cellkey.AuthorizedKey(p) + "\n")
-			}
-		}
-		if err := os.WriteFile(filepath.Join(d, cell.TrustedCellsFile), []byte(b.String()), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dirs, pubs
 }
 
 func openClusterCell(t *testing.T, dir, url string, ttl time.Duration, self placement.Cell) *clusterCell {
@@ -147,7 +117,8 @@ func TestClusterPeerTakesOverAFrozenHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := jstest.Server(t)
-	dirs, pubs := clusterDirs(t, 2)
+	dirs, cellKeys := testutil.TrustingCells(t, 2)
+	pubs := testutil.PublicKeys(cellKeys)
 
 	var mu sync.Mutex
 	keys := map[string]int{}
