@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -15,12 +16,18 @@ import (
 // submitted to it with the crawler's grant (http: {hosts: ["127.0.0.1"]})
 // whose agent POSTs a submission of its own to the daemon's TCP API, with
 // a grant that would run a shell, and reaches for the routes of votes,
-// tasks, triggers, webhooks and modules. The daemon refuses the connection at
-// dial (the API is the cell's own listener), the agent's call is denied
-// naming it, and no second run exists.
+// tasks, triggers, webhooks and modules, and for the daemon's Prometheus
+// metrics (--metrics). The daemon refuses each connection at dial (the API
+// and the metrics are the cell's own listeners), the agent's call is
+// denied naming it, and no second run exists.
 func TestAgentCannotDriveItsOwnDaemon(t *testing.T) {
-	d := serveDaemon(t, buildCLI(t), t.TempDir(), t.TempDir(), "--listen", "127.0.0.1:0")
+	d := serveDaemon(t, buildCLI(t), t.TempDir(), t.TempDir(), "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0")
 	client, api := d.client, d.tcpAddr(t)
+	m := regexp.MustCompile(`metrics on http://(127\.0\.0\.1:[0-9]+)/metrics`).FindStringSubmatch(d.logText())
+	if m == nil {
+		t.Fatalf("the daemon named no metrics address:\n%s", d.logText())
+	}
+	metrics := m[1]
 	code := testutil.BuildGo(t, "host/testdata/agents/egress")
 	// The submission's module is the smallest there is: a request of the
 	// agent's is at most 1 MiB, and the daemon never gets to read it.
@@ -43,6 +50,8 @@ func TestAgentCannotDriveItsOwnDaemon(t *testing.T) {
 		// A module pushed into the cell's library, for a submission by
 		// hash to name later.
 		{"method": "POST", "url": "http://" + api + "/v1/modules", "body": "\x00asm\x01\x00\x00\x00"},
+		// The metrics: what runs the cell has and what they spend.
+		{"method": "GET", "url": "http://" + metrics + "/metrics"},
 	})
 	ctx := context.Background()
 	run, err := client.Submit(ctx, cell.Submission{Module: code, Name: "egress.wasm", Input: in,
@@ -52,12 +61,16 @@ func TestAgentCannotDriveItsOwnDaemon(t *testing.T) {
 	}
 	ri := d.completed(t, run)
 	var lines []string
-	if err := json.Unmarshal(ri.Output, &lines); err != nil || len(lines) != 9 {
+	if err := json.Unmarshal(ri.Output, &lines); err != nil || len(lines) != 10 {
 		t.Fatalf("output %s: %v", ri.Output, err)
 	}
-	for _, l := range lines {
-		if !strings.HasPrefix(l, "denied: http.request: "+api+" is the cell's own listener (the cell API on "+api+"): no grant reaches it") {
-			t.Errorf("the agent's call to its daemon: %q, want it denied as the cell's own listener", l)
+	for i, l := range lines {
+		want := "denied: http.request: " + api + " is the cell's own listener (the cell API on " + api + "): no grant reaches it"
+		if i == len(lines)-1 {
+			want = "denied: http.request: " + metrics + " is the cell's own listener (the cell's metrics on " + metrics + "): no grant reaches it"
+		}
+		if !strings.HasPrefix(l, want) {
+			t.Errorf("the agent's call to its daemon: %q, want %q", l, want)
 		}
 	}
 	runs, err := client.Runs(ctx)
