@@ -252,13 +252,8 @@ func (st *Stdio) check() error {
 	if st.Network != "" && st.Network != "none" {
 		return fmt.Errorf("network: %q is not supported; write network: none (a stdio server reaches the world through its pipes, and a network allowlist needs a filtering proxy the sandbox does not have)", st.Network)
 	}
-	for k, v := range st.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") || !utf8.ValidString(k) {
-			return fmt.Errorf("env: %q is not a variable name (not empty, no '=', no NUL)", k)
-		}
-		if strings.ContainsRune(v, 0) || !utf8.ValidString(v) {
-			return fmt.Errorf("env.%s: the value must be UTF-8 without NUL", k)
-		}
+	if err := caps.CheckEnv(st.Env); err != nil {
+		return err
 	}
 	_, err := st.Limits.parse()
 	return err

@@ -198,13 +198,8 @@ func (t *Spec) check() error {
 	if t.Network != "" && t.Network != "none" {
 		return fmt.Errorf("network: %q is not supported; write network: none (the sandbox refuses network allowlists today: enforcing one needs a filtering proxy, and a full network would fail open)", t.Network)
 	}
-	for k, v := range t.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") || !utf8.ValidString(k) {
-			return fmt.Errorf("env: %q is not a variable name (not empty, no '=', no NUL)", k)
-		}
-		if strings.ContainsRune(v, 0) || !utf8.ValidString(v) {
-			return fmt.Errorf("env.%s: the value must be UTF-8 without NUL", k)
-		}
+	if err := caps.CheckEnv(t.Env); err != nil {
+		return err
 	}
 	lim, err := t.Limits.parse()
 	if err != nil {

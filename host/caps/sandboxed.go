@@ -1,10 +1,15 @@
+// What the grants of sandboxed programs (the tool capability's tools, the
+// mcp capability's stdio servers) check alike.
+
 package caps
 
 import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // The least memory and processes a sandboxed program is granted: below
@@ -47,4 +52,18 @@ func ParseSize(field, v string) (int64, error) {
 		return 0, fmt.Errorf("%s: %q is too large", field, v)
 	}
 	return n << shift, nil
+}
+
+// CheckEnv checks the environment a grant gives a sandboxed program:
+// names not empty, without '=' or NUL, names and values UTF-8 without NUL.
+func CheckEnv(env map[string]string) error {
+	for k, v := range env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || !utf8.ValidString(k) {
+			return fmt.Errorf("env: %q is not a variable name (not empty, no '=', no NUL)", k)
+		}
+		if strings.ContainsRune(v, 0) || !utf8.ValidString(v) {
+			return fmt.Errorf("env.%s: the value must be UTF-8 without NUL", k)
+		}
+	}
+	return nil
 }
