@@ -107,7 +107,7 @@ func TestRepoReportUsesNativeToolsAndReplays(t *testing.T) {
 		t.Fatal(err)
 	}
 	if res.Status != journal.StatusCompleted {
-		t.Fatalf("run ended %s: %v", res.Status, res.Err)
+		t.Fatalf("run ended %s: %v; the agent's stderr:\n%s", res.Status, res.Err, env.Stderr(t, res.Run))
 	}
 	var s summary
 	if err := json.Unmarshal(res.Output, &s); err != nil {

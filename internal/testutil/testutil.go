@@ -5,6 +5,7 @@ package testutil
 import (
 	"context"
 	"crypto/ed25519"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/internal/wasmbuild"
+	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/journal/badgerstore"
 )
 
@@ -79,6 +81,23 @@ type Env struct {
 	Engine *host.Engine
 	Host   *host.Host
 	Key    ed25519.PrivateKey
+}
+
+// Stderr is what run wrote to its standard error, as its event log holds
+// it: the guest's own account of a failure, for a test's message.
+func (e *Env) Stderr(t testing.TB, run journal.RunID) string {
+	t.Helper()
+	var b strings.Builder
+	err := host.ReadEvents(context.Background(), e.Store, run, func(ev host.Event) error {
+		if ev.Kind == host.EventStderr {
+			b.Write(ev.Data)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Sprintf("(reading the events of run %s: %v)", run, err)
+	}
+	return b.String()
 }
 
 var (
