@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -127,7 +128,7 @@ func (h *Host) reopen(ctx context.Context, run journal.RunID, decision []byte) (
 	}
 	blog := &budgetLog{}
 	events.at = w.Next
-	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease, meta: &meta, budget: blog, obs: h.deps.Observer}
+	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease, meta: &meta, budget: blog, obs: h.deps.Observer, tr: h.tr}
 	p := &resumePath{rec: rec, live: live, events: events}
 	p.doubtStep, _, p.doubt = rec.InDoubt()
 	p.past = rec.Len() == 0
@@ -142,7 +143,14 @@ func (h *Host) reopen(ctx context.Context, run journal.RunID, decision []byte) (
 		h.live.leave(run)
 		return nil, fmt.Errorf("host: resume %s: %w", run, err)
 	}
-	return &Started{Run: run, h: h, m: m, s: s, w: w, meta: &meta, lease: lease, live: lr}, nil
+	started := &Started{Run: run, h: h, m: m, s: s, w: w, meta: &meta, lease: lease, live: lr}
+	if h.tr != nil {
+		// The resumption's span joins the run's trace, under the span
+		// its header names.
+		started.span = h.tr.startRun(ctx, run, hdr, hdr.Trace)
+		started.span.SetAttributes(AttrSeq.Int64(0), AttrEntryHash.String(hex.EncodeToString(rec.startHash)))
+	}
+	return started, nil
 }
 
 // resumePath serves a resumed run: the recorded calls from the journal,
