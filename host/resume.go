@@ -63,7 +63,7 @@ func (h *Host) reopen(ctx context.Context, run journal.RunID, decision []byte) (
 	}
 	sum, rec, err := loadLastSegment(ctx, st, run, meta.Checkpoint, h.trust())
 	if err != nil {
-		return nil, fmt.Errorf("host: resume %s: %w", run, err)
+		return nil, fmt.Errorf("host: resume %s: %w", run, h.deps.verifyFailed(err))
 	}
 	if sum.End != nil {
 		return nil, fmt.Errorf("%w: run %s ended %s", ErrFinished, run, sum.End.Status)
