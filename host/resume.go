@@ -162,8 +162,11 @@ type resumePath struct {
 	// past is set once the guest is past the recorded calls (a call in
 	// doubt, asked again, being the first that is not); onPast, when set,
 	// is called then.
-	past      bool
-	onPast    func()
+	past   bool
+	onPast func()
+	// progress, when set, is told of the recorded calls answered so far
+	// and their number (Started.OnReplay).
+	progress  func(served, total int)
 	doubt     bool
 	doubtStep uint64
 }
@@ -172,6 +175,9 @@ func (p *resumePath) serve(ctx context.Context, s *session, c *Call, h caps.Hand
 	if !p.past {
 		status, resp, err := p.rec.Serve(ctx, c)
 		if !errors.Is(err, ErrRecordingEnd) {
+			if err == nil && p.progress != nil {
+				p.progress(p.rec.Served(), p.rec.Len())
+			}
 			if err == nil && p.rec.Served() == p.rec.Len() {
 				// The last recorded call: what the guest does next is
 				// live, output included.

@@ -317,6 +317,18 @@ func (st *Started) armBudget() func() {
 	}
 }
 
+// OnReplay makes fn see the progress of a resumed run through its
+// recorded calls, as Execute answers them from the journal: the calls
+// answered so far and their number, after each, until the run goes live.
+// It is called in the run's goroutine and must not block. A run that is
+// not resumed, or has no recorded calls to answer, never calls fn. Call
+// it before Execute.
+func (st *Started) OnReplay(fn func(served, total int)) {
+	if p, ok := st.s.path.(*resumePath); ok && !p.past {
+		p.progress = fn
+	}
+}
+
 // Abandon gives up a started run without executing it: its lease is
 // released and it stays as journaled (running), for a later resume.
 func (st *Started) Abandon() {
