@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -19,92 +18,19 @@ import (
 	"github.com/agentrt/agentrt/host/caps/llm/provider"
 	"github.com/agentrt/agentrt/host/tracing"
 	"github.com/agentrt/agentrt/internal/fakellm/fakellmtest"
+	"github.com/agentrt/agentrt/internal/otlptest"
 	"github.com/agentrt/agentrt/internal/testutil"
 	"github.com/agentrt/agentrt/journal"
-	collector "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	common "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/protobuf/proto"
 )
 
-// receiver is an in-process OTLP/HTTP trace receiver: it decodes every
-// export request (protobuf) and keeps the spans and the raw bodies.
-type receiver struct {
-	mu    sync.Mutex
-	spans []span
-	raw   [][]byte
-}
-
-// span is an exported span with what its scope and attributes say.
-type span struct {
-	name          string
-	trace, id     []byte
-	parent        []byte
-	kind          tracepb.Span_SpanKind
-	status        tracepb.Status_StatusCode
-	schema, scope string
-	attrs         map[string]*common.AnyValue
-}
-
-func (s span) str(k string) string { return s.attrs[k].GetStringValue() }
-func (s span) num(k string) int64  { return s.attrs[k].GetIntValue() }
-func (s span) has(k string) bool   { return s.attrs[k] != nil }
-
-func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if req.URL.Path != "/v1/traces" || req.Header.Get("Content-Type") != "application/x-protobuf" {
-		http.Error(w, "not an OTLP/HTTP protobuf trace export", http.StatusBadRequest)
-		return
-	}
-	body, err := io.ReadAll(req.Body)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	var ex collector.ExportTraceServiceRequest
-	if err := proto.Unmarshal(body, &ex); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	r.mu.Lock()
-	r.raw = append(r.raw, body)
-	for _, rs := range ex.ResourceSpans {
-		for _, ss := range rs.ScopeSpans {
-			for _, sp := range ss.Spans {
-				s := span{name: sp.Name, trace: sp.TraceId, id: sp.SpanId, parent: sp.ParentSpanId, kind: sp.Kind,
-					status: sp.GetStatus().GetCode(), schema: ss.SchemaUrl, scope: ss.GetScope().GetName(), attrs: map[string]*common.AnyValue{}}
-				for _, kv := range sp.Attributes {
-					s.attrs[kv.Key] = kv.Value
-				}
-				r.spans = append(r.spans, s)
-			}
-		}
-	}
-	r.mu.Unlock()
-	out, _ := proto.Marshal(&collector.ExportTraceServiceResponse{})
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	_, _ = w.Write(out)
-}
-
-// of returns the spans of run.
-func (r *receiver) of(run journal.RunID) []span {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []span
-	for _, s := range r.spans {
-		if s.str("agentrt.run.id") == run.String() {
-			out = append(out, s)
-		}
-	}
-	return out
-}
+type span = otlptest.Span
 
 // traced starts a receiver and the tracing OTEL_* configures for it.
-func traced(t *testing.T, payloads bool) (*receiver, *tracing.Tracing) {
+func traced(t *testing.T, payloads bool) (*otlptest.Receiver, *tracing.Tracing) {
 	t.Helper()
-	rcv := &receiver{}
-	srv := httptest.NewServer(rcv)
-	t.Cleanup(srv.Close)
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
+	rcv := otlptest.Start(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.URL)
 	t.Setenv("OTEL_SERVICE_NAME", "agentrt-trace-test")
 	t.Setenv(tracing.EnvPayloads, fmt.Sprint(payloads))
 	tr, err := tracing.FromEnv(context.Background())
@@ -144,39 +70,39 @@ func journalEntries(t *testing.T, env *testutil.Env, run journal.RunID) ([]*jour
 // one run span, named by the header, and one child span per call
 // journaled, each naming the entry of its outcome (and an effect its
 // intent) by seq and hash. It returns the call spans by op.
-func checkLinks(t *testing.T, env *testutil.Env, rcv *receiver, run journal.RunID) map[string][]span {
+func checkLinks(t *testing.T, env *testutil.Env, rcv *otlptest.Receiver, run journal.RunID) map[string][]span {
 	t.Helper()
 	es, hashes := journalEntries(t, env, run)
 	var root *span
 	calls := map[string][]span{}
 	ncalls := 0
-	spans := rcv.of(run)
+	spans := rcv.Of(run.String())
 	for i, s := range spans {
-		if s.scope != host.TracerName || s.schema != "https://opentelemetry.io/schemas/"+host.GenAISemconv {
-			t.Errorf("span %s: scope %q schema %q", s.name, s.scope, s.schema)
+		if s.Scope != host.TracerName || s.Schema != "https://opentelemetry.io/schemas/"+host.GenAISemconv {
+			t.Errorf("span %s: scope %q schema %q", s.Name, s.Scope, s.Schema)
 		}
-		if s.name == "agentrt.run" {
+		if s.Name == "agentrt.run" {
 			if root != nil {
 				t.Fatalf("two run spans for run %s", run)
 			}
 			root = &spans[i]
 			continue
 		}
-		calls[s.str("agentrt.op")] = append(calls[s.str("agentrt.op")], s)
+		calls[s.Str("agentrt.op")] = append(calls[s.Str("agentrt.op")], s)
 		ncalls++
 	}
 	if root == nil {
 		t.Fatalf("no run span for run %s among %d spans", run, len(spans))
 	}
 	tr := es[0].Header.Trace
-	if tr == nil || !bytes.Equal(tr.ID, root.trace) || !bytes.Equal(tr.Span, root.id) {
-		t.Fatalf("the header's trace %+v does not name the run span %x/%x", tr, root.trace, root.id)
+	if tr == nil || !bytes.Equal(tr.ID, root.Trace) || !bytes.Equal(tr.Span, root.ID) {
+		t.Fatalf("the header's trace %+v does not name the run span %x/%x", tr, root.Trace, root.ID)
 	}
-	if root.num("agentrt.journal.seq") != 0 || root.str("agentrt.journal.entry_hash") != hashes[0] ||
-		root.num("agentrt.journal.last_seq") != int64(len(es)-1) || root.str("agentrt.journal.last_hash") != hashes[len(es)-1] {
+	if root.Num("agentrt.journal.seq") != 0 || root.Str("agentrt.journal.entry_hash") != hashes[0] ||
+		root.Num("agentrt.journal.last_seq") != int64(len(es)-1) || root.Str("agentrt.journal.last_hash") != hashes[len(es)-1] {
 		t.Errorf("run span links seq %d %s, last %d %s; the journal's start is %s and its end %d %s",
-			root.num("agentrt.journal.seq"), root.str("agentrt.journal.entry_hash"), root.num("agentrt.journal.last_seq"),
-			root.str("agentrt.journal.last_hash"), hashes[0], len(es)-1, hashes[len(es)-1])
+			root.Num("agentrt.journal.seq"), root.Str("agentrt.journal.entry_hash"), root.Num("agentrt.journal.last_seq"),
+			root.Str("agentrt.journal.last_hash"), hashes[0], len(es)-1, hashes[len(es)-1])
 	}
 	outcomes := 0
 	for _, e := range es {
@@ -189,34 +115,34 @@ func checkLinks(t *testing.T, env *testutil.Env, rcv *receiver, run journal.RunI
 	}
 	for _, list := range calls {
 		for _, s := range list {
-			if !bytes.Equal(s.trace, root.trace) || !bytes.Equal(s.parent, root.id) {
-				t.Errorf("call span %s is not a child of the run span", s.name)
+			if !bytes.Equal(s.Trace, root.Trace) || !bytes.Equal(s.Parent, root.ID) {
+				t.Errorf("call span %s is not a child of the run span", s.Name)
 			}
-			seq := s.num("agentrt.journal.seq")
+			seq := s.Num("agentrt.journal.seq")
 			if seq <= 0 || seq >= int64(len(es)) {
-				t.Fatalf("call span %s names seq %d of %d entries", s.name, seq, len(es))
+				t.Fatalf("call span %s names seq %d of %d entries", s.Name, seq, len(es))
 			}
 			e := es[seq]
-			if s.str("agentrt.journal.entry_hash") != hashes[seq] || e.Op != s.str("agentrt.op") ||
-				int64(e.Step) != s.num("agentrt.step") || hex.EncodeToString(e.InputHash) != s.str("agentrt.input_hash") {
+			if s.Str("agentrt.journal.entry_hash") != hashes[seq] || e.Op != s.Str("agentrt.op") ||
+				int64(e.Step) != s.Num("agentrt.step") || hex.EncodeToString(e.InputHash) != s.Str("agentrt.input_hash") {
 				t.Errorf("call span %s step %d names entry %d (%s step %d), hash %s; the entry's is %s",
-					s.name, s.num("agentrt.step"), seq, e.Op, e.Step, s.str("agentrt.journal.entry_hash"), hashes[seq])
+					s.Name, s.Num("agentrt.step"), seq, e.Op, e.Step, s.Str("agentrt.journal.entry_hash"), hashes[seq])
 			}
 			if e.Phase != journal.PhaseCompleted && e.Phase != journal.PhaseFailed {
-				t.Errorf("call span %s names a %s entry", s.name, e.Phase)
+				t.Errorf("call span %s names a %s entry", s.Name, e.Phase)
 			}
-			if s.str("agentrt.op.class") == "effect" {
+			if s.Str("agentrt.op.class") == "effect" {
 				// A call the gate refused is one entry; every other
 				// effect has an intent before its outcome.
-				in := s.num("agentrt.journal.intent_seq")
-				if s.str("agentrt.status") == "denied" && !s.has("agentrt.journal.intent_seq") {
+				in := s.Num("agentrt.journal.intent_seq")
+				if s.Str("agentrt.status") == "denied" && !s.Has("agentrt.journal.intent_seq") {
 					continue
 				}
 				if in <= 0 || in >= seq || es[in].Phase != journal.PhaseIntent || es[in].Step != e.Step {
-					t.Errorf("effect span %s names intent %d", s.name, in)
+					t.Errorf("effect span %s names intent %d", s.Name, in)
 				}
-				if s.kind != tracepb.Span_SPAN_KIND_CLIENT {
-					t.Errorf("effect span %s is of kind %s", s.name, s.kind)
+				if s.Kind != tracepb.Span_SPAN_KIND_CLIENT {
+					t.Errorf("effect span %s is of kind %s", s.Name, s.Kind)
 				}
 			}
 		}
@@ -272,36 +198,34 @@ func TestTraceOfACrawlAndAModelCall(t *testing.T) {
 		in, out int64
 	}{{"tool_use", 120, 14}, {"end", 160, 9}}
 	for i, s := range chats {
-		if s.name != "chat m-test" || s.kind != tracepb.Span_SPAN_KIND_CLIENT {
-			t.Errorf("llm span %d: %q kind %s, want \"chat m-test\", client", i, s.name, s.kind)
+		if s.Name != "chat m-test" || s.Kind != tracepb.Span_SPAN_KIND_CLIENT {
+			t.Errorf("llm span %d: %q kind %s, want \"chat m-test\", client", i, s.Name, s.Kind)
 		}
 		for k, v := range map[string]string{"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai",
 			"gen_ai.request.model": "m-test", "gen_ai.response.model": "m-test"} {
-			if s.str(k) != v {
-				t.Errorf("llm span %d: %s = %q, want %q", i, k, s.str(k), v)
+			if s.Str(k) != v {
+				t.Errorf("llm span %d: %s = %q, want %q", i, k, s.Str(k), v)
 			}
 		}
-		reasons := s.attrs["gen_ai.response.finish_reasons"].GetArrayValue().GetValues()
+		reasons := s.Attrs["gen_ai.response.finish_reasons"].GetArrayValue().GetValues()
 		if len(reasons) != 1 || reasons[0].GetStringValue() != want[i].finish ||
-			s.num("gen_ai.usage.input_tokens") != want[i].in || s.num("gen_ai.usage.output_tokens") != want[i].out ||
-			s.num("gen_ai.request.max_tokens") != 256 || s.str("gen_ai.response.id") == "" {
+			s.Num("gen_ai.usage.input_tokens") != want[i].in || s.Num("gen_ai.usage.output_tokens") != want[i].out ||
+			s.Num("gen_ai.request.max_tokens") != 256 || s.Str("gen_ai.response.id") == "" {
 			t.Errorf("llm span %d: finish %v, usage %d/%d, max %d, id %q; want %s, %d/%d, 256",
-				i, reasons, s.num("gen_ai.usage.input_tokens"), s.num("gen_ai.usage.output_tokens"),
-				s.num("gen_ai.request.max_tokens"), s.str("gen_ai.response.id"), want[i].finish, want[i].in, want[i].out)
+				i, reasons, s.Num("gen_ai.usage.input_tokens"), s.Num("gen_ai.usage.output_tokens"),
+				s.Num("gen_ai.request.max_tokens"), s.Str("gen_ai.response.id"), want[i].finish, want[i].in, want[i].out)
 		}
-		if s.has("gen_ai.input.messages") || s.has("gen_ai.output.messages") {
+		if s.Has("gen_ai.input.messages") || s.Has("gen_ai.output.messages") {
 			t.Errorf("llm span %d holds messages, which were not asked for", i)
 		}
 	}
 	// Payloads were not asked for: no request, response or page text went out.
-	rcv.mu.Lock()
-	defer rcv.mu.Unlock()
-	for _, s := range rcv.spans {
-		if s.has("agentrt.request") || s.has("agentrt.response") {
-			t.Errorf("span %s holds a payload", s.name)
+	for _, s := range rcv.Spans() {
+		if s.Has("agentrt.request") || s.Has("agentrt.response") {
+			t.Errorf("span %s holds a payload", s.Name)
 		}
 	}
-	all := bytes.Join(rcv.raw, nil)
+	all := bytes.Join(rcv.Raw(), nil)
 	for _, secret := range []string{"How many people live in Paris", "Paris has 2.1 million", "<title>", fakeKey} {
 		if bytes.Contains(all, []byte(secret)) {
 			t.Errorf("the exported spans hold %q", secret)
@@ -329,11 +253,11 @@ func TestTracePayloadsWhenAsked(t *testing.T) {
 	if len(chats) != 2 {
 		t.Fatalf("%d llm.complete spans", len(chats))
 	}
-	if in := chats[0].str("gen_ai.input.messages"); !strings.Contains(in, `"content":"How many people live in Paris?"`) || !strings.Contains(in, `"role":"system"`) {
+	if in := chats[0].Str("gen_ai.input.messages"); !strings.Contains(in, `"content":"How many people live in Paris?"`) || !strings.Contains(in, `"role":"system"`) {
 		t.Errorf("gen_ai.input.messages = %s", in)
 	}
-	if !chats[0].has("agentrt.request") || !chats[0].has("agentrt.response") {
-		t.Errorf("the llm span lacks its payloads: %v", chats[0].attrs)
+	if !chats[0].Has("agentrt.request") || !chats[0].Has("agentrt.response") {
+		t.Errorf("the llm span lacks its payloads: %v", chats[0].Attrs)
 	}
 	// Streamed: the answer's attributes are on the call whose batch
 	// closed the stream (the second turn's comes slowly, in llm.next
@@ -343,13 +267,13 @@ func TestTracePayloadsWhenAsked(t *testing.T) {
 	}
 	var closed []span
 	for _, s := range append(calls["llm.complete"], calls["llm.next"]...) {
-		if s.has("gen_ai.response.model") {
+		if s.Has("gen_ai.response.model") {
 			closed = append(closed, s)
 		}
 	}
-	if len(closed) != 2 || closed[1].str("agentrt.op") != "llm.next" ||
-		!strings.Contains(closed[1].str("gen_ai.output.messages"), "Paris has 2.1 million people.") ||
-		closed[1].num("gen_ai.usage.output_tokens") != 9 {
+	if len(closed) != 2 || closed[1].Str("agentrt.op") != "llm.next" ||
+		!strings.Contains(closed[1].Str("gen_ai.output.messages"), "Paris has 2.1 million people.") ||
+		closed[1].Num("gen_ai.usage.output_tokens") != 9 {
 		t.Fatalf("%d calls close a stream, want the first turn's llm.complete and the second's last llm.next, with its answer", len(closed))
 	}
 }
@@ -394,8 +318,8 @@ func TestTraceOfAResumeJoinsTheRun(t *testing.T) {
 	es, hashes := journalEntries(t, env, res.Run)
 	hdr := es[0].Header.Trace
 	var runs []span
-	for _, s := range rcv.of(res.Run) {
-		if s.name == "agentrt.run" {
+	for _, s := range rcv.Of(res.Run.String()) {
+		if s.Name == "agentrt.run" {
 			runs = append(runs, s)
 		}
 	}
@@ -403,21 +327,21 @@ func TestTraceOfAResumeJoinsTheRun(t *testing.T) {
 		t.Fatalf("%d run spans, header trace %v; want 2 and one", len(runs), hdr)
 	}
 	first, second := runs[0], runs[1]
-	if first.has("agentrt.run.resumed") {
+	if first.Has("agentrt.run.resumed") {
 		first, second = second, first
 	}
-	if !bytes.Equal(first.id, hdr.Span) || first.status != tracepb.Status_STATUS_CODE_ERROR {
-		t.Errorf("the interrupted execution's span %x (status %s) is not the header's %x, failed", first.id, first.status, hdr.Span)
+	if !bytes.Equal(first.ID, hdr.Span) || first.Status != tracepb.Status_STATUS_CODE_ERROR {
+		t.Errorf("the interrupted execution's span %x (status %s) is not the header's %x, failed", first.ID, first.Status, hdr.Span)
 	}
-	if !bytes.Equal(second.trace, hdr.ID) || !bytes.Equal(second.parent, hdr.Span) || !second.attrs["agentrt.run.resumed"].GetBoolValue() {
-		t.Errorf("the resumption's span is in trace %x under %x; the header names %x/%x", second.trace, second.parent, hdr.ID, hdr.Span)
+	if !bytes.Equal(second.Trace, hdr.ID) || !bytes.Equal(second.Parent, hdr.Span) || !second.Attrs["agentrt.run.resumed"].GetBoolValue() {
+		t.Errorf("the resumption's span is in trace %x under %x; the header names %x/%x", second.Trace, second.Parent, hdr.ID, hdr.Span)
 	}
-	if second.str("agentrt.journal.last_hash") != hashes[len(hashes)-1] {
-		t.Errorf("the resumption's span ends at %s; the journal at %s", second.str("agentrt.journal.last_hash"), hashes[len(hashes)-1])
+	if second.Str("agentrt.journal.last_hash") != hashes[len(hashes)-1] {
+		t.Errorf("the resumption's span ends at %s; the journal at %s", second.Str("agentrt.journal.last_hash"), hashes[len(hashes)-1])
 	}
 	// The call resumed live is a child of the resumption's span.
-	for _, s := range rcv.of(res.Run) {
-		if s.str("agentrt.op") == "kv.get" && !bytes.Equal(s.parent, second.id) {
+	for _, s := range rcv.Of(res.Run.String()) {
+		if s.Str("agentrt.op") == "kv.get" && !bytes.Equal(s.Parent, second.ID) {
 			t.Errorf("the resumed call's span is not under the resumption's")
 		}
 	}
