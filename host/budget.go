@@ -90,6 +90,10 @@ func (s *session) budgetLayer(c *Call) *denial {
 	}
 	r, err := s.ledger.Reserve(c.Step, cost)
 	if errors.Is(err, budget.ErrBudget) {
+		var ex *budget.ExceededError
+		if ro := s.deps.runObserver(); ro != nil && errors.As(err, &ex) {
+			ro.BudgetRefused(ex.Dim)
+		}
 		return caps.Deny(abi.StatusBudget, "%s: %v", c.Op.Name, err)
 	}
 	if err != nil {
@@ -133,6 +137,7 @@ func (s *session) settleBudget(c *Call, status abi.Status, resp []byte) {
 			s.held[c.Step] = s.resv
 		} else if o, err := s.ledger.Settle(s.resv, used); err == nil {
 			s.blog.add(o)
+			s.charged(used)
 		}
 	}
 	st, ok := inst.(caps.Settler)
@@ -154,6 +159,7 @@ func (s *session) settleBudget(c *Call, status abi.Status, resp []byte) {
 	}
 	if o, err := s.ledger.Settle(r, used); err == nil {
 		s.blog.add(o)
+		s.charged(used)
 	}
 }
 
@@ -167,6 +173,7 @@ func (s *session) settleInDoubt() {
 	if o, err := s.ledger.Settle(s.resv, s.resv.Amounts); err == nil {
 		o.Orphan, o.WorstCase = true, true
 		s.blog.add(o)
+		s.charged(s.resv.Amounts)
 	}
 }
 
@@ -180,6 +187,7 @@ func (s *session) closeBudget() []byte {
 	for _, r := range s.ledger.Open() {
 		if o, err := s.ledger.Settle(r, r.Amounts); err == nil {
 			s.blog.add(o)
+			s.charged(r.Amounts)
 		}
 	}
 	s.held = nil

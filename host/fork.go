@@ -223,7 +223,7 @@ func (h *Host) forkPoint(ctx context.Context, parent journal.RunID, at uint64) (
 		return nil
 	}
 	if _, err := journal.VerifyStoreWith(ctx, st, parent, v); err != nil {
-		return nil, fmt.Errorf("host: fork of %s: %w", parent, err)
+		return nil, fmt.Errorf("host: fork of %s: %w", parent, h.deps.verifyFailed(err))
 	}
 	if open != nil && open.Before < at {
 		bad = open

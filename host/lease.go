@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"time"
 
@@ -16,6 +17,8 @@ type holder struct {
 	lease  journal.Lease
 	ttl    time.Duration
 	now    func() time.Time
+	// obs, when set, is told of the lease lost.
+	obs RunObserver
 }
 
 // acquire takes the lease of run for this cell and adds its lease entry to
@@ -38,7 +41,11 @@ func (h *Host) acquire(ctx context.Context, run journal.RunID, w *journal.Writer
 	if err := w.Add(e); err != nil {
 		return nil, err
 	}
-	return &holder{leases: h.deps.Leases, lease: l, ttl: h.cfg.LeaseTTL, now: h.deps.Now}, nil
+	ro := h.deps.runObserver()
+	if ro != nil {
+		ro.Lease(l.Epoch, decision != nil)
+	}
+	return &holder{leases: h.deps.Leases, lease: l, ttl: h.cfg.LeaseTTL, now: h.deps.Now, obs: ro}, nil
 }
 
 // epoch returns the epoch the holder writes under (0 when unleased).
@@ -61,6 +68,9 @@ func (o *holder) renew(ctx context.Context) error {
 	}
 	l, err := o.leases.Renew(ctx, o.lease, now, o.ttl)
 	if err != nil {
+		if o.obs != nil && errors.Is(err, journal.ErrLeaseLost) {
+			o.obs.LeaseLost()
+		}
 		return fmt.Errorf("host: lease of %s: %w", o.lease.Run, err)
 	}
 	o.lease = l

@@ -8,6 +8,7 @@ import (
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/host/caps"
 	"github.com/agentrt/agentrt/journal"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // livePath journals every call and dispatches it. This is the path every
@@ -51,6 +52,10 @@ type livePath struct {
 	conv string
 	// obs, when set, is told of each call's outcome and each commit.
 	obs Observer
+	// tr, when set, traces the calls; span is the span of the call being
+	// journaled.
+	tr   *tracer
+	span trace.Span
 }
 
 // Observer is told of what runs do, for metrics. Its methods are called
@@ -105,6 +110,10 @@ func (p *livePath) serve(ctx context.Context, s *session, c *Call, h caps.Handle
 	}
 	p.gate, p.conv = gate, h.Conversation
 	defer func() { p.conv = "" }()
+	if p.tr != nil {
+		ctx, p.span = p.tr.startCall(ctx, s.run, c)
+		defer func() { p.span.End(); p.span = nil }()
+	}
 	if d != nil {
 		return p.record(ctx, c, true, d.Status, d.Body)
 	}
@@ -116,6 +125,9 @@ func (p *livePath) serve(ctx context.Context, s *session, c *Call, h caps.Handle
 		intent.Request, intent.Gate, p.gate = p.stored(c.Request, true), p.gate, nil
 		if err := p.w.Add(intent); err != nil {
 			return 0, nil, err
+		}
+		if p.span != nil {
+			p.span.SetAttributes(AttrIntentSeq.Int64(int64(p.w.Next() - 1)))
 		}
 	}
 	return p.dispatch(ctx, s, c, h, true, nil)
@@ -212,7 +224,13 @@ func (p *livePath) add(c *Call, withRequest bool, status abi.Status, resp []byte
 	if p.obs != nil {
 		p.obs.Call(*c.Op, status)
 	}
-	return p.w.Add(e)
+	if err := p.w.Add(e); err != nil {
+		return err
+	}
+	if p.span != nil {
+		p.tr.outcome(p.span, c, status, resp, p.w.Next()-1, p.w.Head())
+	}
+	return nil
 }
 
 // record adds the outcome of c and commits the group when it is full.

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -62,7 +63,7 @@ func (h *Host) reopen(ctx context.Context, run journal.RunID, decision []byte) (
 	}
 	sum, rec, err := loadLastSegment(ctx, st, run, meta.Checkpoint, h.trust())
 	if err != nil {
-		return nil, fmt.Errorf("host: resume %s: %w", run, err)
+		return nil, fmt.Errorf("host: resume %s: %w", run, h.deps.verifyFailed(err))
 	}
 	if sum.End != nil {
 		return nil, fmt.Errorf("%w: run %s ended %s", ErrFinished, run, sum.End.Status)
@@ -127,7 +128,7 @@ func (h *Host) reopen(ctx context.Context, run journal.RunID, decision []byte) (
 	}
 	blog := &budgetLog{}
 	events.at = w.Next
-	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease, meta: &meta, budget: blog, obs: h.deps.Observer}
+	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease, meta: &meta, budget: blog, obs: h.deps.Observer, tr: h.tr}
 	p := &resumePath{rec: rec, live: live, events: events}
 	p.doubtStep, _, p.doubt = rec.InDoubt()
 	p.past = rec.Len() == 0
@@ -142,7 +143,14 @@ func (h *Host) reopen(ctx context.Context, run journal.RunID, decision []byte) (
 		h.live.leave(run)
 		return nil, fmt.Errorf("host: resume %s: %w", run, err)
 	}
-	return &Started{Run: run, h: h, m: m, s: s, w: w, meta: &meta, lease: lease, live: lr}, nil
+	started := &Started{Run: run, h: h, m: m, s: s, w: w, meta: &meta, lease: lease, live: lr}
+	if h.tr != nil {
+		// The resumption's span joins the run's trace, under the span
+		// its header names.
+		started.span = h.tr.startRun(ctx, run, hdr, hdr.Trace)
+		started.span.SetAttributes(AttrSeq.Int64(0), AttrEntryHash.String(hex.EncodeToString(rec.startHash)))
+	}
+	return started, nil
 }
 
 // resumePath serves a resumed run: the recorded calls from the journal,
@@ -154,8 +162,11 @@ type resumePath struct {
 	// past is set once the guest is past the recorded calls (a call in
 	// doubt, asked again, being the first that is not); onPast, when set,
 	// is called then.
-	past      bool
-	onPast    func()
+	past   bool
+	onPast func()
+	// progress, when set, is told of the recorded calls answered so far
+	// and their number (Started.OnReplay).
+	progress  func(served, total int)
 	doubt     bool
 	doubtStep uint64
 }
@@ -164,6 +175,9 @@ func (p *resumePath) serve(ctx context.Context, s *session, c *Call, h caps.Hand
 	if !p.past {
 		status, resp, err := p.rec.Serve(ctx, c)
 		if !errors.Is(err, ErrRecordingEnd) {
+			if err == nil && p.progress != nil {
+				p.progress(p.rec.Served(), p.rec.Len())
+			}
 			if err == nil && p.rec.Served() == p.rec.Len() {
 				// The last recorded call: what the guest does next is
 				// live, output included.

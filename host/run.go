@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/capability"
@@ -49,6 +52,14 @@ type Deps struct {
 	// Observer, when set, is told of every call journaled and every
 	// commit, for metrics; it must not block.
 	Observer Observer
+	// Tracer, when set, traces the runs (OpenTelemetry, trace.go): a span
+	// per execution of a run, one per import call made live, and the
+	// run's header records the trace. nil: no spans, at no cost.
+	Tracer trace.TracerProvider
+	// TracePayloads puts the calls' requests and responses (and an llm
+	// call's messages) into their spans; off, a span holds their hashes
+	// and sizes only.
+	TracePayloads bool
 	// Leases keeps the runs' leases; nil: the Store's, when it has them.
 	// Without one, runs are written without leases.
 	Leases journal.Leases
@@ -112,6 +123,8 @@ type Host struct {
 	deps   Deps
 	cfg    Config
 	live   live
+	// tr makes the runs' spans; nil: not traced.
+	tr *tracer
 }
 
 // New returns a host that runs modules on engine with deps.
@@ -141,7 +154,7 @@ func New(engine *Engine, deps Deps, cfg Config) (*Host, error) {
 	if cfg.Limits.MemoryPages > engine.maxPages {
 		return nil, fmt.Errorf("host: Limits.MemoryPages %d is over the engine's cap of %d pages (EngineConfig.MemoryLimitPages)", cfg.Limits.MemoryPages, engine.maxPages)
 	}
-	return &Host{engine: engine, deps: deps, cfg: cfg}, nil
+	return &Host{engine: engine, deps: deps, cfg: cfg, tr: newTracer(&deps)}, nil
 }
 
 // RunSpec describes a run to start.
@@ -215,13 +228,19 @@ type Started struct {
 	meta  *journal.RunMeta
 	lease *holder
 	live  *liveRun
+	// span is the span of this execution of the run; nil: not traced.
+	span trace.Span
 }
 
 // Execute runs the started run to its end, or until ctx ends or Cancel or
 // Drain stop it (ErrInterrupted, with the cause). A guest is stopped
 // between two calls too, while it computes.
-func (st *Started) Execute(ctx context.Context) (*Result, error) {
+func (st *Started) Execute(ctx context.Context) (res *Result, err error) {
 	defer st.h.live.leave(st.Run)
+	if st.span != nil {
+		ctx = trace.ContextWithSpan(ctx, st.span)
+		defer func() { endRun(st.span, st.w, res, err) }()
+	}
 	st.s.halt = st.live.halt
 	// The run's capability instances live as long as this execution: the
 	// connections they open are the run's own.
@@ -231,7 +250,7 @@ func (st *Started) Execute(ctx context.Context) (*Result, error) {
 	}
 	defer st.s.close()
 	defer st.armBudget()()
-	res, err := st.h.conclude(ctx, st.m, st.s, st.w, st.meta, st.lease, st.live)
+	res, err = st.h.conclude(ctx, st.m, st.s, st.w, st.meta, st.lease, st.live)
 	if res != nil {
 		switch p := st.s.path.(type) {
 		case *resumePath:
@@ -298,11 +317,26 @@ func (st *Started) armBudget() func() {
 	}
 }
 
+// OnReplay makes fn see the progress of a resumed run through its
+// recorded calls, as Execute answers them from the journal: the calls
+// answered so far and their number, after each, until the run goes live.
+// It is called in the run's goroutine and must not block. A run that is
+// not resumed, or has no recorded calls to answer, never calls fn. Call
+// it before Execute.
+func (st *Started) OnReplay(fn func(served, total int)) {
+	if p, ok := st.s.path.(*resumePath); ok && !p.past {
+		p.progress = fn
+	}
+}
+
 // Abandon gives up a started run without executing it: its lease is
 // released and it stays as journaled (running), for a later resume.
 func (st *Started) Abandon() {
 	st.lease.release(context.Background())
 	st.h.live.leave(st.Run)
+	if st.span != nil {
+		endRun(st.span, st.w, nil, errors.New("host: the run was abandoned before it executed"))
+	}
 }
 
 // Start journals the start of a run of spec.Code and returns it ready to
@@ -313,7 +347,7 @@ func (h *Host) Start(ctx context.Context, spec RunSpec) (*Started, error) {
 
 // start is Start; fork, when set, makes the run a fork that answers its
 // first calls from its parent's journal (Fork).
-func (h *Host) start(ctx context.Context, spec RunSpec, fork *forked) (*Started, error) {
+func (h *Host) start(ctx context.Context, spec RunSpec, fork *forked) (_ *Started, err error) {
 	if spec.Grant != nil {
 		if err := spec.Grant.Check(); err != nil {
 			return nil, fmt.Errorf("host: grant: %w", err)
@@ -370,6 +404,16 @@ func (h *Host) start(ctx context.Context, spec RunSpec, fork *forked) (*Started,
 	if fork != nil {
 		hdr.Fork = fork.point
 	}
+	var span trace.Span
+	if h.tr != nil {
+		span = h.tr.startRun(ctx, run, hdr, nil)
+		hdr.Trace = traceRef(span)
+		defer func() {
+			if err != nil {
+				endRun(span, nil, nil, err)
+			}
+		}()
+	}
 	if o := spec.Origin; o != nil {
 		if o.Kind == "" || o.ID == "" || !utf8.ValidString(o.Kind) || !utf8.ValidString(o.ID) {
 			return nil, fmt.Errorf("host: the run's origin needs a kind and an id in UTF-8, got %q %q", o.Kind, o.ID)
@@ -395,6 +439,9 @@ func (h *Host) start(ctx context.Context, spec RunSpec, fork *forked) (*Started,
 		return nil, err
 	}
 	startHash := w.Head()
+	if span != nil {
+		span.SetAttributes(AttrSeq.Int64(0), AttrEntryHash.String(hex.EncodeToString(startHash)))
+	}
 	lr, err := h.live.enter(run)
 	if err != nil {
 		return nil, err
@@ -415,7 +462,7 @@ func (h *Host) start(ctx context.Context, spec RunSpec, fork *forked) (*Started,
 	events := &eventBuffer{run: run, now: h.deps.Now, sink: h.deps.Sink, keep: h.deps.Events != nil, limit: limits.LogBytes}
 	blog := &budgetLog{}
 	events.at = w.Next
-	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease, meta: &meta, budget: blog, obs: h.deps.Observer}
+	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease, meta: &meta, budget: blog, obs: h.deps.Observer, tr: h.tr}
 	var path callPath = live
 	if fork != nil {
 		path = &forkPath{rec: fork.rec, live: live, past: fork.rec.Len() == 0}
@@ -424,7 +471,7 @@ func (h *Host) start(ctx context.Context, spec RunSpec, fork *forked) (*Started,
 	s := &session{run: run, header: hdr, grant: grant, path: path, deps: &h.deps, slots: &opSlots,
 		maxRequest: h.cfg.MaxRequest, events: events, startHash: startHash, limits: limits,
 		ledger: budget.New(ceilings), blog: blog, stepCap: stepCap(ceilings), started: meta.Started}
-	return &Started{Run: run, h: h, m: m, s: s, w: w, meta: &meta, lease: lease, live: lr}, nil
+	return &Started{Run: run, h: h, m: m, s: s, w: w, meta: &meta, lease: lease, live: lr, span: span}, nil
 }
 
 // conclude runs session s of module m to its end and journals the end, or,

@@ -237,7 +237,7 @@ func entrySize(e *Entry) int {
 }
 
 func appendHeader(dst []byte, h *Header) []byte {
-	n := 6 + b2u(len(h.Parent) > 0) + b2u(h.ModuleName != "") + b2u(len(h.Token) > 0) + b2u(h.Fork != nil) + b2u(h.Origin != nil)
+	n := 6 + b2u(len(h.Parent) > 0) + b2u(h.ModuleName != "") + b2u(len(h.Token) > 0) + b2u(h.Fork != nil) + b2u(h.Origin != nil) + b2u(h.Trace != nil)
 	dst = appendHead(dst, majorMap, n)
 	dst = appendBytes(append(dst, 1), h.ModuleSHA256)
 	dst = appendHead(append(dst, 2), majorUint, uint64(h.ABI))
@@ -275,6 +275,11 @@ func appendHeader(dst []byte, h *Header) []byte {
 			dst = appendHead(append(dst, 3), majorUint, o.Seq)
 		}
 	}
+	if t := h.Trace; t != nil {
+		dst = appendHead(append(dst, 12), majorMap, 2)
+		dst = appendBytes(append(dst, 1), t.ID)
+		dst = appendBytes(append(dst, 2), t.Span)
+	}
 	return dst
 }
 
@@ -309,6 +314,9 @@ func headerSize(h *Header) int {
 		if o.Seq != 0 {
 			n += 1 + headSize(o.Seq)
 		}
+	}
+	if t := h.Trace; t != nil {
+		n += 1 + 1 + 1 + bytesSize(t.ID) + 1 + bytesSize(t.Span)
 	}
 	return n
 }
@@ -678,8 +686,8 @@ func (p *parser) header() *Header {
 	h := new(Header)
 	n := p.head(majorMap)
 	var seen, k uint64
-	for range min(n, 11) {
-		k = p.key(k, 11)
+	for range min(n, 12) {
+		k = p.key(k, 12)
 		seen |= 1 << k
 		switch k {
 		case 1:
@@ -704,9 +712,11 @@ func (p *parser) header() *Header {
 			h.Fork = p.fork()
 		case 11:
 			h.Origin = p.origin()
+		case 12:
+			h.Trace = p.trace()
 		}
 	}
-	if n > 11 || seen&headerRequired != headerRequired {
+	if n > 12 || seen&headerRequired != headerRequired {
 		p.bad = true
 	}
 	return h
@@ -760,6 +770,20 @@ func (p *parser) origin() *Origin {
 		o.Seq = p.nonzero(math.MaxUint64)
 	}
 	return o
+}
+
+// trace reads a header's trace: its trace id and span id (Entry.check
+// checks their sizes).
+func (p *parser) trace() *TraceRef {
+	t := new(TraceRef)
+	if p.head(majorMap) != 2 || p.key(0, 1) != 1 {
+		p.bad = true
+		return t
+	}
+	t.ID = p.bytes()
+	p.key(1, 2)
+	t.Span = p.bytes()
+	return t
 }
 
 func (p *parser) end() *End {

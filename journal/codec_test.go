@@ -158,7 +158,20 @@ func drawHeader(t *rapid.T, invalid bool) *Header {
 		ModuleName:   drawText(t, "module name", invalid),
 		Token:        drawBytes(t, "token"),
 		Origin:       drawOrigin(t, invalid),
+		Trace:        drawTrace(t, invalid),
 	}
+}
+
+func drawTrace(t *rapid.T, invalid bool) *TraceRef {
+	if !rapid.Bool().Draw(t, "has trace") {
+		return nil
+	}
+	if invalid {
+		return &TraceRef{ID: drawBytes(t, "trace id"), Span: drawBytes(t, "span id")}
+	}
+	tr := &TraceRef{ID: drawFilled(t, "trace id", 16), Span: drawFilled(t, "span id", 8)}
+	tr.ID[0], tr.Span[0] = tr.ID[0]|1, tr.Span[0]|1 // all-zero ids are invalid
+	return tr
 }
 
 func drawOrigin(t *rapid.T, invalid bool) *Origin {

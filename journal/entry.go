@@ -140,6 +140,34 @@ type Header struct {
 	// Origin, on a run a cell started on its own (a trigger's firing, a
 	// task's attempt), says which.
 	Origin *Origin `cbor:"11,keyasint,omitempty"`
+	// Trace, when the cell traced the run (OpenTelemetry), names the
+	// run's span: the trace and the spans point at the signed journal by
+	// run id, seq and entry hash, and the journal at them by this.
+	Trace *TraceRef `cbor:"12,keyasint,omitempty"`
+}
+
+// TraceRef names a run's span in a W3C trace (OpenTelemetry): the trace id
+// and the id of the span of the run's start.
+type TraceRef struct {
+	// ID is the trace id (16 bytes, not all zero).
+	ID []byte `cbor:"1,keyasint"`
+	// Span is the span id of the run's span (8 bytes, not all zero).
+	Span []byte `cbor:"2,keyasint"`
+}
+
+// Valid reports whether t names a trace and a span: ids of the right
+// sizes, neither all zero (W3C Trace Context's invalid ids).
+func (t *TraceRef) Valid() bool {
+	return len(t.ID) == 16 && len(t.Span) == 8 && !allZero(t.ID) && !allZero(t.Span)
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // Origin names what started a run when no one submitted it by hand.

@@ -109,6 +109,8 @@ func (e *Entry) check() error {
 		return fmt.Errorf("the header's fork names no parent run or no %d-byte entry hash", HashSize)
 	case e.Header != nil && e.Header.Origin != nil && (e.Header.Origin.Kind == "" || e.Header.Origin.ID == ""):
 		return fmt.Errorf("the header's origin has no kind or no id")
+	case e.Header != nil && e.Header.Trace != nil && !e.Header.Trace.Valid():
+		return fmt.Errorf("the header's trace names no 16-byte trace id or no 8-byte span id (all-zero ids are invalid)")
 	}
 	if !utf8.ValidString(e.Op) || !utf8.ValidString(e.Key) ||
 		(e.Header != nil && !utf8.ValidString(e.Header.ModuleName)) ||

@@ -640,6 +640,16 @@ func generateVectors(tb testing.TB) []*vector {
 	add("valid-fork-llm-override", "valid", 0, trustA(), enc(writeJournal(tb, runX, cellA, forkPlan(tb, llmFork), nil)),
 		"a fork whose live llm.complete calls went to another provider and model (fork fields 5 and 6)")
 
+	traced := *startEntry(tb).Header
+	traced.Trace = &journal.TraceRef{ID: bytes.Repeat([]byte{0x4b}, 16), Span: bytes.Repeat([]byte{0x5c}, 8)}
+	tracedPlan := func() []item {
+		p := effectPlan(tb, runX)
+		p[0].e.Header = &traced
+		return p
+	}
+	add("valid-traced", "valid", 0, trustA(), enc(writeJournal(tb, runX, cellA, tracedPlan(), nil)),
+		"a run whose header names its OpenTelemetry trace and span (header field 12)")
+
 	// Decode failures.
 	add("empty-journal", "decode", 0, trustA(), nil, "no records at all")
 
@@ -705,6 +715,12 @@ func generateVectors(tb testing.TB) []*vector {
 	add("fork-short-entry-hash", "decode", 0, trustA(), enc(writeJournal(tb, runX, cellA, forkPlan(tb, forkHeader(tb)), map[uint64]func([]byte) []byte{
 		0: withFields(tb, func(fs []field) []byte { return encodeFields(setField(fs, 17, mustCBOR(tb, badFork))) }),
 	})), "the header's fork names a 31-byte entry hash; a fork point binds a 32-byte one; chain and seals recomputed")
+
+	badTrace := traced
+	badTrace.Trace = &journal.TraceRef{ID: traced.Trace.ID[:15], Span: traced.Trace.Span}
+	add("trace-short-id", "decode", 0, trustA(), enc(writeJournal(tb, runX, cellA, tracedPlan(), map[uint64]func([]byte) []byte{
+		0: withFields(tb, func(fs []field) []byte { return encodeFields(setField(fs, 17, mustCBOR(tb, &badTrace))) }),
+	})), "the header's trace names a 15-byte trace id; a W3C trace id is 16 bytes; chain and seals recomputed")
 
 	short := base(nil)
 	short[4].Seal.Sig = short[4].Seal.Sig[:63]

@@ -245,6 +245,21 @@ var ErrExport = errors.New("replay: export refused")
 // the run's index record (the engines and the request limit of the host
 // that recorded it) and its header (the ABI).
 func ExportTo(ctx context.Context, store journal.Store, run journal.RunID, key ed25519.PrivateKey, settings EngineSettings, w io.Writer) (*ExportReport, error) {
+	return ExportWith(ctx, store, run, key, ExportOptions{Settings: settings}, w)
+}
+
+// ExportOptions tune ExportWith.
+type ExportOptions struct {
+	// Settings are ExportTo's settings.
+	Settings EngineSettings
+	// Progress, when set, is told of the journal records written so far
+	// and their number, after each.
+	Progress func(done, total int)
+}
+
+// ExportWith is ExportTo with opts.
+func ExportWith(ctx context.Context, store journal.Store, run journal.RunID, key ed25519.PrivateKey, opts ExportOptions, w io.Writer) (*ExportReport, error) {
+	settings := opts.Settings
 	refuse := func(err error) (*ExportReport, error) {
 		return nil, fmt.Errorf("%w: run %s: %w", ErrExport, run, err)
 	}
@@ -303,6 +318,9 @@ func ExportTo(ctx context.Context, store journal.Store, run journal.RunID, key e
 			written++
 			if bw.err != nil {
 				return bw.err
+			}
+			if opts.Progress != nil {
+				opts.Progress(int(written), int(n))
 			}
 			return fn(raw)
 		})

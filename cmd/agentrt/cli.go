@@ -8,9 +8,11 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"time"
 
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/host/cell"
+	"github.com/agentrt/agentrt/host/tracing"
 	"github.com/agentrt/agentrt/internal/fileread"
 	"github.com/agentrt/agentrt/internal/termtext"
 	"github.com/agentrt/agentrt/internal/wasmbuild"
@@ -34,6 +36,10 @@ type cli struct {
 	engine string
 	// printer shows the events of the run a command executes here.
 	printer *eventPrinter
+	// tracing is what OTEL_* configures, set up by the first cell the
+	// command opens (nil: off), and traced says it was.
+	tracing *tracing.Tracing
+	traced  bool
 }
 
 // hinted is an error with a suggested fix, printed on its own line.
@@ -65,6 +71,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	err := root.ExecuteContext(ctx)
+	if c.tracing != nil {
+		// The spans not yet sent go now, even after an interrupt.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		if serr := c.tracing.Shutdown(sctx); serr != nil {
+			fmt.Fprintf(stderr, "agentrt: warning: exporting the traces: %s\n", termtext.Line(serr.Error()))
+		}
+		cancel()
+	}
 	if err == nil {
 		return 0
 	}
@@ -162,7 +176,15 @@ Quick start:
 A cell can also run as a daemon (agentrt cell serve); agentrt run, resume,
 cancel and approve then go through it, and so do the commands that read
 (runs, logs, journal, budget, replay, audit export, checkpoint and prove), with the
-same output as from the store itself.`,
+same output as from the store itself.
+
+Traces (OpenTelemetry, off by default): set OTEL_EXPORTER_OTLP_ENDPOINT (or
+OTEL_TRACES_EXPORTER=otlp) and the runs this process hosts export a span per
+run and per import call over OTLP, http/protobuf or grpc
+(OTEL_EXPORTER_OTLP_PROTOCOL); each span names its journal entry by run id,
+seq and hash, and the run's header records the trace id. The other OTEL_*
+variables (headers, sampler, service name) apply. Requests and responses stay
+out of spans unless AGENTRT_TRACE_PAYLOADS=true.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -219,6 +241,13 @@ func (c *cli) open(ctx context.Context, opts cell.Options) (*cell.Cell, error) {
 	}
 	c.engineOptions(&opts)
 	opts.Policies, opts.Modes = c.policies, c.modes
+	if !c.traced {
+		if c.tracing, err = tracing.FromEnv(ctx); err != nil {
+			return nil, withHint(err, "tracing is configured by the OTEL_* variables: unset them to run without it (agentrt --help names them)")
+		}
+		c.traced = true
+	}
+	opts.Tracer, opts.TracePayloads = c.tracing.Tracer(), c.tracing.TracePayloads()
 	cl, err := cell.Open(ctx, dir, opts)
 	return cl, engineError(err)
 }

@@ -144,6 +144,9 @@ While a cell daemon (or a foreground run) holds the data directory, it exports
 and signs the bundle with the key it holds, and streams it here: the file is
 the same, and is written only when the daemon reports the export whole.
 
+On a terminal (stdout and stderr both), a progress bar on stderr counts the
+journal's records written (an export made here; not one a daemon streams).
+
 RUN is a run id, a unique prefix of one, or "last".`,
 		Example: "  agentrt audit export last -o run.bundle",
 		Args:    cobra.ExactArgs(1),
@@ -168,7 +171,9 @@ RUN is a run id, a unique prefix of one, or "last".`,
 					return err
 				}
 				export = func(w io.Writer) (*replay.ExportReport, error) {
-					return replay.ExportTo(ctx, st, run, key, replay.EngineSettings{}, w)
+					bar := c.progress("export", out == "-")
+					defer bar.finish()
+					return replay.ExportWith(ctx, st, run, key, replay.ExportOptions{Progress: bar.set}, w)
 				}
 			}
 			rep, err := c.exportTo(ctx, out, export)
@@ -227,7 +232,7 @@ name) every counted vote must be signed by a key in FILE; without it, by the
 keys each request names, which only the recording cell vouches for.
 
 On a terminal, a progress bar on stderr counts the calls re-executed; it is
-not drawn when stderr is not a terminal, or with --json.`,
+not drawn when stdout or stderr is not a terminal, or with --json.`,
 		Example: "  agentrt audit verify run.bundle --trust cell.keys\n  agentrt audit verify run.bundle --trust cell.keys --trust-approvers approvers.keys\n  agentrt audit verify run.bundle --trust cell.keys --json",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

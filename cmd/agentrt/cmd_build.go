@@ -38,6 +38,10 @@ of the checkout it lies in, else from the copy this binary carries; the rustc
 used is the first, of the one on PATH and /usr/bin/rustc, that has the
 wasm32-wasi standard library. make deps installs these toolchains.
 
+On a terminal (stdout and stderr both), a spinner on stderr shows the build
+going on, with its time and what it does (compiling the Go runtime, a module
+downloaded); elsewhere those notes are printed as lines.
+
 agentrt new DIR writes an agent that builds at once.`,
 		Example: "  agentrt build examples/crawler -o crawler.wasm\n  agentrt build examples/wordfreq-c -o wordfreq.wasm\n  agentrt build examples/wordfreq-rust -o wordfreq-rust.wasm\n  agentrt new hello && agentrt build hello -o hello.wasm",
 		Args:    cobra.ExactArgs(1),
@@ -46,7 +50,14 @@ agentrt new DIR writes an agent that builds at once.`,
 			if out == "" {
 				out = filepath.Base(filepath.Clean(dir)) + ".wasm"
 			}
-			if _, err := wasmbuild.Build(cmd.Context(), dir, out, wasmbuild.Options{Progress: c.stderr}); err != nil {
+			opts := wasmbuild.Options{Progress: c.stderr}
+			bar := c.spinner("build "+filepath.Base(filepath.Clean(dir)), false)
+			if bar != nil {
+				opts.Progress = &describer{fn: bar.describe}
+			}
+			_, err := wasmbuild.Build(cmd.Context(), dir, out, opts)
+			bar.finish()
+			if err != nil {
 				return err
 			}
 			info, err := os.Stat(out)

@@ -87,9 +87,15 @@ With --metrics 127.0.0.1:PORT the daemon serves Prometheus metrics at
 /metrics on that loopback address (no token; no agent of the cell may reach
 it): agentrt_calls_total{op,class,status}, agentrt_journal_commit_seconds
 {durable} (a durable commit's latency includes the store's fsync),
-agentrt_runs{status}, agentrt_parked_runs{wait} and
-agentrt_parked_oldest_seconds{wait}. No label holds a run id or anything an
-agent chooses.
+agentrt_journal_fsync_seconds (the fsync alone; empty on a cluster cell,
+whose NATS servers sync), agentrt_budget_charged_total{dimension} (tokens,
+micro_usd spent, calls), agentrt_budget_headroom_ratio{dimension},
+agentrt_budget_refusals_total{dimension}, agentrt_leases_acquired_total
+{takeover}, agentrt_lease_epoch_max, agentrt_leases_lost_total,
+agentrt_verification_failures_total{class}, agentrt_queue_depth{queue},
+agentrt_runs{status}, agentrt_parked_runs{wait},
+agentrt_parked_oldest_seconds{wait} and agentrt_approvals_pending{age}. No
+label holds a run id or anything an agent chooses.
 
 With --nats URL[,URL...] the cell joins a cluster on NATS JetStream (servers
 2.12 or later, run with sync_interval: always): the runs' journals, index,
@@ -191,6 +197,9 @@ next renewal and its appends refused, and stops.`,
 			}
 			srv := cell.NewServer(cl, opts)
 			cl.AddSink(srv.Sink)
+			if mx != nil {
+				mx.Queues(srv.QueueDepths)
+			}
 			var servers []*http.Server
 			for _, ln := range lns {
 				hs, err := srv.Endpoint(ln)

@@ -27,7 +27,10 @@ finished are never purged.
 
 With --keep-audit, only the event logs (the guests' stdout, stderr and log
 lines) are deleted: the journals, their modules and the run list stay, so
-every run can still be replayed and audited.`,
+every run can still be replayed and audited.
+
+On a terminal (stdout and stderr both), a progress bar on stderr counts the
+runs purged.`,
 		Example: "  agentrt purge --finished-before 720h\n  agentrt purge --finished-before 24h --keep-audit --dry-run",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -49,11 +52,21 @@ every run can still be replayed and audited.`,
 				return err
 			}
 			cutoff := time.Now().Add(-before).UnixNano()
-			var n, records, events, modules int
-			for _, m := range runs {
-				if !m.Status.Finished() || m.Ended == 0 || m.Ended > cutoff {
-					continue
+			var due []int
+			for i, m := range runs {
+				if m.Status.Finished() && m.Ended != 0 && m.Ended <= cutoff {
+					due = append(due, i)
 				}
+			}
+			var bar *progressBar
+			if !dn {
+				bar = c.progress("purge", false)
+				defer bar.finish()
+			}
+			var n, records, events, modules int
+			for _, i := range due {
+				m := runs[i]
+				bar.set(n, len(due))
 				n++
 				if dn {
 					fmt.Fprintf(c.stdout, "would purge %s (%s, ended %s)\n", m.ID, m.Status, time.Unix(0, m.Ended).UTC().Format(time.RFC3339))
@@ -75,8 +88,11 @@ every run can still be replayed and audited.`,
 						workspace = ", its workspace"
 					}
 				}
+				bar.clear()
 				fmt.Fprintf(c.stdout, "purged %s: %d journal commits, %d events, %d module%s\n", m.ID, p.Records, p.Events, p.Module, workspace)
 			}
+			bar.set(n, len(due))
+			bar.finish()
 			switch {
 			case dn:
 				fmt.Fprintf(c.stderr, "%d of %d runs would be purged\n", n, len(runs))

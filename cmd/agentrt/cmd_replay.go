@@ -35,7 +35,7 @@ With --module, replays the recorded history against a new build instead: the
 answer to "is my new version compatible with the runs in flight?".
 
 On a terminal, a progress bar on stderr counts the calls replayed; it is not
-drawn when stderr is not a terminal, or with --quiet.`,
+drawn when stdout or stderr is not a terminal, or with --quiet.`,
 		Example: "  agentrt replay 0188c3\n  agentrt replay 0188c3 --module crawler-v2.wasm",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

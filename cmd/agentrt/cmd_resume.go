@@ -1,7 +1,11 @@
 package main
 
 import (
+	"context"
 	"time"
+
+	"github.com/agentrt/agentrt/host"
+	"github.com/agentrt/agentrt/journal"
 
 	"github.com/agentrt/agentrt/host/cell"
 	"github.com/spf13/cobra"
@@ -32,6 +36,10 @@ executed twice at once: a resume of a run that is executing is refused.
 While a cell daemon (agentrt cell serve) holds the data directory, the run is
 resumed in it, and this command follows it.
 
+On a terminal (stdout and stderr both), a progress bar on stderr counts the
+recorded calls answered from the journal until the run goes on live; not with
+--json, nor for a run resumed in a daemon.
+
 RUN is a run id, a unique prefix of one, or "last" for the newest run.`,
 		Example: "  agentrt resume last\n  agentrt resume 18ec7ae8 --json",
 		Args:    cobra.ExactArgs(1),
@@ -54,7 +62,7 @@ RUN is a run id, a unique prefix of one, or "last" for the newest run.`,
 				return err
 			}
 			start := time.Now()
-			res, err := cl.Host.Resume(ctx, run)
+			res, err := c.resumeShowing(ctx, cl, run, asJSON)
 			res, err = c.sleepThrough(ctx, cl, res, err)
 			return c.report(res, err, start, asJSON)
 		},
@@ -64,4 +72,22 @@ RUN is a run id, a unique prefix of one, or "last" for the newest run.`,
 	cmd.Flags().StringVar(&target, "cell", "", "resume the run in a cell daemon (unix:DATA/agentrt.sock or http://127.0.0.1:PORT) and follow it")
 	c.engineFlag(cmd)
 	return cmd
+}
+
+// resumeShowing resumes run in cell cl, drawing a progress bar over its
+// recorded calls unless quiet.
+func (c *cli) resumeShowing(ctx context.Context, cl *cell.Cell, run journal.RunID, quiet bool) (*host.Result, error) {
+	st, err := cl.Host.Reopen(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	bar := c.progress("resume", quiet)
+	st.OnReplay(func(served, total int) {
+		bar.set(served, total)
+		if served == total {
+			bar.finish() // the run goes live: its output follows
+		}
+	})
+	defer bar.finish()
+	return st.Execute(ctx)
 }

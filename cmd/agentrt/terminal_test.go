@@ -229,6 +229,18 @@ func TestGuestOutputIsEscapedAndUnattendedRunsAreUnattended(t *testing.T) {
 // controlling terminal (a prompt) or the command does not end.
 func runWithTTYs(t *testing.T, cmd *exec.Cmd) (string, string) {
 	t.Helper()
+	return runOnTTYs(t, cmd, false)
+}
+
+// runOnTerminals is runWithTTYs with stdout on a pty of its own too.
+func runOnTerminals(t *testing.T, cmd *exec.Cmd) (string, string) {
+	t.Helper()
+	return runOnTTYs(t, cmd, true)
+}
+
+// runOnTTYs is runWithTTYs, with stdout on a pty when outTTY is set.
+func runOnTTYs(t *testing.T, cmd *exec.Cmd, outTTY bool) (string, string) {
+	t.Helper()
 	ttyMaster, tty, err := pty.Open()
 	if err != nil {
 		t.Skipf("no pty: %v", err)
@@ -246,6 +258,20 @@ func runWithTTYs(t *testing.T, cmd *exec.Cmd) (string, string) {
 	defer null.Close()
 	var stdout bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, &stdout, errTTY
+	var onStdout ptyBuffer
+	outCopied := make(chan struct{})
+	if outTTY {
+		outMaster, outSlave, err := pty.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer outMaster.Close()
+		defer outSlave.Close()
+		cmd.Stdout = outSlave
+		go func() { io.Copy(&onStdout, outMaster); close(outCopied) }()
+	} else {
+		close(outCopied)
+	}
 	cmd.ExtraFiles = []*os.File{tty}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 3}
 	if err := cmd.Start(); err != nil {
@@ -253,6 +279,9 @@ func runWithTTYs(t *testing.T, cmd *exec.Cmd) (string, string) {
 	}
 	tty.Close()
 	errTTY.Close()
+	if f, ok := cmd.Stdout.(*os.File); ok {
+		f.Close()
+	}
 	var onTTY, onStderr ptyBuffer
 	go io.Copy(&onTTY, ttyMaster)
 	copied := make(chan struct{})
@@ -271,6 +300,10 @@ func runWithTTYs(t *testing.T, cmd *exec.Cmd) (string, string) {
 	<-copied
 	if s := onTTY.String(); s != "" {
 		t.Errorf("agentrt wrote to the controlling terminal of an unattended run:\n%q", s)
+	}
+	if outTTY {
+		<-outCopied
+		return strings.ReplaceAll(onStdout.String(), "\r\n", "\n"), strings.ReplaceAll(onStderr.String(), "\r\n", "\n")
 	}
 	return stdout.String(), strings.ReplaceAll(onStderr.String(), "\r\n", "\n")
 }

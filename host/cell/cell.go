@@ -26,6 +26,7 @@ import (
 	"github.com/agentrt/agentrt/journal/badgerstore"
 	"github.com/agentrt/agentrt/journal/cellkey"
 	"github.com/agentrt/agentrt/policy"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // EnvData names the environment variable that picks the data directory, and
@@ -126,6 +127,11 @@ type Options struct {
 	// Observer is told of the calls and commits of the runs this cell
 	// hosts (Metrics).
 	Observer host.Observer
+	// Tracer, when set, traces the runs this cell hosts
+	// (host.Deps.Tracer; host/tracing sets one up from OTEL_*), and
+	// TracePayloads puts their payloads into the spans.
+	Tracer        trace.TracerProvider
+	TracePayloads bool
 	// NoCache turns the compilation cache off.
 	NoCache bool
 	// Engine is the WebAssembly engine (host.EngineConfig.Kind); empty:
@@ -212,7 +218,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Cell, error) {
 		c.sinks = append(c.sinks, opts.Sink)
 	}
 	deps := host.Deps{Store: st, KV: st, Events: st, Key: key, Sink: c.sink, Nonces: st, Approver: opts.Approver,
-		Listeners: c.Listeners, Now: clk.Now, Observer: opts.Observer}
+		Listeners: c.Listeners, Now: clk.Now, Observer: opts.Observer, Tracer: opts.Tracer, TracePayloads: opts.TracePayloads}
 	if opts.Cluster != nil {
 		if c.Cluster, err = openCluster(ctx, dir, *opts.Cluster); err != nil {
 			st.Close()

@@ -954,3 +954,20 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.WriteHeader(code)
 	json.NewEncoder(w).Encode(v)
 }
+
+// QueueDepths returns the depth of the daemon's queues, for metrics
+// (Metrics.Queues): trigger_firings, the firings queued behind a
+// trigger's runs (overlap queue), and task_retries, the tasks waiting for
+// their next attempt. A queue the server does not keep is not named.
+func (s *Server) QueueDepths() map[string]int {
+	out := map[string]int{}
+	if s.triggers != nil {
+		out["trigger_firings"] = s.triggers.queued()
+	}
+	if s.tasks != nil {
+		if n, err := s.tasks.waiting(); err == nil {
+			out["task_retries"] = n
+		}
+	}
+	return out
+}

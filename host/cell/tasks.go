@@ -983,3 +983,16 @@ func (t *tasks) show(ctx context.Context, id string) (*Task, error) {
 	}
 	return &tk, nil
 }
+
+// waiting counts the tasks waiting for their next attempt.
+func (t *tasks) waiting() (int, error) {
+	n := 0
+	err := t.cells.CellList(TasksTable, "", func(_ string, raw []byte) error {
+		var r taskRecord
+		if json.Unmarshal(raw, &r) == nil && r.State == TaskWaiting {
+			n++
+		}
+		return nil
+	})
+	return n, err
+}

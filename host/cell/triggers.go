@@ -914,3 +914,20 @@ func (t *triggerSet) sortedTriggers() []*liveTrigger {
 	slices.SortFunc(out, func(a, b *liveTrigger) int { return strings.Compare(a.def.Name, b.def.Name) })
 	return out
 }
+
+// queued counts the firings queued behind the triggers' runs.
+func (t *triggerSet) queued() int {
+	t.mu.Lock()
+	all := make([]*liveTrigger, 0, len(t.all))
+	for _, lt := range t.all {
+		all = append(all, lt)
+	}
+	t.mu.Unlock()
+	n := 0
+	for _, lt := range all {
+		lt.mu.Lock()
+		n += len(lt.queue)
+		lt.mu.Unlock()
+	}
+	return n
+}

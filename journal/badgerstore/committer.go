@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/journal"
@@ -183,8 +184,11 @@ func (c *committer) write(round []*request) {
 	t.discard()
 	var syncErr error
 	if durable && len(t.written) > 0 {
+		start := time.Now()
 		if err := c.db.Sync(); err != nil {
 			syncErr = fmt.Errorf("%w: %v", journal.ErrNotDurable, err)
+		} else {
+			c.observers.synced(time.Since(start))
 		}
 	}
 	if syncErr == nil {

@@ -2,6 +2,7 @@ package badgerstore
 
 import (
 	"sync"
+	"time"
 
 	"github.com/agentrt/agentrt/journal"
 )
@@ -11,6 +12,38 @@ type observers struct {
 	mu  sync.RWMutex
 	seq int
 	fns map[int]func(*journal.Batch)
+	// syncs see how long each sync of a round took (ObserveSyncs).
+	syncs map[int]func(time.Duration)
+}
+
+// ObserveSyncs makes fn see how long each sync to disk took from now on:
+// the fsync of a round that held a durable batch, timed apart from its
+// write. fn runs in the goroutine that wrote the round and must not
+// block. The returned function stops the observation.
+func (s *Store) ObserveSyncs(fn func(d time.Duration)) (stop func()) {
+	o := &s.c.observers
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.syncs == nil {
+		o.syncs = map[int]func(time.Duration){}
+	}
+	o.seq++
+	id := o.seq
+	o.syncs[id] = fn
+	return func() {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		delete(o.syncs, id)
+	}
+}
+
+// synced tells the sync observers how long a sync took.
+func (o *observers) synced(d time.Duration) {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	for _, fn := range o.syncs {
+		fn(d)
+	}
 }
 
 // ObserveCommits makes fn see every batch committed from now on, after its

@@ -1,0 +1,304 @@
+package host
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+
+	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/host/caps/llm"
+	"github.com/agentrt/agentrt/host/caps/llm/provider"
+	"github.com/agentrt/agentrt/journal"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Tracing (Deps.Tracer). A traced run has a span of its own for each
+// execution in a process (its start, or a resume), and every import call
+// it makes live has a span, a child of the run's. The spans and the signed
+// journal name each other: every span carries the run id, the seq of the
+// journal entry it stands for and that entry's hash, and the run's header
+// records the trace id and the run's span id (journal/SPEC.md §6.3). A
+// resumed run's span is a child of the recorded one, in the same trace.
+// Calls a resume or a fork answers from a journal are not traced again.
+//
+// What a span holds of a call: its op, class, step, ABI status, the hash of
+// its request, and for llm calls the attributes of the OpenTelemetry GenAI
+// semantic conventions (GenAISemconv). Never a request or a response,
+// unless Deps.TracePayloads asks for them.
+//
+// With no tracer, the host makes no span and the path of a call pays one
+// nil check.
+
+// GenAISemconv is the version of the OpenTelemetry semantic conventions
+// the spans follow, the GenAI ones of llm calls included; the tracer's
+// schema URL names it.
+const GenAISemconv = "1.41.0"
+
+// TracerName is the instrumentation scope of the host's spans.
+const TracerName = "github.com/agentrt/agentrt/host"
+
+// MaxTracedPayload is the most bytes of a request or a response that a
+// span holds when Deps.TracePayloads asks for payloads; a longer one is
+// cut, and agentrt.request.size or agentrt.response.size says how long it
+// was.
+const MaxTracedPayload = 16 << 10
+
+// The attributes of agentrt's spans.
+const (
+	AttrRunID      = attribute.Key("agentrt.run.id")
+	AttrSeq        = attribute.Key("agentrt.journal.seq")
+	AttrEntryHash  = attribute.Key("agentrt.journal.entry_hash")
+	AttrIntentSeq  = attribute.Key("agentrt.journal.intent_seq")
+	AttrLastSeq    = attribute.Key("agentrt.journal.last_seq")
+	AttrLastHash   = attribute.Key("agentrt.journal.last_hash")
+	AttrStep       = attribute.Key("agentrt.step")
+	AttrOp         = attribute.Key("agentrt.op")
+	AttrOpClass    = attribute.Key("agentrt.op.class")
+	AttrStatus     = attribute.Key("agentrt.status")
+	AttrInputHash  = attribute.Key("agentrt.input_hash")
+	AttrModule     = attribute.Key("agentrt.module.sha256")
+	AttrModuleName = attribute.Key("agentrt.module.name")
+	AttrRunStatus  = attribute.Key("agentrt.run.status")
+	AttrSteps      = attribute.Key("agentrt.run.steps")
+	AttrResumed    = attribute.Key("agentrt.run.resumed")
+	AttrRequest    = attribute.Key("agentrt.request")
+	AttrResponse   = attribute.Key("agentrt.response")
+	AttrReqSize    = attribute.Key("agentrt.request.size")
+	AttrRespSize   = attribute.Key("agentrt.response.size")
+)
+
+// tracer makes a host's spans; nil when the host does not trace.
+type tracer struct {
+	t        trace.Tracer
+	payloads bool
+	llm      *llm.Providers
+}
+
+func newTracer(d *Deps) *tracer {
+	if d.Tracer == nil {
+		return nil
+	}
+	return &tracer{
+		t: d.Tracer.Tracer(TracerName, trace.WithSchemaURL(semconv.SchemaURL),
+			trace.WithInstrumentationAttributes(attribute.Int("agentrt.abi", int(abi.Version)))),
+		payloads: d.TracePayloads,
+		llm:      d.LLM,
+	}
+}
+
+// startRun starts the span of an execution of run. recorded, when set, is
+// the span its header names (a resume): the new span is its child.
+func (t *tracer) startRun(ctx context.Context, run journal.RunID, hdr *journal.Header, recorded *journal.TraceRef) trace.Span {
+	attrs := []attribute.KeyValue{AttrRunID.String(run.String()), AttrModule.String(hex.EncodeToString(hdr.ModuleSHA256))}
+	if hdr.ModuleName != "" {
+		attrs = append(attrs, AttrModuleName.String(hdr.ModuleName))
+	}
+	if recorded != nil {
+		attrs = append(attrs, AttrResumed.Bool(true))
+		var tid trace.TraceID
+		var sid trace.SpanID
+		copy(tid[:], recorded.ID)
+		copy(sid[:], recorded.Span)
+		parent := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true})
+		if parent.IsValid() {
+			ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
+		}
+	}
+	_, span := t.t.Start(ctx, "agentrt.run", trace.WithAttributes(attrs...), trace.WithSpanKind(trace.SpanKindInternal))
+	return span
+}
+
+// traceRef returns the header's record of span, nil when it names none.
+func traceRef(span trace.Span) *journal.TraceRef {
+	sc := span.SpanContext()
+	if !sc.IsValid() {
+		return nil
+	}
+	tid, sid := sc.TraceID(), sc.SpanID()
+	return &journal.TraceRef{ID: tid[:], Span: sid[:]}
+}
+
+// endRun ends a run's span: the run's status and steps, the last entry
+// written and, when err is set, why the host stopped.
+func endRun(span trace.Span, w *journal.Writer, res *Result, err error) {
+	if w != nil && w.Next() > 0 {
+		span.SetAttributes(AttrLastSeq.Int64(int64(w.Next()-1)), AttrLastHash.String(hex.EncodeToString(w.Head())))
+	}
+	if res != nil {
+		span.SetAttributes(AttrRunStatus.String(string(res.Status)), AttrSteps.Int64(int64(res.Steps)))
+		if res.Err != nil {
+			span.SetStatus(codes.Error, res.Err.Error())
+		}
+	}
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+// startCall starts the span of call c of run. An llm.complete's span is
+// named and attributed as the GenAI conventions say.
+func (t *tracer) startCall(ctx context.Context, run journal.RunID, c *Call) (context.Context, trace.Span) {
+	kind := trace.SpanKindInternal
+	if c.Op.Class == abi.Effect {
+		kind = trace.SpanKindClient
+	}
+	attrs := make([]attribute.KeyValue, 0, 16)
+	attrs = append(attrs, AttrRunID.String(run.String()), AttrStep.Int64(int64(c.Step)), AttrOp.String(c.Op.Name),
+		AttrOpClass.String(c.Op.Class.String()), AttrInputHash.String(hex.EncodeToString(c.InputHash())))
+	name := c.Op.Name
+	if c.Op.Cap == abi.CapLLM && c.Op.Code == abi.OpLLMComplete && !c.TooLarge {
+		var req abi.LLMRequest
+		if abi.Unmarshal(c.Request, &req) == nil {
+			name = "chat " + req.Model
+			attrs = t.genAIRequest(attrs, &req)
+		}
+	}
+	if t.payloads && !c.TooLarge {
+		attrs = payload(attrs, AttrRequest, AttrReqSize, c.Request)
+	}
+	return t.t.Start(ctx, name, trace.WithAttributes(attrs...), trace.WithSpanKind(kind))
+}
+
+// genAIRequest adds the GenAI attributes of an llm request.
+func (t *tracer) genAIRequest(attrs []attribute.KeyValue, req *abi.LLMRequest) []attribute.KeyValue {
+	attrs = append(attrs, semconv.GenAIOperationNameChat, semconv.GenAIRequestModel(req.Model),
+		semconv.GenAIRequestMaxTokens(int(req.MaxOutputTokens)), t.providerName(req.Provider))
+	if req.Temperature != nil {
+		attrs = append(attrs, semconv.GenAIRequestTemperature(float64(*req.Temperature)/1000))
+	}
+	if req.TopP != nil {
+		attrs = append(attrs, semconv.GenAIRequestTopP(float64(*req.TopP)/1000))
+	}
+	if len(req.Stop) > 0 {
+		attrs = append(attrs, semconv.GenAIRequestStopSequences(req.Stop...))
+	}
+	if t.payloads {
+		attrs = append(attrs, semconv.GenAIInputMessagesKey.String(genAIMessages(req.Messages)))
+	}
+	return attrs
+}
+
+// providerName is gen_ai.provider.name for the cell's provider name (the
+// grant's first when empty): its kind's API, or _OTHER for a
+// Chat-Completions-compatible server.
+func (t *tracer) providerName(name string) attribute.KeyValue {
+	var kind provider.Kind
+	if t.llm != nil && t.llm.Config() != nil {
+		if p := t.llm.Config().Providers[name]; p != nil {
+			kind = p.Kind
+		}
+	}
+	switch kind {
+	case provider.OpenAIChat, provider.OpenAIResponses:
+		return semconv.GenAIProviderNameOpenAI
+	case provider.Anthropic:
+		return semconv.GenAIProviderNameAnthropic
+	}
+	return semconv.GenAIProviderNameKey.String("_OTHER")
+}
+
+// genAIResponse adds the GenAI attributes of an llm answer.
+func (t *tracer) genAIResponse(span trace.Span, r *abi.LLMResponse) {
+	span.SetAttributes(semconv.GenAIResponseID(r.ID), semconv.GenAIResponseModel(r.Model),
+		semconv.GenAIResponseFinishReasons(r.StopReason),
+		semconv.GenAIUsageInputTokens(int(r.Usage.Input)), semconv.GenAIUsageOutputTokens(int(r.Usage.Output)))
+	if r.Usage.CacheRead > 0 {
+		span.SetAttributes(semconv.GenAIUsageCacheReadInputTokens(int(r.Usage.CacheRead)))
+	}
+	if r.Usage.CacheWrite > 0 {
+		span.SetAttributes(semconv.GenAIUsageCacheCreationInputTokens(int(r.Usage.CacheWrite)))
+	}
+	if t.llm != nil && r.Provider != "" {
+		span.SetAttributes(t.providerName(r.Provider))
+	}
+	if t.payloads {
+		span.SetAttributes(semconv.GenAIOutputMessagesKey.String(genAIMessages([]abi.LLMMessage{{Role: abi.RoleAssistant, Content: r.Content}})))
+	}
+}
+
+// outcome records on a call's span its journaled outcome: the entry's seq
+// and hash, its status and, for llm calls, the answer's GenAI attributes.
+func (t *tracer) outcome(span trace.Span, c *Call, status abi.Status, resp []byte, seq uint64, hash []byte) {
+	span.SetAttributes(AttrSeq.Int64(int64(seq)), AttrEntryHash.String(hex.EncodeToString(hash)), AttrStatus.String(status.String()))
+	if status != abi.StatusOK {
+		span.SetStatus(codes.Error, status.String())
+		span.SetAttributes(semconv.ErrorTypeKey.String(status.String()))
+	}
+	if t.payloads {
+		span.SetAttributes(payload(nil, AttrResponse, AttrRespSize, resp)...)
+	}
+	if c.Op.Cap != abi.CapLLM || status != abi.StatusOK {
+		return
+	}
+	switch c.Op.Code {
+	case abi.OpLLMComplete, abi.OpLLMNext:
+		// An unstreamed answer is a response; a streamed one comes in
+		// batches, the last of which holds the whole response.
+		var r abi.LLMResponse
+		if c.Op.Code == abi.OpLLMComplete && abi.Unmarshal(resp, &r) == nil && r.Model != "" {
+			t.genAIResponse(span, &r)
+			return
+		}
+		var b abi.LLMBatch
+		if abi.Unmarshal(resp, &b) == nil && b.Response != nil {
+			t.genAIResponse(span, b.Response)
+		}
+	}
+}
+
+// payload adds the bytes b (cut at MaxTracedPayload, base64) under key,
+// and their size under size when cut.
+func payload(attrs []attribute.KeyValue, key, size attribute.Key, b []byte) []attribute.KeyValue {
+	if len(b) > MaxTracedPayload {
+		attrs = append(attrs, size.Int(len(b)))
+		b = b[:MaxTracedPayload]
+	}
+	return append(attrs, key.String(base64.StdEncoding.EncodeToString(b)))
+}
+
+// genAIMessages writes messages as the GenAI conventions' JSON of input
+// and output messages: a role and parts, text as content, tool calls and
+// results with their ids; an image by its hash.
+func genAIMessages(msgs []abi.LLMMessage) string {
+	type part struct {
+		Type      string          `json:"type"`
+		Content   string          `json:"content,omitempty"`
+		ID        string          `json:"id,omitempty"`
+		Name      string          `json:"name,omitempty"`
+		Arguments json.RawMessage `json:"arguments,omitempty"`
+		Response  string          `json:"response,omitempty"`
+	}
+	type message struct {
+		Role  string `json:"role"`
+		Parts []part `json:"parts"`
+	}
+	out := make([]message, 0, len(msgs))
+	for _, m := range msgs {
+		msg := message{Role: m.Role, Parts: []part{}}
+		for _, p := range m.Content {
+			switch p.Type {
+			case abi.PartText:
+				msg.Parts = append(msg.Parts, part{Type: "text", Content: p.Text})
+			case abi.PartToolCall:
+				args := json.RawMessage(p.Arguments)
+				if !json.Valid(args) {
+					args = nil
+				}
+				msg.Parts = append(msg.Parts, part{Type: "tool_call", ID: p.ID, Name: p.Name, Arguments: args})
+			case abi.PartToolResult:
+				msg.Parts = append(msg.Parts, part{Type: "tool_call_response", ID: p.ID, Response: p.Text})
+			default:
+				msg.Parts = append(msg.Parts, part{Type: p.Type, Content: "sha256:" + hex.EncodeToString(p.SHA256)})
+			}
+		}
+		out = append(out, msg)
+	}
+	b, _ := json.Marshal(out)
+	return string(b)
+}

@@ -1,0 +1,139 @@
+// Package tracing sets up the OpenTelemetry tracer of a cell from the
+// standard OTEL_* environment variables: OTLP export of the runs' spans
+// (host.Deps.Tracer) over HTTP or gRPC. Tracing is off unless the
+// environment asks for it; this package never turns it on by itself.
+//
+// The variables read here:
+//
+//   - OTEL_SDK_DISABLED=true: off, whatever else is set.
+//   - OTEL_TRACES_EXPORTER: "otlp" turns tracing on, "none" off; unset,
+//     tracing is on when an OTLP endpoint is set
+//     (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT).
+//     Any other exporter is refused.
+//   - OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL:
+//     "http/protobuf" (the default) or "grpc"; "http/json" is refused (the
+//     Go exporter does not speak it).
+//   - AGENTRT_TRACE_PAYLOADS=true puts requests and responses into the
+//     spans (host.Deps.TracePayloads); off by default.
+//
+// The exporters read the rest of the OTLP variables themselves (endpoint,
+// headers, timeout, compression, certificates), the SDK reads the sampler
+// (OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG) and the batch processor
+// (OTEL_BSP_*), and the resource reads OTEL_SERVICE_NAME and
+// OTEL_RESOURCE_ATTRIBUTES; service.name defaults to "agentrt".
+package tracing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// EnvPayloads names the variable that puts payloads into spans.
+const EnvPayloads = "AGENTRT_TRACE_PAYLOADS"
+
+// ErrConfig is returned by FromEnv when a variable holds a value this
+// package does not support; the error names the variable and the values
+// it takes.
+var ErrConfig = errors.New("tracing: bad OTEL_* configuration")
+
+// Tracing is a configured tracer: the host's Tracer and TracePayloads,
+// and the provider to shut down (which flushes the spans not yet sent).
+type Tracing struct {
+	Provider *sdktrace.TracerProvider
+	Payloads bool
+}
+
+// Tracer returns the provider for host.Deps.Tracer; nil when t is nil
+// (tracing off).
+func (t *Tracing) Tracer() trace.TracerProvider {
+	if t == nil {
+		return nil
+	}
+	return t.Provider
+}
+
+// TracePayloads reports whether spans carry payloads; false when t is nil.
+func (t *Tracing) TracePayloads() bool { return t != nil && t.Payloads }
+
+// Shutdown sends the spans not yet exported and stops the exporter; a
+// nil t does nothing.
+func (t *Tracing) Shutdown(ctx context.Context) error {
+	if t == nil {
+		return nil
+	}
+	return t.Provider.Shutdown(ctx)
+}
+
+// FromEnv returns the tracing the environment configures, or nil when it
+// configures none (the default).
+func FromEnv(ctx context.Context) (*Tracing, error) {
+	return fromLookup(ctx, os.LookupEnv)
+}
+
+func fromLookup(ctx context.Context, env func(string) (string, bool)) (*Tracing, error) {
+	get := func(k string) string { v, _ := env(k); return strings.TrimSpace(v) }
+	if v := get("OTEL_SDK_DISABLED"); v != "" {
+		off, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("%w: OTEL_SDK_DISABLED=%q is not true or false", ErrConfig, v)
+		}
+		if off {
+			return nil, nil
+		}
+	}
+	switch exp := get("OTEL_TRACES_EXPORTER"); exp {
+	case "none":
+		return nil, nil
+	case "":
+		if get("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
+			return nil, nil
+		}
+	case "otlp":
+	default:
+		return nil, fmt.Errorf("%w: OTEL_TRACES_EXPORTER=%q: agentrt exports traces with otlp only (or none)", ErrConfig, exp)
+	}
+	payloads := false
+	if v := get(EnvPayloads); v != "" {
+		var err error
+		if payloads, err = strconv.ParseBool(v); err != nil {
+			return nil, fmt.Errorf("%w: %s=%q is not true or false", ErrConfig, EnvPayloads, v)
+		}
+	}
+	proto, from := get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"), "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+	if proto == "" {
+		proto, from = get("OTEL_EXPORTER_OTLP_PROTOCOL"), "OTEL_EXPORTER_OTLP_PROTOCOL"
+	}
+	var exp *otlptrace.Exporter
+	var err error
+	switch proto {
+	case "", "http/protobuf":
+		exp, err = otlptracehttp.New(ctx)
+	case "grpc":
+		exp, err = otlptracegrpc.New(ctx)
+	default:
+		return nil, fmt.Errorf("%w: %s=%q: agentrt exports over http/protobuf or grpc", ErrConfig, from, proto)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tracing: OTLP exporter: %w", err)
+	}
+	res, err := resource.New(ctx, resource.WithAttributes(semconv.ServiceName("agentrt")),
+		resource.WithTelemetrySDK(), resource.WithFromEnv())
+	if err != nil {
+		_ = exp.Shutdown(ctx)
+		return nil, fmt.Errorf("tracing: resource (OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME): %w", err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	return &Tracing{Provider: tp, Payloads: payloads}, nil
+}
