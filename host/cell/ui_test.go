@@ -1,24 +1,32 @@
 package cell_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	stdhtml "html"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/agentrt/agentrt/approval"
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/host/cell"
 	"github.com/agentrt/agentrt/internal/testutil"
 	"github.com/agentrt/agentrt/journal"
+	"github.com/dgraph-io/badger/v4"
 )
 
 // dashboard is a cell's API (serveAPI) with its dashboard on a loopback
@@ -403,6 +411,188 @@ func TestUIRunsListFilters(t *testing.T) {
 	for _, bad := range []string{"?status=done", "?since=yesterday"} {
 		if code, _, _ := d.req(t, "GET", "/"+bad, nil, ""); code != http.StatusBadRequest {
 			t.Errorf("%s: %d, want 400", bad, code)
+		}
+	}
+}
+
+// waitStatus waits for run to reach status in a's cell.
+func waitStatus(t *testing.T, a *api, run journal.RunID, status journal.RunStatus) journal.RunMeta {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		m, err := a.cell.Store.Meta(context.Background(), run)
+		if err == nil && m.Status == status && !a.cell.Host.Live(run) {
+			return m
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s is %s (%v), want %s", run, m.Status, err, status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+var hiddenStatement = regexp.MustCompile(`<form method="post" action="/runs/([0-9a-f]{32})/votes">\s*<h3>(Approve|Deny): sign this statement</h3>\s*<pre class="statement">[^<]*</pre>\s*<input type="hidden" name="step" value="(\d+)">\s*<input type="hidden" name="statement" value="([^"]*)">`)
+
+// TestUIVoteReachesQuorum: the approvals page shows the statement the
+// book asks its approvers to sign, exactly; signed votes posted through
+// its form (as a browser signed in posts them: the session cookie, its
+// Origin, CRLF line ends) are counted by the API's vote path, which
+// refuses a duplicate and an outsider, and the second approver's vote
+// makes the quorum: the run resumes and completes with both approvers.
+func TestUIVoteReachesQuorum(t *testing.T) {
+	dir := t.TempDir()
+	alice, bob := newApprover(t, "alice"), newApprover(t, "bob")
+	writeApprovers(t, dir, "release", "groups:\n  release: {quorum: 2, expires: 1h}\n", alice, bob, newApprover(t, "carol"))
+	a := serveAPI(t, dir, cell.ServerOptions{})
+	d := serveDashboard(t, a)
+	in, _ := json.Marshal(map[string]any{"action": "deploy v2", "group": "release", "counter": true})
+	run, err := a.srv.Launch(context.Background(), host.RunSpec{Code: testutil.BuildC(t, "host/testdata/agents/waiter"), Input: in, Grant: mustGrant(t, waiterGrant)}, "started")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := waitStatus(t, a, run, journal.StatusParked)
+	pend, err := a.cell.Book.Get(run, m.Wait.Step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := d.get(t, "/approvals")
+	forms := hiddenStatement.FindAllStringSubmatch(page, -1)
+	if len(forms) != 2 || forms[0][1] != run.String() || forms[0][3] != fmt.Sprint(m.Wait.Step) {
+		t.Fatalf("the approvals page has %d vote forms: %q", len(forms), forms)
+	}
+	shown := stdhtml.UnescapeString(forms[0][4])
+	st := pend.Statement(true)
+	if want := string(st.Marshal()); shown != want || !strings.Contains(page, "deploy v2") {
+		t.Fatalf("the page asks to sign %q, the book %q", shown, want)
+	}
+	// A browser signed in: the session cookie, and the page's Origin.
+	code, hdr, _ := d.req(t, "POST", "/login", map[string]string{"Authorization": "", "Origin": d.base}, url.Values{"token": {d.token}}.Encode())
+	cookies := (&http.Response{Header: hdr}).Cookies()
+	if code != http.StatusSeeOther || len(cookies) != 1 {
+		t.Fatalf("login: %d %v", code, cookies)
+	}
+	browser := map[string]string{"Authorization": "", "Cookie": cookies[0].Name + "=" + cookies[0].Value, "Origin": d.base, "Accept": "text/html"}
+	vote := func(who approverKey) (int, string) {
+		sig, err := approval.Sign(who.signer, []byte(shown))
+		if err != nil {
+			t.Fatal(err)
+		}
+		crlf := func(s string) string { return strings.ReplaceAll(s, "\n", "\r\n") }
+		form := url.Values{"step": {forms[0][3]}, "statement": {crlf(shown)}, "signature": {crlf(string(sig))}}
+		code, _, body := d.req(t, "POST", "/runs/"+run.String()+"/votes", browser, form.Encode())
+		return code, body
+	}
+	if code, body := vote(alice); code != http.StatusOK || !strings.Contains(body, `<strong id="state">pending</strong>`) {
+		t.Fatalf("alice's vote: %d %s", code, body)
+	}
+	if code, body := vote(alice); code != http.StatusConflict || !strings.Contains(body, "duplicate") {
+		t.Fatalf("alice's second vote: %d %s", code, body)
+	}
+	if code, body := vote(newApprover(t, "mallory")); code != http.StatusConflict {
+		t.Fatalf("an outsider's vote: %d %s", code, body)
+	}
+	if code, body := vote(bob); code != http.StatusOK || !strings.Contains(body, `<strong id="state">approved</strong>`) {
+		t.Fatalf("bob's vote: %d %s", code, body)
+	}
+	m = waitStatus(t, a, run, journal.StatusCompleted)
+	var out struct {
+		Approved  bool
+		Approvers []string
+	}
+	if err := json.Unmarshal(m.Output, &out); err != nil || !out.Approved || fmt.Sprint(out.Approvers) != "[alice bob]" {
+		t.Fatalf("the agent got %s (%v)", m.Output, err)
+	}
+}
+
+// copyTree copies the directory tree at from to a new temporary directory.
+func copyTree(t *testing.T, from string) string {
+	t.Helper()
+	to := t.TempDir()
+	err := filepath.WalkDir(from, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(from, p)
+		dst := filepath.Join(to, rel)
+		if e.IsDir() {
+			return os.MkdirAll(dst, 0o700)
+		}
+		if !e.Type().IsRegular() {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(dst, b, 0o600)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return to
+}
+
+// TestUIVerifyNamesTheFailure: the verify button of a run reports OK; in
+// a copy of the cell whose stored journal had one byte of a recorded
+// request changed, it reports the failure and names its class and entry.
+func TestUIVerifyNamesTheFailure(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	c, err := cell.Open(ctx, dir, cell.Options{NoCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Host.Run(ctx, host.RunSpec{Code: testutil.BuildGo(t, "host/testdata/agents/smoke"), Name: "smoke.wasm", Input: []byte("x"), Grant: mustGrant(t, smokeGrant)})
+	if err != nil || res.Status != journal.StatusCompleted {
+		t.Fatalf("smoke run: %v %+v", err, res)
+	}
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	run := res.Run
+	tampered := copyTree(t, dir)
+	db, err := badger.Open(badger.DefaultOptions(cell.StoreDir(tampered)).WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := false
+	err = db.Update(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: append([]byte("j/"), run[:]...)})
+		defer it.Close()
+		for it.Rewind(); it.Valid() && !changed; it.Next() {
+			v, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			if i := bytes.Index(v, []byte("vvv")); i >= 0 {
+				v[i+2] = 'w'
+				changed = true
+				return txn.Set(it.Item().KeyCopy(nil), v)
+			}
+		}
+		return nil
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil || !changed {
+		t.Fatalf("tampering: %v (changed %v)", err, changed)
+	}
+
+	for _, tc := range []struct {
+		dir  string
+		want string
+	}{
+		{dir, `<p class="ok" id="verdict">OK</p>`},
+		{tampered, `<p class="bad" id="verdict">FAILED: hash</p>`},
+	} {
+		d := serveDashboard(t, serveAPI(t, tc.dir, cell.ServerOptions{}))
+		if !strings.Contains(d.get(t, "/runs/"+run.String()), `action="/runs/`+run.String()+`/verify"`) {
+			t.Fatal("the run page has no verify button")
+		}
+		code, _, body := d.req(t, "POST", "/runs/"+run.String()+"/verify", map[string]string{"Accept": "text/html"}, "")
+		if code != http.StatusOK || !strings.Contains(body, tc.want) || tc.dir == tampered && !regexp.MustCompile(`entry \d+ \(step \d+, kv.put\): hash`).MatchString(body) {
+			t.Fatalf("verify in %s: %d, want %q in\n%s", tc.dir, code, tc.want, body)
 		}
 	}
 }
