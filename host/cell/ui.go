@@ -129,6 +129,7 @@ func (s *Server) UI(ln net.Listener, opts UIOptions) (*http.Server, error) {
 	mux.HandleFunc("GET /runs/{run}/entries/{seq}/{part}", u.payload)
 	mux.HandleFunc("GET /runs/{run}/stream", s.stream)
 	mux.HandleFunc("POST /runs/{run}/verify", u.verify)
+	mux.HandleFunc("GET /runs/{run}/budget", u.budgetPage)
 	mux.HandleFunc("GET /approvals", u.approvalsPage)
 	mux.HandleFunc("POST /runs/{run}/votes", u.vote)
 	u.next = mux
@@ -317,7 +318,7 @@ var uiFuncs = template.FuncMap{
 // parsePages parses each page of ui/ with the layout.
 func parsePages() (map[string]*template.Template, error) {
 	pages := map[string]*template.Template{}
-	for _, p := range []string{"login", "error", "runs", "run", "verify", "approvals", "voted"} {
+	for _, p := range []string{"login", "error", "runs", "run", "verify", "approvals", "voted", "budget"} {
 		t, err := template.New(p).Funcs(uiFuncs).ParseFS(uiFiles, "ui/layout.html", "ui/"+p+".html")
 		if err != nil {
 			return nil, fmt.Errorf("cell: dashboard page %s: %w", p, err)

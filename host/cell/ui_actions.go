@@ -1,6 +1,7 @@
 package cell
 
 import (
+	"context"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
@@ -12,6 +13,9 @@ import (
 	"strings"
 
 	"github.com/agentrt/agentrt/approval"
+	"github.com/agentrt/agentrt/capability"
+	"github.com/agentrt/agentrt/host"
+	"github.com/agentrt/agentrt/host/budget"
 	"github.com/agentrt/agentrt/internal/fileread"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/journal/cellkey"
@@ -153,4 +157,168 @@ func (u *ui) verifyOptions() (replay.VerifyOptions, error) {
 		return opts, err
 	}
 	return opts, nil
+}
+
+// BurnDown is one dimension of a run's budget over its journal, as the
+// budget page charts it: what is left under the ceiling (or, without
+// one, what was used) after each entry that changed it.
+type BurnDown struct {
+	Dim string
+	// Ceiling is the run's ceiling of the dimension; Limited says it has
+	// one.
+	Ceiling uint64
+	Limited bool
+	// Used is what was spent and is still reserved at the end; Left the
+	// ceiling less Used (0 when over).
+	Used, Left uint64
+	// Points are (entry seq, value) pairs, at most uiMaxPoints of them:
+	// Left when Limited, Used otherwise.
+	Points [][2]uint64
+}
+
+// BurnDowns reads run's journal and returns the burn-down of every
+// dimension that has a ceiling or was used: spent counts settles, used
+// adds the open reservations, steps follow the call entries.
+func BurnDowns(ctx context.Context, st journal.Store, run journal.RunID) ([]BurnDown, error) {
+	var (
+		ceil     budget.Ceilings
+		spent    budget.Amounts
+		reserved = map[uint64]budget.Amounts{}
+		series   [budget.NumDims][][2]uint64
+		steps    uint64
+	)
+	used := func() budget.Amounts {
+		u := spent
+		for _, a := range reserved {
+			for d := range u {
+				u[d] += a[d]
+			}
+		}
+		u[budget.Steps] = max(u[budget.Steps], steps)
+		return u
+	}
+	err := journal.ReadEntries(ctx, st, run, func(e *journal.Entry, _ *journal.Record) error {
+		before := used()
+		if e.Header != nil {
+			g, err := host.DecodeGrant(e.Header.Grant)
+			if err != nil {
+				return fmt.Errorf("the run's grant: %w", err)
+			}
+			var b capability.Budget
+			if g.Budget != nil {
+				b = *g.Budget
+			}
+			ceil = budget.CeilingsOf(b, capability.Budget{})
+		}
+		steps = max(steps, e.Step)
+		if len(e.Budget) > 0 {
+			ops, err := budget.DecodeRecord(e.Budget)
+			if err != nil {
+				return fmt.Errorf("entry %d: %w", e.Seq, err)
+			}
+			for _, o := range ops {
+				switch o.Kind {
+				case budget.OpReserve:
+					reserved[o.ID] = o.Amounts
+				case budget.OpSettle:
+					delete(reserved, o.ID)
+					for d := range spent {
+						spent[d] += o.Amounts[d]
+					}
+				case budget.OpRelease:
+					delete(reserved, o.ID)
+				}
+			}
+		}
+		if after := used(); after != before || e.Seq == 0 {
+			for d := range budget.NumDims {
+				series[d] = append(series[d], [2]uint64{e.Seq, after[d]})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	final := used()
+	var out []BurnDown
+	for d := range budget.NumDims {
+		max, limited := ceil.Get(d)
+		if !limited && final[d] == 0 {
+			continue
+		}
+		b := BurnDown{Dim: d.String(), Ceiling: max, Limited: limited, Used: final[d]}
+		if limited && final[d] < max {
+			b.Left = max - final[d]
+		}
+		pts := series[d]
+		if n := len(pts); n > uiMaxPoints {
+			// Evenly spaced samples, the last one kept.
+			kept := make([][2]uint64, 0, uiMaxPoints)
+			for i := range uiMaxPoints - 1 {
+				kept = append(kept, pts[i*n/(uiMaxPoints-1)])
+			}
+			pts = append(kept, pts[n-1])
+		}
+		for _, p := range pts {
+			v := p[1]
+			if limited {
+				v = max - min(v, max)
+			}
+			b.Points = append(b.Points, [2]uint64{p[0], v})
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// chart is a burn-down drawn as inline SVG: a polyline in a box of
+// chartW × chartH, its axes labelled with the last seq and the top value.
+type chart struct {
+	BurnDown
+	Poly      string
+	Top, Last uint64
+	// W and H are the plot's size, VW and VH the picture's, with room
+	// for the labels.
+	W, H, VW, VH int
+}
+
+const chartW, chartH = 640, 160
+
+func chartOf(b BurnDown) chart {
+	c := chart{BurnDown: b, W: chartW, H: chartH, VW: chartW + 70, VH: chartH + 30}
+	top := b.Ceiling
+	for _, p := range b.Points {
+		top = max(top, p[1])
+		c.Last = max(c.Last, p[0])
+	}
+	c.Top = max(top, 1)
+	var sb strings.Builder
+	for i, p := range b.Points {
+		x := float64(p[0]) / float64(max(c.Last, 1)) * chartW
+		y := chartH - float64(p[1])/float64(c.Top)*chartH
+		if i > 0 {
+			sb.WriteByte(' ')
+		}
+		fmt.Fprintf(&sb, "%.1f,%.1f", x, y)
+	}
+	c.Poly = sb.String()
+	return c
+}
+
+func (u *ui) budgetPage(w http.ResponseWriter, r *http.Request) {
+	m, ok := u.uiRun(w, r)
+	if !ok {
+		return
+	}
+	bds, err := BurnDowns(r.Context(), u.s.cell.Journal, m.ID)
+	if err != nil {
+		u.fail(w, r, readErrorCode(err), err, "")
+		return
+	}
+	var charts []chart
+	for _, b := range bds {
+		charts = append(charts, chartOf(b))
+	}
+	u.render(w, "budget", map[string]any{"Title": "Budget of " + m.ID.String(), "Run": m.ID.String(), "Charts": charts})
 }

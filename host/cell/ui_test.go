@@ -596,3 +596,61 @@ func TestUIVerifyNamesTheFailure(t *testing.T) {
 		}
 	}
 }
+
+var polyline = regexp.MustCompile(`<section class="chart" id="dim-([a-z_]+)">\s*<h2>[a-z_]+</h2>\s*<p>([^<]*)</p>[\s\S]*?<polyline [^>]*points="([^"]*)"/>`)
+
+// TestUIBudgetAndSubRuns: a parent that spawns a child with a budget of
+// 50 steps lists it among its sub-runs, the child names its parent, and
+// the child's burn-down charts the steps left under its ceiling, from 50
+// down to what its journal says it has left, one point per change.
+func TestUIBudgetAndSubRuns(t *testing.T) {
+	a := serveAPI(t, t.TempDir(), cell.ServerOptions{})
+	d := serveDashboard(t, a)
+	code := testutil.BuildGo(t, "host/testdata/agents/family")
+	sum := journal.Sum(code)
+	if err := a.cell.Store.PutModule(context.Background(), sum, code); err != nil {
+		t.Fatal(err)
+	}
+	plan, _ := json.Marshal(map[string]any{"spawn": []spawnOf{{Module: hex.EncodeToString(sum), Caps: leafCaps, Budget: "steps=50", Input: map[string]any{"output": "done"}}}, "await": true})
+	parent, err := a.srv.Launch(context.Background(), host.RunSpec{Code: code, Input: plan, Grant: mustGrant(t, parentGrant)}, "started")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, a, parent, journal.StatusCompleted)
+	var child journal.RunMeta
+	runs, _ := a.cell.Store.Runs(context.Background())
+	for _, m := range runs {
+		if m.Origin != nil && m.Origin.ID == parent.String() {
+			child = m
+		}
+	}
+	if child.Status != journal.StatusCompleted {
+		t.Fatalf("the child: %+v", child)
+	}
+	page := d.get(t, "/runs/"+parent.String())
+	if _, subs, ok := strings.Cut(page, "<h2>Sub-runs</h2>"); !ok || !strings.Contains(subs, `<a href="/runs/`+child.ID.String()+`">`) {
+		t.Fatal("the parent's page does not list its child among its sub-runs")
+	}
+	if !strings.Contains(d.get(t, "/runs/"+child.ID.String()), `spawn <a href="/runs/`+parent.String()+`">`) {
+		t.Fatal("the child's page does not name its parent")
+	}
+	charts := polyline.FindAllStringSubmatch(d.get(t, "/runs/"+child.ID.String()+"/budget"), -1)
+	var steps []string
+	for _, c := range charts {
+		if c[1] == "steps" {
+			steps = c
+		}
+	}
+	left := 50 - child.Steps
+	if steps == nil || steps[2] != fmt.Sprintf("ceiling 50, used %d, left %d", child.Steps, left) {
+		t.Fatalf("the child's steps chart: %q (the child made %d steps)", steps, child.Steps)
+	}
+	pts := strings.Fields(steps[3])
+	if len(pts) < 2 || !strings.HasSuffix(pts[0], ",0.0") || !strings.HasPrefix(pts[len(pts)-1], "640.0,") {
+		t.Fatalf("the steps line %q does not start at the ceiling and end at the last entry", pts)
+	}
+	y := strings.Split(pts[len(pts)-1], ",")[1]
+	if want := fmt.Sprintf("%.1f", 160-float64(left)/50*160); y != want {
+		t.Fatalf("the line ends at y=%s, want %s (%d steps left of 50)", y, want, left)
+	}
+}
