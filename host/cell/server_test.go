@@ -56,7 +56,7 @@ type api struct {
 	tcp, unix *cell.Client
 }
 
-func serveAPI(t *testing.T, dir string, opts cell.ServerOptions) *api {
+func serveAPI(t testing.TB, dir string, opts cell.ServerOptions) *api {
 	t.Helper()
 	ctx := context.Background()
 	copts := cell.Options{NoCache: true}

@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -653,4 +654,35 @@ func TestUIBudgetAndSubRuns(t *testing.T) {
 	if want := fmt.Sprintf("%.1f", 160-float64(left)/50*160); y != want {
 		t.Fatalf("the line ends at y=%s, want %s (%d steps left of 50)", y, want, left)
 	}
+}
+
+// BenchmarkUIJournalPage100k times a page of the run page's timeline (200
+// entries, the default) of a 100 000-call journal, through HTTP with the
+// token, at offsets spread over the journal; it reports the p95 in ms
+// (goal: under 200).
+//
+//	go test -run '^$' -bench UIJournalPage100k ./host/cell/
+func BenchmarkUIJournalPage100k(b *testing.B) {
+	a := serveAPI(b, b.TempDir(), cell.ServerOptions{})
+	d := serveDashboard(b, a)
+	run := loopRun(b, a, 100_000)
+	m, err := a.cell.Store.Meta(context.Background(), run)
+	if err != nil || m.Steps < 100_000 {
+		b.Fatalf("the run made %d calls: %v", m.Steps, err)
+	}
+	var took []time.Duration
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		from := uint64(i*7919) % (100_000 - cell.UIPageSize)
+		start := time.Now()
+		page := d.get(b, fmt.Sprintf("/runs/%s?from=%d", run, from))
+		took = append(took, time.Since(start))
+		if n := len(pageSeqs(page)); n != cell.UIPageSize {
+			b.Fatalf("page from %d: %d rows", from, n)
+		}
+	}
+	slices.Sort(took)
+	p95 := took[(len(took)*95)/100]
+	b.ReportMetric(float64(p95.Microseconds())/1000, "p95-ms")
+	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
 }
