@@ -130,6 +130,7 @@ func (s *Server) UI(ln net.Listener, opts UIOptions) (*http.Server, error) {
 	mux.HandleFunc("GET /runs/{run}/stream", s.stream)
 	mux.HandleFunc("POST /runs/{run}/verify", u.verify)
 	mux.HandleFunc("GET /runs/{run}/budget", u.budgetPage)
+	mux.HandleFunc("GET /runs/{run}/fork", u.forkPage)
 	mux.HandleFunc("GET /approvals", u.approvalsPage)
 	mux.HandleFunc("POST /runs/{run}/votes", u.vote)
 	u.next = mux
@@ -318,7 +319,7 @@ var uiFuncs = template.FuncMap{
 // parsePages parses each page of ui/ with the layout.
 func parsePages() (map[string]*template.Template, error) {
 	pages := map[string]*template.Template{}
-	for _, p := range []string{"login", "error", "runs", "run", "verify", "approvals", "voted", "budget"} {
+	for _, p := range []string{"login", "error", "runs", "run", "verify", "approvals", "voted", "budget", "fork"} {
 		t, err := template.New(p).Funcs(uiFuncs).ParseFS(uiFiles, "ui/layout.html", "ui/"+p+".html")
 		if err != nil {
 			return nil, fmt.Errorf("cell: dashboard page %s: %w", p, err)
@@ -619,6 +620,14 @@ func (u *ui) runPage(w http.ResponseWriter, r *http.Request) {
 	}
 	if m.Origin != nil {
 		data["Origin"] = m.Origin
+	}
+	hdr, err := u.header(r.Context(), m.ID)
+	if err != nil {
+		u.fail(w, r, readErrorCode(err), err, "")
+		return
+	}
+	if hdr.Fork != nil {
+		data["Fork"] = hdr.Fork
 	}
 	u.render(w, "run", data)
 }

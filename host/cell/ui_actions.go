@@ -322,3 +322,78 @@ func (u *ui) budgetPage(w http.ResponseWriter, r *http.Request) {
 	}
 	u.render(w, "budget", map[string]any{"Title": "Budget of " + m.ID.String(), "Run": m.ID.String(), "Charts": charts})
 }
+
+// header returns the header of run's journal, from its start entry.
+func (u *ui) header(ctx context.Context, run journal.RunID) (*journal.Header, error) {
+	var hdr *journal.Header
+	err := u.s.cell.Journal.Records(ctx, run, 0, func(_ uint64, raw []byte) error {
+		rec, err := journal.DecodeRecord(raw)
+		if err == nil {
+			var e *journal.Entry
+			if e, err = journal.DecodeEntry(rec.Entry); err == nil {
+				hdr = e.Header
+			}
+		}
+		if err != nil {
+			return err
+		}
+		return errPageFull
+	})
+	if err != nil && !errors.Is(err, errPageFull) {
+		return nil, err
+	}
+	if hdr == nil {
+		return nil, fmt.Errorf("run %s: its first entry carries no header", run)
+	}
+	return hdr, nil
+}
+
+// forkPage compares a fork with the run it was forked from, call by call
+// after the fork point (replay.CompareFork, as agentrt fork prints it).
+func (u *ui) forkPage(w http.ResponseWriter, r *http.Request) {
+	m, ok := u.uiRun(w, r)
+	if !ok {
+		return
+	}
+	rep, err := replay.CompareFork(r.Context(), u.s.cell.Journal, m.ID)
+	if errors.Is(err, replay.ErrNotFork) {
+		u.fail(w, r, http.StatusNotFound, err, "agentrt fork RUN --at SEQ makes a fork; its page compares it with its parent")
+		return
+	}
+	if err != nil {
+		u.fail(w, r, readErrorCode(err), err, "")
+		return
+	}
+	type row struct {
+		replay.ForkCall
+		Text string
+	}
+	var rows []row
+	for _, c := range rep.Calls {
+		rows = append(rows, row{c, forkCallText(c)})
+	}
+	u.render(w, "fork", map[string]any{"Title": "Fork " + m.ID.String(), "Report": rep, "Rows": rows})
+}
+
+// forkCallText says how a step of a fork compares with its parent's.
+func forkCallText(c replay.ForkCall) string {
+	switch {
+	case c.Op == "":
+		return "the fork made no call here"
+	case c.ParentOp == "":
+		return "the parent made no call here"
+	case c.Op != c.ParentOp:
+		return "another op"
+	case !c.Match && len(c.Changes) > 0:
+		var parts []string
+		for _, ch := range c.Changes {
+			parts = append(parts, ch.String())
+		}
+		return "request differs: " + strings.Join(parts, "; ")
+	case !c.Match:
+		return "request differs"
+	case !c.SameOutput:
+		return "same call, another answer"
+	}
+	return "same"
+}

@@ -27,6 +27,7 @@ import (
 	"github.com/agentrt/agentrt/host/cell"
 	"github.com/agentrt/agentrt/internal/testutil"
 	"github.com/agentrt/agentrt/journal"
+	"github.com/agentrt/agentrt/replay"
 	"github.com/dgraph-io/badger/v4"
 )
 
@@ -685,4 +686,50 @@ func BenchmarkUIJournalPage100k(b *testing.B) {
 	p95 := took[(len(took)*95)/100]
 	b.ReportMetric(float64(p95.Microseconds())/1000, "p95-ms")
 	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
+}
+
+// TestUIForkDiff: a fork of the smoke run by a build that writes a
+// bigger value after the fork point shows, on its page, its parent and
+// the diff; the diff names the first step that diverges (the put of the
+// bigger value) as replay.CompareFork does, and the calls before it as
+// the same. A run that is not a fork has no diff (404).
+func TestUIForkDiff(t *testing.T) {
+	ctx := context.Background()
+	a := serveAPI(t, t.TempDir(), cell.ServerOptions{})
+	d := serveDashboard(t, a)
+	parent := smokeRun(t, a, "x")
+	var at uint64
+	journal.ReadEntries(ctx, a.cell.Store, parent, func(e *journal.Entry, _ *journal.Record) error {
+		if at == 0 && e.Op == "kv.put" && e.Phase == journal.PhaseCompleted {
+			at = e.Seq
+		}
+		return nil
+	})
+	variant := testutil.BuildVariant(t, "host/testdata/agents/smoke", "make([]byte, 40000)", "make([]byte, 40001)")
+	st, err := a.cell.Host.Fork(ctx, host.ForkSpec{Parent: parent, At: at, Code: variant, Name: "smoke-variant.wasm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.Execute(ctx)
+	if err != nil || res.Status != journal.StatusCompleted {
+		t.Fatalf("the fork: %v %+v", err, res)
+	}
+	rep, err := replay.CompareFork(ctx, a.cell.Store, st.Run)
+	if err != nil || rep.Diverged == 0 {
+		t.Fatalf("CompareFork: %+v %v", rep, err)
+	}
+	if !strings.Contains(d.get(t, "/runs/"+st.Run.String()), `<a href="/runs/`+st.Run.String()+`/fork">diff against the parent</a>`) {
+		t.Fatal("the fork's page does not link its diff")
+	}
+	page := d.get(t, "/runs/"+st.Run.String()+"/fork")
+	if !strings.Contains(page, fmt.Sprintf("First diverges at step %d.", rep.Diverged)) || !strings.Contains(page, `<a href="/runs/`+parent.String()+`">`) {
+		t.Fatalf("the diff page does not name the divergence at step %d or the parent:\n%s", rep.Diverged, page)
+	}
+	row := regexp.MustCompile(fmt.Sprintf(`<tr class="denied" id="step%d"><td>%d</td><td>kv.put</td><td>kv.put</td><td>request differs[^<]*</td></tr>`, rep.Diverged, rep.Diverged))
+	if !row.MatchString(page) {
+		t.Fatalf("the diverging step's row is not there:\n%s", page)
+	}
+	if code, _, _ := d.req(t, "GET", "/runs/"+parent.String()+"/fork", nil, ""); code != http.StatusNotFound {
+		t.Fatalf("the diff of a run that is not a fork: %d, want 404", code)
+	}
 }
