@@ -313,6 +313,18 @@ func TestUIRedactsPayloads(t *testing.T) {
 	if code, _, _ := d.req(t, "GET", "/runs/"+run.String()+"/entries/0/response", nil, ""); code != http.StatusNotFound {
 		t.Fatalf("a payload the entry lacks: %d, want 404", code)
 	}
+	// The event stream the live view follows names calls by their hashes
+	// too, and ends with the run's status.
+	code, hdr, stream := d.req(t, "GET", "/runs/"+run.String()+"/stream", nil, "")
+	if code != http.StatusOK || hdr.Get("Content-Type") != "text/event-stream" || !strings.Contains(stream, "event: call\n") ||
+		!strings.Contains(stream, `event: done`+"\n"+`data: {"status":"completed"`) || !strings.Contains(stream, hex.EncodeToString(kvPut.InputHash)) {
+		t.Fatalf("the stream: %d %s\n%s", code, hdr.Get("Content-Type"), stream)
+	}
+	for _, leak := range []string{secret, hexSecret, "vvv"} {
+		if strings.Contains(stream, leak) {
+			t.Fatalf("the stream carries a payload (%q)", leak)
+		}
+	}
 }
 
 var timelineRow = regexp.MustCompile(`<tr class="ph-[a-z]+[^"]*" id="e(\d+)">`)
@@ -457,6 +469,9 @@ func TestUIVoteReachesQuorum(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !strings.Contains(d.get(t, "/runs/"+run.String()), `<ol id="live" data-stream="/runs/`+run.String()+`/stream">`) {
+		t.Fatal("the parked run's page does not follow its event stream")
+	}
 	page := d.get(t, "/approvals")
 	forms := hiddenStatement.FindAllStringSubmatch(page, -1)
 	if len(forms) != 2 || forms[0][1] != run.String() || forms[0][3] != fmt.Sprint(m.Wait.Step) {
@@ -497,6 +512,9 @@ func TestUIVoteReachesQuorum(t *testing.T) {
 		t.Fatalf("bob's vote: %d %s", code, body)
 	}
 	m = waitStatus(t, a, run, journal.StatusCompleted)
+	if strings.Contains(d.get(t, "/runs/"+run.String()), `id="live"`) {
+		t.Fatal("the completed run's page still follows its stream")
+	}
 	var out struct {
 		Approved  bool
 		Approvers []string
