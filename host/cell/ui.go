@@ -55,9 +55,11 @@ const (
 	uiMaxPayload = 4 << 20
 	// uiMaxPoints is the most points a burn-down line has.
 	uiMaxPoints = 400
-	// uiCookie carries the dashboard's session: an HMAC of the token,
-	// never the token itself.
-	uiCookie = "agentrt_ui"
+	// UICookie, then "_" and the listener's port, names the cookie that
+	// carries the dashboard's session: an HMAC of the token, never the
+	// token itself. Browsers keep cookies by host, not by port: the port
+	// keeps the sessions of two dashboards on one machine apart.
+	UICookie = "agentrt_ui"
 )
 
 // UIOptions tune the dashboard (Server.UI).
@@ -106,7 +108,7 @@ func (s *Server) UI(ln net.Listener, opts UIOptions) (*http.Server, error) {
 	if _, err := parseAPIToken(opts.Token); err != nil {
 		return nil, fmt.Errorf("%w: the dashboard needs the API token: %v", ErrNoAPIToken, err)
 	}
-	u := &ui{s: s, token: opts.Token, session: uiSession(opts.Token)}
+	u := &ui{s: s, token: opts.Token, session: uiSession(opts.Token), cookie: UICookie + "_" + strconv.Itoa(a.Port)}
 	if a.IP.IsLoopback() {
 		port := strconv.Itoa(a.Port)
 		u.hosts = map[string]bool{}
@@ -153,8 +155,10 @@ type ui struct {
 	pages map[string]*template.Template
 	// hosts are the Host values a loopback listener answers; nil on
 	// another address.
-	hosts          map[string]bool
-	token, session string
+	hosts map[string]bool
+	// token is the credential, session the cookie's value, cookie its
+	// name.
+	token, session, cookie string
 	// verifying holds one verification at a time: each re-executes a run.
 	verifying sync.Mutex
 }
@@ -167,7 +171,10 @@ func (u *ui) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
+	// same-origin, not no-referrer: under no-referrer a browser sends
+	// "Origin: null" with the dashboard's own forms, which the checks
+	// below need to tell from another site's.
+	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
 	if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodPost {
 		h.Set("Allow", "GET, HEAD, POST")
@@ -237,7 +244,7 @@ func (u *ui) credential(r *http.Request) (bearer, cookie bool) {
 	if scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
 		bearer = subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(u.token)) == 1
 	}
-	if c, err := r.Cookie(uiCookie); err == nil {
+	if c, err := r.Cookie(u.cookie); err == nil {
 		cookie = subtle.ConstantTimeCompare([]byte(c.Value), []byte(u.session)) == 1
 	}
 	return bearer, cookie
@@ -260,12 +267,12 @@ func (u *ui) login(w http.ResponseWriter, r *http.Request) {
 		u.render(w, "login", map[string]any{"Title": "Sign in", "Error": "That is not this cell's token."})
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: uiCookie, Value: u.session, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.SetCookie(w, &http.Cookie{Name: u.cookie, Value: u.session, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
 func (u *ui) logout(w http.ResponseWriter, r *http.Request) {
-	http.SetCookie(w, &http.Cookie{Name: uiCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.SetCookie(w, &http.Cookie{Name: u.cookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 
@@ -701,7 +708,9 @@ func (u *ui) payload(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	p := Payload{Seq: seq, Part: part, Hash: hex.EncodeToString(sum), Size: len(data)}
-	if d, err := cbor.Diagnose(data); err == nil && len(data) > 0 {
+	// A call's payloads are CBOR (the ABI's); a run's input is the
+	// caller's bytes.
+	if d, err := cbor.Diagnose(data); err == nil && len(data) > 0 && part != "input" {
 		p.CBOR = d
 	} else if utf8.Valid(data) {
 		p.Text = string(data)

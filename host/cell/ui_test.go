@@ -35,7 +35,8 @@ import (
 // listener of its own.
 type dashboard struct {
 	*api
-	base string // http://127.0.0.1:PORT
+	base   string // http://127.0.0.1:PORT
+	cookie string // the session cookie's name
 }
 
 func serveDashboard(t testing.TB, a *api) *dashboard {
@@ -50,7 +51,7 @@ func serveDashboard(t testing.TB, a *api) *dashboard {
 	}
 	go hs.Serve(ln)
 	t.Cleanup(func() { hs.Close() })
-	return &dashboard{api: a, base: "http://" + ln.Addr().String()}
+	return &dashboard{api: a, base: "http://" + ln.Addr().String(), cookie: fmt.Sprintf("%s_%d", cell.UICookie, ln.Addr().(*net.TCPAddr).Port)}
 }
 
 // get sends one request to the dashboard with the token (unless header
@@ -128,8 +129,8 @@ func TestUIRefusesWithoutTheToken(t *testing.T) {
 		{"no token, a browser", map[string]string{"Authorization": "", "Accept": "text/html"}, "/runs/" + id},
 		{"a wrong token", map[string]string{"Authorization": "Bearer " + wrong}, "/runs/" + id},
 		{"another scheme", map[string]string{"Authorization": "Basic " + d.token}, "/"},
-		{"a forged cookie", map[string]string{"Authorization": "", "Cookie": "agentrt_ui=" + wrong + wrong}, "/runs/" + id + "/entries/0/input"},
-		{"the token as the cookie", map[string]string{"Authorization": "", "Cookie": "agentrt_ui=" + d.token}, "/"},
+		{"a forged cookie", map[string]string{"Authorization": "", "Cookie": d.cookie + "=" + wrong + wrong}, "/runs/" + id + "/entries/0/input"},
+		{"the token as the cookie", map[string]string{"Authorization": "", "Cookie": d.cookie + "=" + d.token}, "/"},
 		{"no token, the stream", map[string]string{"Authorization": ""}, "/runs/" + id + "/stream"},
 	} {
 		code, hdr, body := d.req(t, "GET", tc.path, tc.header, "")
@@ -156,7 +157,7 @@ func TestUIRefusesWithoutTheToken(t *testing.T) {
 		code, hdr, _ := d.req(t, "POST", "/login", h, url.Values{"token": {token}}.Encode())
 		var cookie string
 		for _, c := range (&http.Response{Header: hdr}).Cookies() {
-			if c.Name == "agentrt_ui" {
+			if c.Name == d.cookie {
 				cookie = c.Value
 				if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode {
 					t.Errorf("the session cookie is not HttpOnly and SameSite=Strict: %+v", c)
@@ -175,7 +176,7 @@ func TestUIRefusesWithoutTheToken(t *testing.T) {
 	if code != http.StatusSeeOther || cookie == "" || strings.Contains(cookie, d.token) {
 		t.Fatalf("the login: %d, cookie %q", code, cookie)
 	}
-	withCookie := map[string]string{"Authorization": "", "Cookie": "agentrt_ui=" + cookie, "Accept": "text/html"}
+	withCookie := map[string]string{"Authorization": "", "Cookie": d.cookie + "=" + cookie, "Accept": "text/html"}
 	if code, _, body := d.req(t, "GET", "/", withCookie, ""); code != http.StatusOK || !strings.Contains(body, id) {
 		t.Fatalf("the runs list with the session cookie: %d", code)
 	}
@@ -198,7 +199,7 @@ func TestUIRefusesWithoutTheToken(t *testing.T) {
 		}
 	}
 	// A POST with the cookie must come from a page of the dashboard.
-	if code, _, _ := d.req(t, "POST", "/logout", map[string]string{"Authorization": "", "Cookie": "agentrt_ui=" + cookie}, ""); code != http.StatusForbidden {
+	if code, _, _ := d.req(t, "POST", "/logout", map[string]string{"Authorization": "", "Cookie": d.cookie + "=" + cookie}, ""); code != http.StatusForbidden {
 		t.Errorf("a cookie POST without Origin: %d, want 403", code)
 	}
 }
@@ -552,24 +553,11 @@ func copyTree(t *testing.T, from string) string {
 	return to
 }
 
-// TestUIVerifyNamesTheFailure: the verify button of a run reports OK; in
-// a copy of the cell whose stored journal had one byte of a recorded
-// request changed, it reports the failure and names its class and entry.
-func TestUIVerifyNamesTheFailure(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	c, err := cell.Open(ctx, dir, cell.Options{NoCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := c.Host.Run(ctx, host.RunSpec{Code: testutil.BuildGo(t, "host/testdata/agents/smoke"), Name: "smoke.wasm", Input: []byte("x"), Grant: mustGrant(t, smokeGrant)})
-	if err != nil || res.Status != journal.StatusCompleted {
-		t.Fatalf("smoke run: %v %+v", err, res)
-	}
-	if err := c.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	run := res.Run
+// tamperedCopy copies the cell in dir (closed) and changes one byte of a
+// recorded request of run in the copy's store: the "vvv" the smoke agent
+// writes becomes "vvw". It returns the copy's directory.
+func tamperedCopy(t *testing.T, dir string, run journal.RunID) string {
+	t.Helper()
 	tampered := copyTree(t, dir)
 	db, err := badger.Open(badger.DefaultOptions(cell.StoreDir(tampered)).WithLogger(nil))
 	if err != nil {
@@ -598,6 +586,28 @@ func TestUIVerifyNamesTheFailure(t *testing.T) {
 	if err != nil || !changed {
 		t.Fatalf("tampering: %v (changed %v)", err, changed)
 	}
+	return tampered
+}
+
+// TestUIVerifyNamesTheFailure: the verify button of a run reports OK; in
+// a copy of the cell whose stored journal had one byte of a recorded
+// request changed, it reports the failure and names its class and entry.
+func TestUIVerifyNamesTheFailure(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	c, err := cell.Open(ctx, dir, cell.Options{NoCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Host.Run(ctx, host.RunSpec{Code: testutil.BuildGo(t, "host/testdata/agents/smoke"), Name: "smoke.wasm", Input: []byte("x"), Grant: mustGrant(t, smokeGrant)})
+	if err != nil || res.Status != journal.StatusCompleted {
+		t.Fatalf("smoke run: %v %+v", err, res)
+	}
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	run := res.Run
+	tampered := tamperedCopy(t, dir, run)
 
 	for _, tc := range []struct {
 		dir  string
