@@ -85,7 +85,7 @@ func TestUIInABrowser(t *testing.T) {
 	dir := t.TempDir()
 	alice := newApprover(t, "alice")
 	writeApprovers(t, dir, "release", "groups:\n  release: {quorum: 1, expires: 1h}\n", alice)
-	c, err := cell.Open(context.Background(), dir, cell.Options{NoCache: true})
+	c, err := cell.Open(context.Background(), dir, uiCellOptions(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,8 +97,8 @@ func TestUIInABrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	smoke := res.Run.String()
-	tampered := serveDashboard(t, serveAPI(t, tamperedCopy(t, dir, res.Run), cell.ServerOptions{}))
-	d := serveDashboard(t, serveAPI(t, dir, cell.ServerOptions{}))
+	tampered := serveDashboard(t, serveUIAPI(t, tamperedCopy(t, dir, res.Run), cell.ServerOptions{}))
+	d := serveDashboard(t, serveUIAPI(t, dir, cell.ServerOptions{}))
 	in, _ := json.Marshal(map[string]any{"action": "ship the release", "group": "release"})
 	parked, err := d.srv.Launch(context.Background(), host.RunSpec{Code: testutil.BuildC(t, "host/testdata/agents/waiter"), Name: "waiter.wasm", Input: in, Grant: mustGrant(t, waiterGrant)}, "started")
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,6 +31,39 @@ import (
 	"github.com/agentrt/agentrt/replay"
 	"github.com/dgraph-io/badger/v4"
 )
+
+// uiCache is the compilation cache the dashboard's tests share, so that
+// each guest they run is compiled once per test process: under the race
+// detector a compilation of a Go guest takes half a minute. TestMain
+// removes it.
+var (
+	uiCacheOnce sync.Once
+	uiCache     string
+)
+
+func uiCellOptions(t testing.TB) cell.Options {
+	uiCacheOnce.Do(func() {
+		var err error
+		if uiCache, err = os.MkdirTemp("", "agentrt-ui-cache-"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	return cell.Options{CacheDir: uiCache}
+}
+
+// serveUIAPI is serveAPI on a cell that uses the shared compilation cache.
+func serveUIAPI(t testing.TB, dir string, opts cell.ServerOptions) *api {
+	t.Helper()
+	return serveAPIWith(t, dir, opts, uiCellOptions(t))
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if uiCache != "" {
+		os.RemoveAll(uiCache)
+	}
+	os.Exit(code)
+}
 
 // dashboard is a cell's API (serveAPI) with its dashboard on a loopback
 // listener of its own.
@@ -115,7 +149,7 @@ func smokeRun(t *testing.T, a *api, input string) journal.RunID {
 // and that lets the browser in; a request another site makes, or one
 // naming another Host (DNS rebinding), is refused even with the cookie.
 func TestUIRefusesWithoutTheToken(t *testing.T) {
-	a := serveAPI(t, t.TempDir(), cell.ServerOptions{})
+	a := serveUIAPI(t, t.TempDir(), cell.ServerOptions{})
 	d := serveDashboard(t, a)
 	run := smokeRun(t, a, "hello")
 	id := run.String()
@@ -208,7 +242,7 @@ func TestUIRefusesWithoutTheToken(t *testing.T) {
 // by ListenUI and by Server.UI unless AnyAddress allows it, and the
 // dashboard refuses a UIOptions without a token.
 func TestUIListensOnLoopbackOnly(t *testing.T) {
-	a := serveAPI(t, t.TempDir(), cell.ServerOptions{})
+	a := serveUIAPI(t, t.TempDir(), cell.ServerOptions{})
 	if _, err := cell.ListenUI("0.0.0.0:0", false); !errors.Is(err, cell.ErrUIAddress) {
 		t.Fatalf("ListenUI on 0.0.0.0: %v", err)
 	}
@@ -237,7 +271,7 @@ func TestUIListensOnLoopbackOnly(t *testing.T) {
 // 127.0.0.1 and localhost is refused the dashboard's port, by address and
 // by name, for a page, the login and a vote, before anything is sent.
 func TestAgentCannotReachTheDashboard(t *testing.T) {
-	a := serveAPI(t, t.TempDir(), cell.ServerOptions{})
+	a := serveUIAPI(t, t.TempDir(), cell.ServerOptions{})
 	d := serveDashboard(t, a)
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(d.base, "http://"))
 	form := map[string]string{"Content-Type": "application/x-www-form-urlencoded"}
@@ -267,7 +301,7 @@ func TestAgentCannotReachTheDashboard(t *testing.T) {
 // size and carries none of them; each opens alone, checked against its
 // hash.
 func TestUIRedactsPayloads(t *testing.T) {
-	a := serveAPI(t, t.TempDir(), cell.ServerOptions{})
+	a := serveUIAPI(t, t.TempDir(), cell.ServerOptions{})
 	d := serveDashboard(t, a)
 	const secret = "s3cret-input-7f3a"
 	run := smokeRun(t, a, secret)
@@ -355,7 +389,7 @@ func loopRun(tb testing.TB, a *api, n uint64) journal.RunID {
 // to the last entry, which says no page follows; a limit out of range is
 // refused.
 func TestUIPagesALargeJournal(t *testing.T) {
-	a := serveAPI(t, t.TempDir(), cell.ServerOptions{})
+	a := serveUIAPI(t, t.TempDir(), cell.ServerOptions{})
 	d := serveDashboard(t, a)
 	run := loopRun(t, a, 3000)
 	var total uint64
@@ -402,7 +436,7 @@ func TestUIPagesALargeJournal(t *testing.T) {
 // TestUIRunsListFilters: the runs list filters by status, module and start
 // time, and refuses a filter it cannot apply.
 func TestUIRunsListFilters(t *testing.T) {
-	a := serveAPI(t, t.TempDir(), cell.ServerOptions{})
+	a := serveUIAPI(t, t.TempDir(), cell.ServerOptions{})
 	d := serveDashboard(t, a)
 	smoke := smokeRun(t, a, "x")
 	loop := loopRun(t, a, 3)
@@ -458,7 +492,7 @@ func TestUIVoteReachesQuorum(t *testing.T) {
 	dir := t.TempDir()
 	alice, bob := newApprover(t, "alice"), newApprover(t, "bob")
 	writeApprovers(t, dir, "release", "groups:\n  release: {quorum: 2, expires: 1h}\n", alice, bob, newApprover(t, "carol"))
-	a := serveAPI(t, dir, cell.ServerOptions{})
+	a := serveUIAPI(t, dir, cell.ServerOptions{})
 	d := serveDashboard(t, a)
 	in, _ := json.Marshal(map[string]any{"action": "deploy v2", "group": "release", "counter": true})
 	run, err := a.srv.Launch(context.Background(), host.RunSpec{Code: testutil.BuildC(t, "host/testdata/agents/waiter"), Input: in, Grant: mustGrant(t, waiterGrant)}, "started")
@@ -595,7 +629,7 @@ func tamperedCopy(t *testing.T, dir string, run journal.RunID) string {
 func TestUIVerifyNamesTheFailure(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	c, err := cell.Open(ctx, dir, cell.Options{NoCache: true})
+	c, err := cell.Open(ctx, dir, uiCellOptions(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -616,7 +650,7 @@ func TestUIVerifyNamesTheFailure(t *testing.T) {
 		{dir, `<p class="ok" id="verdict">OK</p>`},
 		{tampered, `<p class="bad" id="verdict">FAILED: hash</p>`},
 	} {
-		d := serveDashboard(t, serveAPI(t, tc.dir, cell.ServerOptions{}))
+		d := serveDashboard(t, serveUIAPI(t, tc.dir, cell.ServerOptions{}))
 		if !strings.Contains(d.get(t, "/runs/"+run.String()), `action="/runs/`+run.String()+`/verify"`) {
 			t.Fatal("the run page has no verify button")
 		}
@@ -634,7 +668,7 @@ var polyline = regexp.MustCompile(`<section class="chart" id="dim-([a-z_]+)">\s*
 // the child's burn-down charts the steps left under its ceiling, from 50
 // down to what its journal says it has left, one point per change.
 func TestUIBudgetAndSubRuns(t *testing.T) {
-	a := serveAPI(t, t.TempDir(), cell.ServerOptions{})
+	a := serveUIAPI(t, t.TempDir(), cell.ServerOptions{})
 	d := serveDashboard(t, a)
 	code := testutil.BuildGo(t, "host/testdata/agents/family")
 	sum := journal.Sum(code)
@@ -692,7 +726,7 @@ func TestUIBudgetAndSubRuns(t *testing.T) {
 //
 //	go test -run '^$' -bench UIJournalPage100k ./host/cell/
 func BenchmarkUIJournalPage100k(b *testing.B) {
-	a := serveAPI(b, b.TempDir(), cell.ServerOptions{})
+	a := serveUIAPI(b, b.TempDir(), cell.ServerOptions{})
 	d := serveDashboard(b, a)
 	run := loopRun(b, a, 100_000)
 	m, err := a.cell.Store.Meta(context.Background(), run)
@@ -723,7 +757,7 @@ func BenchmarkUIJournalPage100k(b *testing.B) {
 // the same. A run that is not a fork has no diff (404).
 func TestUIForkDiff(t *testing.T) {
 	ctx := context.Background()
-	a := serveAPI(t, t.TempDir(), cell.ServerOptions{})
+	a := serveUIAPI(t, t.TempDir(), cell.ServerOptions{})
 	d := serveDashboard(t, a)
 	parent := smokeRun(t, a, "x")
 	var at uint64
