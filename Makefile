@@ -9,7 +9,7 @@ AGENTRT := $(BIN)/agentrt
 # tools sandbox, git for the tool tests and the repo-report example,
 # openssh-client for the approval tests (votes signed by ssh-keygen -Y sign,
 # keys held by ssh-agent).
-APT_PKGS := clang lld wasi-libc libclang-rt-dev-wasm32 rustc cargo libstd-rust-dev-wasm32 wabt bubblewrap git openssh-client
+APT_PKGS := clang lld wasi-libc libclang-rt-dev-wasm32 rustc cargo libstd-rust-dev-wasm32 wabt bubblewrap git openssh-client chromium
 PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
 TEST_TIMEOUT ?= 25m
 # The guest SDK is a module of its own (guest-sdk/go.mod), outside ./...;
@@ -17,14 +17,14 @@ TEST_TIMEOUT ?= 25m
 # by import path.
 SDK := github.com/agentrt/agentrt/guest-sdk/...
 
-.PHONY: all deps build examples demo test check bench fuzz clean
+.PHONY: all deps build examples demo test check bench ui fuzz clean
 
 all: build
 
 ## deps: check the C, Rust and wasm toolchains, installing them with apt-get when run as root.
 deps:
 	@missing=""; \
-	for t in clang wasm-ld wat2wasm bwrap git ssh-keygen ssh-agent; do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
+	for t in clang wasm-ld wat2wasm bwrap git ssh-keygen ssh-agent chromium; do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
 	[ -f /usr/include/wasm32-wasi/stdio.h ] || missing="$$missing wasi-libc"; \
 	ls /usr/lib/llvm-*/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a >/dev/null 2>&1 || missing="$$missing libclang-rt-dev-wasm32"; \
 	rust=""; for r in $$(command -v rustc) /usr/bin/rustc; do \
@@ -97,6 +97,12 @@ check:
 ## bench: measure the durable path against its floors; writes bench/results.json and bench/results.md.
 bench: deps
 	$(GO) run -tags wasmtime ./bench/cmd/agentrt-bench -out bench/results.json
+
+## ui: the dashboard's tests, in headless Chromium too, keeping its screenshots in build/ui/;
+## and the p95 of a timeline page of a 100 000-call journal (goal: under 200 ms).
+ui: deps
+	AGENTRT_ARTIFACTS=$(CURDIR)/$(BUILD)/ui $(GO) test -count=1 -run 'TestUI|TestAgentCannotReachTheDashboard' ./host/cell/
+	$(GO) test -count=1 -run '^$$' -bench UIJournalPage100k -benchtime 100x ./host/cell/
 
 ## fuzz: run each fuzz target for FUZZTIME (default 30s).
 FUZZTIME ?= 30s

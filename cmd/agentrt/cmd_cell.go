@@ -34,6 +34,8 @@ func (c *cli) cellServeCmd() *cobra.Command {
 	var (
 		listen    string
 		metrics   string
+		uiAddr    string
+		uiAny     bool
 		drain     time.Duration
 		keep      int
 		natsURLs  string
@@ -97,6 +99,17 @@ agentrt_runs{status}, agentrt_parked_runs{wait},
 agentrt_parked_oldest_seconds{wait} and agentrt_approvals_pending{age}. No
 label holds a run id or anything an agent chooses.
 
+With --ui 127.0.0.1:PORT the daemon serves a web dashboard there: the runs
+(filtered by status, module and start time), each run's journal timeline
+(phases, ops, gate decisions, budget records, durations, seals) page by page
+with its payloads shown as hashes until opened one by one, live updates
+through the event stream, and the approvals queue. Sign in with the API token
+(DATA/api.token, created as for --listen): the browser keeps a session cookie
+derived from it; the token never goes in a URL. The dashboard refuses
+requests from other sites, and no agent of the cell may reach it. It listens
+on a loopback address only, unless --ui-any-address says otherwise (plain
+HTTP: anyone on the path reads what it shows).
+
 With --nats URL[,URL...] the cell joins a cluster on NATS JetStream (servers
 2.12 or later, run with sync_interval: always): the runs' journals, index,
 agent state, event logs, blobs, modules and leases live in the cluster, and
@@ -120,6 +133,7 @@ OpenSSH ed25519 public key a line). A holder that lost its lease finds its
 next renewal and its appends refused, and stops.`,
 		Example: `  agentrt cell serve
   agentrt cell serve --listen 127.0.0.1:7070
+  agentrt cell serve --ui 127.0.0.1:7080
   curl --unix-socket ~/.local/share/agentrt/agentrt.sock http://cell/v1/runs
   curl -H "Authorization: Bearer $(cat ~/.local/share/agentrt/api.token)" http://127.0.0.1:7070/v1/runs`,
 		Args: cobra.NoArgs,
@@ -175,6 +189,7 @@ next renewal and its appends refused, and stops.`,
 				logger.Printf("metrics on http://%s/metrics", mln.Addr())
 			}
 			var lns []net.Listener
+			var uiLn net.Listener
 			sock, err := cell.ListenSocket(cell.SocketPath(cl.Dir))
 			if err != nil {
 				return withHint(err, "pick a data directory with a shorter path (--data)")
@@ -195,10 +210,39 @@ next renewal and its appends refused, and stops.`,
 					return withHint(err, "the TCP listener needs the API token in %s", cell.APITokenPath(cl.Dir))
 				}
 			}
+			if uiAddr == "" && uiAny {
+				closeAll(lns)
+				return withHint(errors.New("--ui-any-address without --ui"), "add --ui ADDR")
+			}
+			if uiAddr != "" {
+				uln, err := cell.ListenUI(uiAddr, uiAny)
+				if err != nil {
+					closeAll(lns)
+					return withHint(err, "serve the dashboard on 127.0.0.1:PORT (or add --ui-any-address)")
+				}
+				defer uln.Close()
+				if opts.APIToken == "" {
+					if opts.APIToken, err = cell.LoadOrCreateAPIToken(cl.Dir); err != nil {
+						closeAll(lns)
+						return withHint(err, "the dashboard needs the API token in %s", cell.APITokenPath(cl.Dir))
+					}
+				}
+				uiLn = uln
+			}
 			srv := cell.NewServer(cl, opts)
 			cl.AddSink(srv.Sink)
 			if mx != nil {
 				mx.Queues(srv.QueueDepths)
+			}
+			if uiLn != nil {
+				us, err := srv.UI(uiLn, cell.UIOptions{Token: opts.APIToken, AnyAddress: uiAny})
+				if err != nil {
+					closeAll(lns)
+					return err
+				}
+				go us.Serve(uiLn)
+				defer us.Close()
+				logger.Printf("dashboard on http://%s (sign in with the token in %s)", uiLn.Addr(), cell.APITokenPath(cl.Dir))
 			}
 			var servers []*http.Server
 			for _, ln := range lns {
@@ -261,6 +305,8 @@ next renewal and its appends refused, and stops.`,
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "", "also serve the API on this loopback address (127.0.0.1:PORT), to clients with the token in DATA/"+cell.APITokenFile)
+	cmd.Flags().StringVar(&uiAddr, "ui", "", "serve the web dashboard on this loopback address (127.0.0.1:PORT), to browsers signed in with the token in DATA/"+cell.APITokenFile)
+	cmd.Flags().BoolVar(&uiAny, "ui-any-address", false, "allow --ui on an address that is not loopback (plain HTTP)")
 	cmd.Flags().StringVar(&metrics, "metrics", "", "serve Prometheus metrics at /metrics on this loopback address (127.0.0.1:PORT)")
 	c.engineFlag(cmd)
 	cmd.Flags().IntVar(&keep, "keep-compiled", 0, fmt.Sprintf("the most compiled modules kept in memory, so that runs of them start without compiling; the least recently used is dropped past it (default %d)", host.DefaultKeepCompiled))

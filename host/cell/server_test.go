@@ -56,10 +56,15 @@ type api struct {
 	tcp, unix *cell.Client
 }
 
-func serveAPI(t *testing.T, dir string, opts cell.ServerOptions) *api {
+func serveAPI(t testing.TB, dir string, opts cell.ServerOptions) *api {
+	t.Helper()
+	return serveAPIWith(t, dir, opts, cell.Options{NoCache: true})
+}
+
+// serveAPIWith is serveAPI on a cell opened with copts.
+func serveAPIWith(t testing.TB, dir string, opts cell.ServerOptions, copts cell.Options) *api {
 	t.Helper()
 	ctx := context.Background()
-	copts := cell.Options{NoCache: true}
 	if opts.Approvals != nil {
 		copts.Approver = opts.Approvals
 	}

@@ -1,6 +1,7 @@
 package cell
 
 import (
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -145,10 +146,6 @@ func (s *Server) vote(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if s.cell.Book == nil {
-		writeError(w, http.StatusNotFound, ErrNotWaiting, "this cell has no approvers (DATA/approvers): it takes answers at POST /v1/runs/{run}/approve")
-		return
-	}
 	var sub VoteSubmission
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxVote))
 	dec.DisallowUnknownFields()
@@ -156,34 +153,45 @@ func (s *Server) vote(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("vote: %w", err), `send {"step": N, "statement": TEXT, "signature": "-----BEGIN SSH SIGNATURE-----..."}`)
 		return
 	}
-	m, err := s.cell.Journal.Meta(r.Context(), run)
+	ans, code, hint, err := s.castVote(r.Context(), run, sub)
 	if err != nil {
-		writeError(w, startErrorCode(err), err, "")
+		writeError(w, code, err, hint)
 		return
 	}
+	writeJSON(w, http.StatusOK, ans)
+}
+
+// castVote counts sub on the approval run waits for, with every check of
+// the book (Book.Vote), and answers as POST /v1/runs/{run}/votes does: on
+// a refusal, the status, the error and a hint. The API and the dashboard
+// both vote through it.
+func (s *Server) castVote(ctx context.Context, run journal.RunID, sub VoteSubmission) (VoteAnswer, int, string, error) {
+	if s.cell.Book == nil {
+		return VoteAnswer{}, http.StatusNotFound, "this cell has no approvers (DATA/approvers): it takes answers at POST /v1/runs/{run}/approve", ErrNotWaiting
+	}
+	m, err := s.cell.Journal.Meta(ctx, run)
+	if err != nil {
+		return VoteAnswer{}, startErrorCode(err), "", err
+	}
 	if m.Wait == nil || m.Wait.Kind != journal.WaitApproval || (sub.Step != 0 && sub.Step != m.Wait.Step) || m.Status.Finished() {
-		writeError(w, http.StatusConflict, fmt.Errorf("%w: run %s (%s) waits for no approval at step %d", ErrNotWaiting, run, m.Status, sub.Step),
-			"GET /v1/approvals lists the approvals waiting; a vote after its run went on changes nothing")
-		return
+		return VoteAnswer{}, http.StatusConflict, "GET /v1/approvals lists the approvals waiting; a vote after its run went on changes nothing",
+			fmt.Errorf("%w: run %s (%s) waits for no approval at step %d", ErrNotWaiting, run, m.Status, sub.Step)
 	}
 	t, err := s.cell.Book.Vote(run, m.Wait.Step, []byte(sub.Statement), []byte(sub.Signature))
 	var ve *VoteError
 	if errors.As(err, &ve) {
-		writeError(w, http.StatusConflict, err, "nothing changed: the vote was not counted")
-		return
+		return VoteAnswer{}, http.StatusConflict, "nothing changed: the vote was not counted", err
 	}
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err, "")
-		return
+		return VoteAnswer{}, http.StatusInternalServerError, "", err
 	}
 	p, err := s.cell.Book.Get(run, m.Wait.Step)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err, "")
-		return
+		return VoteAnswer{}, http.StatusInternalServerError, "", err
 	}
 	last := t.Votes[len(t.Votes)-1]
 	s.logf("run %s step %d: vote by %s (%s) counted; %s", run, m.Wait.Step, last.Approver, map[bool]string{true: "approve", false: "deny"}[last.Approve], t.State)
-	writeJSON(w, http.StatusOK, VoteAnswer{Verdict: string(last.Verdict), Approval: SignedApprovalOf(p)})
+	return VoteAnswer{Verdict: string(last.Verdict), Approval: SignedApprovalOf(p)}, http.StatusOK, "", nil
 }
 
 // publishApproval sends l to the followers of GET /v1/approvals?follow=1.
