@@ -2,7 +2,8 @@
 # make demo: run the crawler example against a site served on loopback, on a
 # fresh embedded store, then show the journal, replay and verify the run;
 # then the research agent against the fake model provider (cmd/fakellm) on
-# loopback: no network, no API key of a real provider.
+# loopback: no network, no API key of a real provider; then the mcp-notes
+# agent with the example's notes MCP server, launched under the sandbox.
 set -eu
 root=$(pwd)
 data="$root/.demo/data"
@@ -89,5 +90,18 @@ echo "== replay: the model is not called again, its answers come from the journa
 "$agentrt" replay "$run"
 "$agentrt" audit export "$run" -o "$root/.demo/research.bundle"
 (cd "$root/.demo" && "$agentrt" audit verify research.bundle --trust cell.pub)
+echo
+echo "== the mcp-notes agent: the tools of an MCP server launched under the sandbox for the run"
+mkdir -p "$root/.demo/notes"
+# Run as root, the sandbox runs the server as an unprivileged user.
+[ "$(id -u)" = 0 ] && chown 65534:65534 "$root/.demo/notes"
+sed -e "s#/srv/mcp-notes/server#$root/bin/mcp-notes-server#" -e "s#/srv/notes#$root/.demo/notes#" \
+	examples/mcp-notes/grant.yaml > "$root/.demo/notes-grant.yaml"
+"$agentrt" run build/mcp-notes.wasm --grant "$root/.demo/notes-grant.yaml" \
+	--input '{"notes":[{"title":"milk","text":"buy milk"}],"calls":[{"tool":"delete_note","arguments":{"title":"milk"}}]}'
+run=$("$agentrt" runs --json | head -n 1 | sed 's/.*"run_id":"\([0-9a-f]*\)".*/\1/')
+echo "(delete_note is not granted: refused by the host, the note is still there: $(ls "$root/.demo/notes"))"
+"$agentrt" journal show "$run" --summary
+"$agentrt" replay "$run"
 echo
 "$agentrt" runs

@@ -371,3 +371,26 @@ func TestGrantCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPStdioGoMemoryHint: limits.memory also caps each process's
+// address space, which a Go server outgrows at start-up long before it
+// uses the memory; the failure says so and what to give instead.
+func TestMCPStdioGoMemoryHint(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the sandbox under test here is bubblewrap")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := open(t, &Grant{Servers: []Server{{Name: "notes", Stdio: &Stdio{Exec: exe, Read: []string{"/usr", "/lib", "/lib64"},
+		Env: map[string]string{"MCP_TEST_SERVE": "1"}, Limits: Limits{Memory: "256MiB", Procs: 64}}, Tools: []string{"add_note"}}}}, Deps{})
+	st, body := call(t, in, "mcp.list_tools", &abi.MCPListToolsRequest{Server: "notes"})
+	msg := message(t, body)
+	if strings.Contains(msg, "launch refused") {
+		t.Skipf("no memory cgroup here: %s", msg)
+	}
+	if st != abi.StatusFailed || !strings.Contains(msg, "could not reserve address space") || !strings.Contains(msg, "give a Go server at least 1GiB") {
+		t.Fatalf("%v %q, want failed with the address-space hint", st, msg)
+	}
+}
