@@ -5,13 +5,16 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/internal/testutil"
@@ -277,8 +280,9 @@ func TestMCPNotesStdio(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dir, "milk.txt")); err != nil || string(b) != "buy milk" {
 		t.Errorf("milk.txt: %q %v", b, err)
 	}
-	if pids := hostPIDs(server); len(pids) > 0 {
-		t.Errorf("the server outlived its run: processes %v", pids)
+	gone(t, server, "after the run ended")
+	if !strings.Contains(eventLog(t, env, res.Run), "mcp server notes: notes: serving the notes in "+dir+"\n") {
+		t.Errorf("the server's stderr is not in the run's event log: %q", eventLog(t, env, res.Run))
 	}
 
 	// Replay answers every call from the journal: with the notes gone
@@ -298,4 +302,111 @@ func TestMCPNotesStdio(t *testing.T) {
 		t.Fatalf("replay output %s after %d calls; the run's %s after %d", rep.Output, rep.Calls, res.Output, res.Steps)
 	}
 	verifyOffline(t, env, res.Run)
+}
+
+// fifo makes name.txt in dir a named pipe: a read_note of name blocks
+// until the test writes the note (writeNote), which is how the tests hold
+// the server inside a tools/call.
+func fifo(t *testing.T, dir, name string) string {
+	t.Helper()
+	p := filepath.Join(dir, name+".txt")
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Chown(p, sandbox.DefaultUser.UID, sandbox.DefaultUser.GID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p
+}
+
+// reading waits until a process has the named pipe p open for reading
+// (the server, inside read_note) and returns its write end, which holds
+// the reader until it is closed; or fails the test after a minute.
+func reading(t *testing.T, p string) *os.File {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		// Opening a pipe's write end without blocking fails with ENXIO
+		// while no one has it open for reading.
+		f, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		if err == nil {
+			return f
+		}
+		if !errors.Is(err, syscall.ENXIO) {
+			t.Fatal(err)
+		}
+	}
+	t.Fatalf("no one opened %s for reading within a minute: the tools/call never reached the server", p)
+	return nil
+}
+
+// gone waits until no host process's command line holds s (the sandbox is
+// killed asynchronously when its parent dies) and fails the test if one
+// is still there after half a minute.
+func gone(t *testing.T, s, when string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		pids := hostPIDs(s)
+		if len(pids) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s, the server is still running: processes %v", when, pids)
+		}
+	}
+}
+
+// TestMCPNotesCancelKillsServer cancels a run while its server is inside
+// a tools/call: the step completes and is journaled, the run stops
+// cancelled, and the server with every process of its sandbox is gone.
+func TestMCPNotesCancelKillsServer(t *testing.T) {
+	needSandbox(t)
+	server := program(t, "./examples/mcp-notes/server")
+	dir := notesDir(t)
+	slow := fifo(t, dir, "slow")
+	env := testutil.NewEnv(t, host.Deps{}, host.Config{})
+	code := testutil.BuildGo(t, "examples/mcp-notes")
+	ctx := context.Background()
+	in := input(nil, map[string]any{"tool": "read_note", "arguments": map[string]string{"title": "slow"}},
+		map[string]any{"tool": "add_note", "arguments": map[string]string{"title": "after", "text": "not reached"}})
+	st, err := env.Host.Start(ctx, host.RunSpec{Code: code, Input: in, Grant: parseGrant(t, grantText(t, server, dir))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type outcome struct {
+		res *host.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := st.Execute(ctx)
+		done <- outcome{res, err}
+	}()
+	w := reading(t, slow)
+	if len(hostPIDs(server)) == 0 {
+		t.Fatal("the server is not running while it serves a call")
+	}
+	cancelled := make(chan error, 1)
+	go func() { cancelled <- env.Host.Cancel(ctx, st.Run) }()
+	// The step under way completes first: the note arrives.
+	if _, err := w.WriteString("held"); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if err := <-cancelled; err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	o := <-done
+	if !errors.Is(o.err, host.ErrCancelled) && (o.res == nil || o.res.Status == journal.StatusCompleted) {
+		t.Fatalf("the run was not stopped by the cancel: %+v %v", o.res, o.err)
+	}
+	gone(t, server, "after the run was cancelled")
+	if _, err := os.Stat(filepath.Join(dir, "after.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a call after the cancel reached the server: %v", err)
+	}
+	meta, err := env.Store.Meta(ctx, st.Run)
+	if err != nil || meta.Status != journal.StatusCancelled {
+		t.Fatalf("the run's status: %v %v, want cancelled", meta.Status, err)
+	}
 }

@@ -90,6 +90,9 @@ type Deps struct {
 type Credential struct {
 	// Headers are set on every request (e.g. Authorization).
 	Headers map[string]string `yaml:"headers" json:"headers"`
+	// Sources are headers whose values are read when a run connects
+	// (LoadCredentials makes them from the cell's CredentialsFile).
+	Sources map[string]HeaderSource `yaml:"-" json:"-"`
 }
 
 // IdempotencyMeta is the _meta key under which a tools/call carries the
@@ -700,7 +703,9 @@ func httpTransport(s *Server, creds map[string]Credential) (*sdk.StreamableClien
 		if !ok {
 			return nil, fmt.Errorf("the cell has no credential %q (its mcp credentials); ask the cell's operator to add it", s.Credential)
 		}
-		headers = cr.Headers
+		if headers, err = cr.headers(s.Credential); err != nil {
+			return nil, err
+		}
 	}
 	port := u.Port()
 	if port == "" {
