@@ -21,10 +21,16 @@ import (
 )
 
 // TestMain lets the test binary serve as the sandbox helper, and as a
-// stdio MCP server when the sandbox starts it with MCP_TEST_SERVE set.
+// stdio MCP server when the sandbox starts it with MCP_TEST_SERVE set:
+// the notes server, or with "hostile" the server that attacks its sandbox
+// (hostile_linux_test.go).
 func TestMain(m *testing.M) {
 	sandbox.HelperMain()
-	if os.Getenv("MCP_TEST_SERVE") != "" {
+	switch os.Getenv("MCP_TEST_SERVE") {
+	case "":
+	case "hostile":
+		hostileMain()
+	default:
 		os.Stderr.WriteString("notes server starting\n")
 		_ = notesServer(nil, "").Run(context.Background(), &sdk.StdioTransport{})
 		os.Exit(0)
