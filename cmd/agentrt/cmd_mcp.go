@@ -1,11 +1,20 @@
 package main
 
 import (
+	"context"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"text/tabwriter"
 
+	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/host/caps/mcp"
+	"github.com/agentrt/agentrt/host/cell"
+	"github.com/agentrt/agentrt/host/cell/mcpserve"
+	"github.com/agentrt/agentrt/internal/fileread"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 )
 
@@ -14,9 +23,78 @@ func (c *cli) mcpCmd() *cobra.Command {
 		Use:   "mcp",
 		Short: "Model Context Protocol servers of grants",
 	}
-	cmd.AddCommand(c.mcpPinCmd())
+	cmd.AddCommand(c.mcpPinCmd(), c.mcpServeCmd())
 	return cmd
 }
+
+func (c *cli) mcpServeCmd() *cobra.Command {
+	var tokenFile string
+	cmd := &cobra.Command{
+		Use:   "serve --token FILE",
+		Short: "Serve this cell as an MCP server on stdio, to one client under its token",
+		Long: `Serve the cell to a Model Context Protocol client (an IDE, a chat
+application) on stdin and stdout: the client launches this command and speaks
+MCP to it. Its tools:
+
+  start_run        start a run of a module the cell holds (agentrt module push
+                   prints its SHA-256), with an input and a grant
+  list_runs        the runs this client started
+  run_summary      a run's journal summarized (as journal show --summary)
+  verify_run       replay a run and verify its journal (as agentrt replay)
+  list_approvals   the approvals the client's runs wait for, with the
+                   statements to sign
+  answer_approval  relay an approver's signed vote (ssh-keygen -Y sign)
+
+Every call passes the gate under the client's token (--token): a capability
+token issued by this cell's key (or a key of DATA/token_roots) for this cell,
+carrying its key, as agentrt token issue writes it. Each run the client
+starts gets an attenuation of it, so a grant that asks for more than the token
+allows is refused, and every call of the run is gated by both. The client
+sees only the runs it started (they are recorded with the origin mcp and the
+client's id, the first 16 hex digits of the token's SHA-256), and counts no
+vote of its own: a vote counts only when an approver of the cell signed it.
+
+The runs execute in this process, on this data directory, while it serves:
+not while a cell daemon holds the directory. When the client disconnects,
+runs still going are stopped and stay journaled (agentrt resume).`,
+		Example: `  agentrt token issue --caps client-caps.yaml -o client.token
+  agentrt mcp serve --token client.token
+
+  # in the client's MCP configuration:
+  {"command": "agentrt", "args": ["mcp", "serve", "--token", "/path/to/client.token"]}`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			tok, err := fileread.Read(tokenFile, fileread.Token)
+			if err != nil {
+				return err
+			}
+			cl, err := c.open(ctx, cell.Options{})
+			if err != nil {
+				return err
+			}
+			defer cl.Close(context.WithoutCancel(ctx))
+			srv, err := mcpserve.New(cl, mcpserve.Options{Token: tok})
+			if err != nil {
+				return withHint(err, "issue the client a token of this cell: agentrt token issue --caps CAPS.yaml -o FILE")
+			}
+			defer srv.Close()
+			fmt.Fprintf(c.stderr, "agentrt mcp serve: cell %s, client %s, on stdio\n", hex.EncodeToString(cl.Public()), srv.Client())
+			err = srv.MCP(fmt.Sprintf("abi-%d", abi.Version)).Run(ctx, &sdk.IOTransport{Reader: io.NopCloser(c.stdin), Writer: nopWriteCloser{c.stdout}})
+			if errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&tokenFile, "token", "", "the client's capability token, carrying its key (agentrt token issue -o FILE)")
+	_ = cmd.MarkFlagRequired("token")
+	return cmd
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
 
 func (c *cli) mcpPinCmd() *cobra.Command {
 	cmd := &cobra.Command{
