@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"text/tabwriter"
+	"time"
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/host"
@@ -28,9 +31,9 @@ func (c *cli) mcpCmd() *cobra.Command {
 }
 
 func (c *cli) mcpServeCmd() *cobra.Command {
-	var tokenFile string
+	var tokenFile, httpAddr string
 	cmd := &cobra.Command{
-		Use:   "serve --token FILE",
+		Use:   "serve --token FILE [--http 127.0.0.1:PORT]",
 		Short: "Serve this cell as an MCP server on stdio, to one client under its token",
 		Long: `Serve the cell to a Model Context Protocol client (an IDE, a chat
 application) on stdin and stdout: the client launches this command and speaks
@@ -54,11 +57,19 @@ sees only the runs it started (they are recorded with the origin mcp and the
 client's id, the first 16 hex digits of the token's SHA-256), and counts no
 vote of its own: a vote counts only when an approver of the cell signed it.
 
+With --http the tools are served as streamable HTTP at http://ADDR/mcp, on
+a loopback address only. Each request must carry Authorization: Bearer B,
+where B is printed at start (the hex SHA-256 of "agentrt-mcp-serve-http",
+a NUL byte and the token file's bytes: only the token's holder can compute
+it); a request with an Origin header (a browser's page) or a Host that is
+not loopback (DNS rebinding) is refused.
+
 The runs execute in this process, on this data directory, while it serves:
 not while a cell daemon holds the directory. When the client disconnects,
 runs still going are stopped and stay journaled (agentrt resume).`,
 		Example: `  agentrt token issue --caps client-caps.yaml -o client.token
   agentrt mcp serve --token client.token
+  agentrt mcp serve --token client.token --http 127.0.0.1:8765
 
   # in the client's MCP configuration:
   {"command": "agentrt", "args": ["mcp", "serve", "--token", "/path/to/client.token"]}`,
@@ -79,17 +90,44 @@ runs still going are stopped and stay journaled (agentrt resume).`,
 				return withHint(err, "issue the client a token of this cell: agentrt token issue --caps CAPS.yaml -o FILE")
 			}
 			defer srv.Close()
+			version := fmt.Sprintf("abi-%d", abi.Version)
+			if httpAddr != "" {
+				return c.mcpServeHTTP(ctx, srv, httpAddr, hex.EncodeToString(cl.Public()), version, tok)
+			}
 			fmt.Fprintf(c.stderr, "agentrt mcp serve: cell %s, client %s, on stdio\n", hex.EncodeToString(cl.Public()), srv.Client())
-			err = srv.MCP(fmt.Sprintf("abi-%d", abi.Version)).Run(ctx, &sdk.IOTransport{Reader: io.NopCloser(c.stdin), Writer: nopWriteCloser{c.stdout}})
+			err = srv.MCP(version).Run(ctx, &sdk.IOTransport{Reader: io.NopCloser(c.stdin), Writer: nopWriteCloser{c.stdout}})
 			if errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
 				return nil
 			}
 			return err
 		},
 	}
+	cmd.Flags().StringVar(&httpAddr, "http", "", "serve streamable HTTP at http://ADDR/mcp instead of stdio; ADDR is loopback only (127.0.0.1:PORT)")
 	cmd.Flags().StringVar(&tokenFile, "token", "", "the client's capability token, carrying its key (agentrt token issue -o FILE)")
 	_ = cmd.MarkFlagRequired("token")
 	return cmd
+}
+
+// mcpServeHTTP serves srv at http://addr/mcp until ctx ends.
+func (c *cli) mcpServeHTTP(ctx context.Context, srv *mcpserve.Server, addr, cellKey, version string, tok []byte) error {
+	if err := mcpserve.CheckListen(addr); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: srv.Handler(version), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(c.stderr, "agentrt mcp serve: cell %s, client %s, on http://%s/mcp\nAuthorization: Bearer %s\n", cellKey, srv.Client(), ln.Addr(), mcpserve.Bearer(tok))
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+		hs.Close()
+		return nil
+	case err := <-errc:
+		return err
+	}
 }
 
 type nopWriteCloser struct{ io.Writer }

@@ -7,6 +7,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,6 +56,7 @@ type env struct {
 	srv        *mcpserve.Server
 	client     *sdk.ClientSession
 	module     string
+	token      []byte
 	alice, bob approver
 }
 
@@ -101,6 +104,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.token = tok
 	e.srv, e.client = serve(t, c, tok)
 	t.Cleanup(func() {
 		e.client.Close()
@@ -313,4 +317,82 @@ func mustHex(t *testing.T, s string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+type headerRT struct {
+	headers map[string]string
+}
+
+func (h headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range h.headers {
+		r.Header.Set(k, v)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestServeHTTP: over streamable HTTP, a go-sdk client with the client's
+// bearer reaches the tools; without it, with another's, or from a page
+// (an Origin header) it is refused before the MCP handler; a listen
+// address that is not loopback is refused.
+func TestServeHTTP(t *testing.T) {
+	e := newEnv(t)
+	ts := httptest.NewServer(e.srv.Handler("test"))
+	defer ts.Close()
+	tok := e.token
+	connect := func(headers map[string]string) (*sdk.ClientSession, error) {
+		tr := &sdk.StreamableClientTransport{Endpoint: ts.URL + "/mcp", HTTPClient: &http.Client{Transport: headerRT{headers}}}
+		return sdk.NewClient(&sdk.Implementation{Name: "http-client", Version: "1"}, nil).Connect(context.Background(), tr, nil)
+	}
+	bearer := "Bearer " + mcpserve.Bearer(tok)
+	for name, h := range map[string]map[string]string{
+		"no bearer":      {},
+		"another bearer": {"Authorization": "Bearer " + mcpserve.Bearer([]byte("another token"))},
+		"a page":         {"Authorization": bearer, "Origin": "https://evil.example"},
+	} {
+		if cs, err := connect(h); err == nil {
+			cs.Close()
+			t.Errorf("%s: connected", name)
+		}
+	}
+	cs, err := connect(map[string]string{"Authorization": bearer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	var runs mcpserve.RunsOut
+	if msg := call(t, cs, "list_runs", map[string]any{}, &runs); msg != "" || runs.Runs == nil {
+		t.Fatalf("list_runs over HTTP: %q %+v", msg, runs)
+	}
+	// The raw refusals' statuses.
+	for _, tc := range []struct {
+		headers map[string]string
+		want    int
+	}{
+		{map[string]string{}, http.StatusUnauthorized},
+		{map[string]string{"Authorization": bearer, "Origin": "https://evil.example"}, http.StatusForbidden},
+		{map[string]string{"Authorization": bearer, "Sec-Fetch-Site": "cross-site"}, http.StatusForbidden},
+	} {
+		req, _ := http.NewRequest("POST", ts.URL+"/mcp", strings.NewReader("{}"))
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range tc.headers {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("%v: %d, want %d", tc.headers, resp.StatusCode, tc.want)
+		}
+	}
+	for _, addr := range []string{"0.0.0.0:8765", "192.168.1.2:80", "localhost:80", "[::]:80"} {
+		if err := mcpserve.CheckListen(addr); err == nil {
+			t.Errorf("listen address %s accepted", addr)
+		}
+	}
+	if err := mcpserve.CheckListen("127.0.0.1:0"); err != nil {
+		t.Error(err)
+	}
 }
