@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"text/tabwriter"
 	"time"
 
@@ -149,8 +150,9 @@ Read the definitions before you pin them: a pin says "these definitions, and
 no others". When a pinned definition changes, every call to the server is
 refused, naming the tools that changed, until the pin is updated.
 
-An http server's credential (credential:) is not read by this command; a
-server that needs one is refused with the server's own error.`,
+An http server's credential (credential:) is the cell's, from
+DATA/mcp.yaml, as a run's would be; a stdio server whose paths reach the
+data directory is not launched.`,
 		Example: "  agentrt mcp pin grant.yaml notes",
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -169,7 +171,16 @@ server that needs one is refused with the server's own error.`,
 			if s == nil {
 				return fmt.Errorf("%s declares no mcp server %q (hint: list it under mcp: {servers: [{name: %s, ...}]})", args[0], args[1], args[1])
 			}
-			pins, err := mcp.Pins(cmd.Context(), s, mcp.Deps{})
+			// An http server is reached with the cell's credential, as
+			// a run would reach it.
+			deps := mcp.Deps{}
+			if dir, err := c.data(); err == nil {
+				deps.DataDir = dir
+				if deps.Credentials, err = mcp.LoadCredentials(filepath.Join(dir, mcp.CredentialsFile)); err != nil {
+					return err
+				}
+			}
+			pins, err := mcp.Pins(cmd.Context(), s, deps)
 			if err != nil {
 				return err
 			}
