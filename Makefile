@@ -60,7 +60,8 @@ examples: build deps
 
 ## demo: run the crawler example on the embedded store, show its journal, replay and verify it;
 ## then the research agent against the fake model provider on loopback (no network, no API key);
-## then the mcp-notes agent with its notes MCP server, launched under the sandbox.
+## then the mcp-notes agent with its notes MCP server, launched under the sandbox, and the research
+## agent in its MCP mode with the same server.
 demo: examples
 	$(GO) build -o $(BIN)/siteserver ./examples/crawler/siteserver
 	$(GO) build -o $(BIN)/fakellm ./cmd/fakellm

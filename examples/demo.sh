@@ -15,7 +15,8 @@ agentrt="$root/bin/agentrt"
 "$root/bin/siteserver" > "$root/.demo/site.url" &
 site=$!
 fake=
-trap 'kill $site $fake 2>/dev/null || true' EXIT INT TERM
+fake_mcp=
+trap 'kill $site $fake $fake_mcp 2>/dev/null || true' EXIT INT TERM
 for _ in 1 2 3 4 5 6 7 8 9 10; do
 	[ -s "$root/.demo/site.url" ] && break
 	sleep 0.2
@@ -103,5 +104,24 @@ run=$("$agentrt" runs --json | head -n 1 | sed 's/.*"run_id":"\([0-9a-f]*\)".*/\
 echo "(delete_note is not granted: refused by the host, the note is still there: $(ls "$root/.demo/notes"))"
 "$agentrt" journal show "$run" --summary
 "$agentrt" replay "$run"
+echo
+echo "== the research agent's MCP mode: its model is offered the notes server's tools"
+echo "$site_base/effects is the page on effects." > "$root/.demo/notes/handbook.txt"
+[ "$(id -u)" = 0 ] && chown 65534:65534 "$root/.demo/notes/handbook.txt"
+sed -e "s#/srv/mcp-notes/server#$root/bin/mcp-notes-server#" -e "s#/srv/notes#$root/.demo/notes#" \
+	examples/research-agent/grant.yaml > "$root/.demo/research-mcp-grant.yaml"
+sed "s#{{site}}#$site_base#g" examples/research-agent/script-mcp.yaml > "$root/.demo/script-mcp.yaml"
+"$root/bin/fakellm" --script "$root/.demo/script-mcp.yaml" > "$root/.demo/fake-mcp.url" &
+fake_mcp=$!
+for _ in 1 2 3 4 5 6 7 8 9 10; do
+	[ -s "$root/.demo/fake-mcp.url" ] && break
+	sleep 0.2
+done
+fake_mcp_url=$(head -n 1 "$root/.demo/fake-mcp.url")
+[ -n "$fake_mcp_url" ] || { echo "demo: the fake provider did not start" >&2; exit 1; }
+sed "s#{{fake}}#$fake_mcp_url#" examples/research-agent/llm.yaml > "$data/llm.yaml"
+"$agentrt" run build/research-agent.wasm --grant "$root/.demo/research-mcp-grant.yaml" \
+	--input '{"question":"How does a server drop a repeated request?","model":"fake-mini","mcp":"notes"}'
+echo "(the note the model saved through the server: $(cat "$root/.demo/notes/effects.txt"))"
 echo
 "$agentrt" runs
