@@ -68,7 +68,6 @@ type Server struct {
 	client string
 	trust  journal.TrustFunc
 
-	mu   sync.Mutex
 	runs sync.WaitGroup
 	stop context.CancelFunc
 	ctx  context.Context

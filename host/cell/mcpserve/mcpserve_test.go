@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
@@ -133,6 +134,30 @@ func serve(t *testing.T, c *cell.Cell, tok []byte) (*mcpserve.Server, *sdk.Clien
 	return srv, cs
 }
 
+// answers are every tool answer the tests got, which checkNoSecrets
+// searches.
+var answers []*sdk.CallToolResult
+
+// checkNoSecrets fails the test if an answer holds the cell's private
+// key, or the client's token, in hex or base64.
+func (e *env) checkNoSecrets() {
+	e.t.Helper()
+	all, err := json.Marshal(answers)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if len(answers) == 0 {
+		e.t.Fatal("no answers to search")
+	}
+	for name, secret := range map[string][]byte{"the cell's key": e.cell.Key.Seed(), "the client's token": e.token} {
+		for _, form := range []string{hex.EncodeToString(secret), base64.StdEncoding.EncodeToString(secret), base64.RawURLEncoding.EncodeToString(secret)} {
+			if strings.Contains(string(all), form[:32]) {
+				e.t.Errorf("an answer holds %s", name)
+			}
+		}
+	}
+}
+
 // call calls a tool and decodes its structured answer into out; it
 // returns the tool's error text, or "".
 func call(t *testing.T, cs *sdk.ClientSession, tool string, args, out any) string {
@@ -141,6 +166,7 @@ func call(t *testing.T, cs *sdk.ClientSession, tool string, args, out any) strin
 	if err != nil {
 		t.Fatalf("%s: %v", tool, err)
 	}
+	answers = append(answers, res)
 	if res.IsError {
 		return res.Content[0].(*sdk.TextContent).Text
 	}
@@ -246,6 +272,7 @@ func TestServeStartListApproveVerify(t *testing.T) {
 	if !ver.Verified || ver.Output != done.Output || ver.Entries != sum.Entries {
 		t.Fatalf("verify_run: %+v; the run's output %q, %d entries", ver, done.Output, sum.Entries)
 	}
+	e.checkNoSecrets()
 }
 
 // TestServeTokenRefuses: the client's token is the ceiling. A run whose
