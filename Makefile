@@ -92,7 +92,7 @@ check:
 	  echo "vet and build -tags wasmtime (cgo)"; \
 	  CGO_ENABLED=1 $(GO) vet -tags wasmtime ./... && CGO_ENABLED=1 $(GO) build -tags wasmtime ./... || exit 1; \
 	fi
-	GOOS=wasip1 GOARCH=wasm $(GO) vet ./abi/... $(SDK) ./examples/crawler/ ./examples/repo-report/ ./examples/research-agent/
+	GOOS=wasip1 GOARCH=wasm $(GO) vet ./abi/... $(SDK) ./examples/crawler/ ./examples/repo-report/ ./examples/research-agent/ ./examples/mcp-notes/
 	@for p in $(PLATFORMS); do \
 	  echo "build $$p"; \
 	  GOOS=$${p%/*} GOARCH=$${p#*/} CGO_ENABLED=0 $(GO) build ./... $(SDK) || exit 1; \

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main_test
 
 import (
@@ -25,8 +27,8 @@ import (
 
 // The example's tests run the agent, built from source, on a host whose
 // notes server is the example's server program, built from source and
-// launched under bubblewrap; or the same server over streamable HTTP in
-// this test process.
+// launched under bubblewrap (so they run on Linux); or the same server
+// over streamable HTTP in this test process.
 
 var buildDir string
 
