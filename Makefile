@@ -55,9 +55,13 @@ examples: build deps
 	$(AGENTRT) build examples/wordfreq-rust -o $(BUILD)/wordfreq-rust.wasm
 	$(AGENTRT) build examples/repo-report -o $(BUILD)/repo-report.wasm
 	$(AGENTRT) build examples/research-agent -o $(BUILD)/research-agent.wasm
+	$(AGENTRT) build examples/mcp-notes -o $(BUILD)/mcp-notes.wasm
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/mcp-notes-server ./examples/mcp-notes/server
 
 ## demo: run the crawler example on the embedded store, show its journal, replay and verify it;
-## then the research agent against the fake model provider on loopback (no network, no API key).
+## then the research agent against the fake model provider on loopback (no network, no API key);
+## then the mcp-notes agent with its notes MCP server, launched under the sandbox, and the research
+## agent in its MCP mode with the same server.
 demo: examples
 	$(GO) build -o $(BIN)/siteserver ./examples/crawler/siteserver
 	$(GO) build -o $(BIN)/fakellm ./cmd/fakellm
@@ -88,7 +92,7 @@ check:
 	  echo "vet and build -tags wasmtime (cgo)"; \
 	  CGO_ENABLED=1 $(GO) vet -tags wasmtime ./... && CGO_ENABLED=1 $(GO) build -tags wasmtime ./... || exit 1; \
 	fi
-	GOOS=wasip1 GOARCH=wasm $(GO) vet ./abi/... $(SDK) ./examples/crawler/ ./examples/repo-report/ ./examples/research-agent/
+	GOOS=wasip1 GOARCH=wasm $(GO) vet ./abi/... $(SDK) ./examples/crawler/ ./examples/repo-report/ ./examples/research-agent/ ./examples/mcp-notes/
 	@for p in $(PLATFORMS); do \
 	  echo "build $$p"; \
 	  GOOS=$${p%/*} GOARCH=$${p#*/} CGO_ENABLED=0 $(GO) build ./... $(SDK) || exit 1; \

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	sandbox "github.com/agentrt/agentrt/native-sandbox"
 	"io"
 	"os"
 	"runtime"
@@ -36,6 +37,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// Figure 18 launches an MCP server under the sandbox, whose helper is
+	// this binary.
+	sandbox.HelperMain()
 	// Figure 9's child processes are this binary, re-executed.
 	if len(os.Args) > 1 && os.Args[1] == scaleChildFlag {
 		os.Exit(scaleChild(os.Args[2:], os.Stdout, os.Stderr))
@@ -116,6 +120,9 @@ func TestQuickHarness(t *testing.T) {
 		want = append(want, "16a")
 	}
 	want = append(want, "16b", "16c", "17a")
+	if runtime.GOOS == "linux" {
+		want = append(want, "18a", "18b")
+	}
 	var got []string
 	for _, f := range rep.Figures {
 		got = append(got, f.ID)

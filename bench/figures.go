@@ -62,7 +62,10 @@ type Config struct {
 	// DaemonStarts is the number of runs figure 17 submits to a daemon
 	// per repetition, for each of its modules.
 	DaemonStarts int `json:"daemon_starts"`
-	// Only, when set, names the figure groups (1 to 17) to measure.
+	// MCPCalls is the number of MCP tool calls of figure 18, per
+	// repetition.
+	MCPCalls int `json:"mcp_calls"`
+	// Only, when set, names the figure groups (1 to 18) to measure.
 	Only []int `json:"only,omitempty"`
 
 	// TempDir is where the harness makes its temporary directory; empty:
@@ -76,7 +79,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{Reps: 5, RoundTripCalls: 1_000_000, PureCalls: 100_000, DurableCalls: 2000,
 		Agents: 64, AgentCalls: 250, ColdReps: 3, GoAgent: true, ScaleEntries: 10_000_000, BudgetCalls: 1_000_000, LLMCalls: 200,
-		ParkedRuns: 10_000, WakeSamples: 200, DaemonStarts: 200}
+		ParkedRuns: 10_000, WakeSamples: 200, DaemonStarts: 200, MCPCalls: 200}
 }
 
 // QuickConfig runs every path with tiny sizes: a check that the harness
@@ -84,7 +87,7 @@ func DefaultConfig() Config {
 func QuickConfig() Config {
 	return Config{Reps: 1, RoundTripCalls: 2000, PureCalls: 2000, DurableCalls: 20,
 		Agents: 8, AgentCalls: 5, ColdReps: 1, ScaleEntries: 20_000, BudgetCalls: 2000, LLMCalls: 10,
-		ParkedRuns: 1000, WakeSamples: 10, DaemonStarts: 10}
+		ParkedRuns: 1000, WakeSamples: 10, DaemonStarts: 10, MCPCalls: 10}
 }
 
 // Run measures every figure.
@@ -117,7 +120,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	steps := []func(context.Context) ([]Figure, error){
 		h.roundTrip, h.pureCalls, h.durable, h.groupCommit, h.replay, h.coldStart, h.resume, h.gate,
 		h.interrupt, h.memory, h.scale, h.budget, h.conversation, h.llmOverhead, h.llmConversation, h.parked,
-		h.daemonStart,
+		h.daemonStart, h.mcpOverhead,
 	}
 	defer h.closeRecorded()
 	var noisy []string

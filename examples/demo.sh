@@ -2,7 +2,8 @@
 # make demo: run the crawler example against a site served on loopback, on a
 # fresh embedded store, then show the journal, replay and verify the run;
 # then the research agent against the fake model provider (cmd/fakellm) on
-# loopback: no network, no API key of a real provider.
+# loopback: no network, no API key of a real provider; then the mcp-notes
+# agent with the example's notes MCP server, launched under the sandbox.
 set -eu
 root=$(pwd)
 data="$root/.demo/data"
@@ -14,7 +15,8 @@ agentrt="$root/bin/agentrt"
 "$root/bin/siteserver" > "$root/.demo/site.url" &
 site=$!
 fake=
-trap 'kill $site $fake 2>/dev/null || true' EXIT INT TERM
+fake_mcp=
+trap 'kill $site $fake $fake_mcp 2>/dev/null || true' EXIT INT TERM
 for _ in 1 2 3 4 5 6 7 8 9 10; do
 	[ -s "$root/.demo/site.url" ] && break
 	sleep 0.2
@@ -89,5 +91,37 @@ echo "== replay: the model is not called again, its answers come from the journa
 "$agentrt" replay "$run"
 "$agentrt" audit export "$run" -o "$root/.demo/research.bundle"
 (cd "$root/.demo" && "$agentrt" audit verify research.bundle --trust cell.pub)
+echo
+echo "== the mcp-notes agent: the tools of an MCP server launched under the sandbox for the run"
+mkdir -p "$root/.demo/notes"
+# Run as root, the sandbox runs the server as an unprivileged user.
+[ "$(id -u)" = 0 ] && chown 65534:65534 "$root/.demo/notes"
+sed -e "s#/srv/mcp-notes/server#$root/bin/mcp-notes-server#" -e "s#/srv/notes#$root/.demo/notes#" \
+	examples/mcp-notes/grant.yaml > "$root/.demo/notes-grant.yaml"
+"$agentrt" run build/mcp-notes.wasm --grant "$root/.demo/notes-grant.yaml" \
+	--input '{"notes":[{"title":"milk","text":"buy milk"}],"calls":[{"tool":"delete_note","arguments":{"title":"milk"}}]}'
+run=$("$agentrt" runs --json | head -n 1 | sed 's/.*"run_id":"\([0-9a-f]*\)".*/\1/')
+echo "(delete_note is not granted: refused by the host, the note is still there: $(ls "$root/.demo/notes"))"
+"$agentrt" journal show "$run" --summary
+"$agentrt" replay "$run"
+echo
+echo "== the research agent's MCP mode: its model is offered the notes server's tools"
+echo "$site_base/effects is the page on effects." > "$root/.demo/notes/handbook.txt"
+[ "$(id -u)" = 0 ] && chown 65534:65534 "$root/.demo/notes/handbook.txt"
+sed -e "s#/srv/mcp-notes/server#$root/bin/mcp-notes-server#" -e "s#/srv/notes#$root/.demo/notes#" \
+	examples/research-agent/grant.yaml > "$root/.demo/research-mcp-grant.yaml"
+sed "s#{{site}}#$site_base#g" examples/research-agent/script-mcp.yaml > "$root/.demo/script-mcp.yaml"
+"$root/bin/fakellm" --script "$root/.demo/script-mcp.yaml" > "$root/.demo/fake-mcp.url" &
+fake_mcp=$!
+for _ in 1 2 3 4 5 6 7 8 9 10; do
+	[ -s "$root/.demo/fake-mcp.url" ] && break
+	sleep 0.2
+done
+fake_mcp_url=$(head -n 1 "$root/.demo/fake-mcp.url")
+[ -n "$fake_mcp_url" ] || { echo "demo: the fake provider did not start" >&2; exit 1; }
+sed "s#{{fake}}#$fake_mcp_url#" examples/research-agent/llm.yaml > "$data/llm.yaml"
+"$agentrt" run build/research-agent.wasm --grant "$root/.demo/research-mcp-grant.yaml" \
+	--input '{"question":"How does a server drop a repeated request?","model":"fake-mini","mcp":"notes"}'
+echo "(the note the model saved through the server: $(cat "$root/.demo/notes/effects.txt"))"
 echo
 "$agentrt" runs

@@ -37,6 +37,11 @@ type Input struct {
 	// answer (default 1024, at most the grant's max_output_tokens).
 	MaxCalls        int    `json:"max_calls,omitempty"`
 	MaxOutputTokens uint32 `json:"max_output_tokens,omitempty"`
+	// MCP, when set, names an MCP server of the grant (the mcp-notes
+	// example's notes server, grant-mcp.yaml) whose tools replace the kv
+	// notes: the model is offered them named MCP_TOOL (notes_add_note,
+	// ...), and its calls go to the server through mcp.call_tool.
+	MCP string `json:"mcp,omitempty"`
 }
 
 // Output is the answer with its sources.
@@ -96,12 +101,22 @@ func research(_ context.Context, in Input) (*Output, error) {
 		in.MaxOutputTokens = 1024
 	}
 	r := &researcher{out: &Output{Sources: []string{}, Notes: []string{}}, seen: map[string]bool{}}
+	offered := tools
+	if in.MCP != "" {
+		// MCP mode: fetch, and the server's tools instead of the notes.
+		mt, funcs, err := agent.MCPTools(in.MCP, in.MCP+"_")
+		if err != nil {
+			return nil, fmt.Errorf("mcp server %s: %w", in.MCP, err)
+		}
+		offered = append([]agent.LLMTool{tools[0]}, mt...)
+		r.mcp, r.mcpNotes = funcs, in.MCP+"_add_note"
+	}
 	msgs := []agent.LLMMessage{
 		{Role: abi.RoleSystem, Content: []agent.LLMPart{{Type: abi.PartText, Text: system}}},
 		{Role: abi.RoleUser, Content: []agent.LLMPart{{Type: abi.PartText, Text: in.Question}}},
 	}
 	for r.out.Calls < in.MaxCalls {
-		req := &agent.LLMRequest{Model: in.Model, Provider: in.Provider, Messages: msgs, Tools: tools, MaxOutputTokens: in.MaxOutputTokens}
+		req := &agent.LLMRequest{Model: in.Model, Provider: in.Provider, Messages: msgs, Tools: offered, MaxOutputTokens: in.MaxOutputTokens}
 		resp, err := r.ask(req, in.Stream)
 		if err != nil {
 			return nil, fmt.Errorf("model call %d: %w", r.out.Calls+1, err)
@@ -126,6 +141,10 @@ func research(_ context.Context, in Input) (*Output, error) {
 type researcher struct {
 	out  *Output
 	seen map[string]bool
+	// mcp are the MCP server's tools in MCP mode, by the model's names;
+	// mcpNotes is the name of its add_note, whose notes count as Notes.
+	mcp      map[string]agent.ToolFunc
+	mcpNotes string
 }
 
 // ask makes one model call. A stream the provider cut, or one a crash cut
@@ -166,6 +185,21 @@ func (r *researcher) run(c agent.LLMPart) (string, bool) {
 	var args struct{ URL, Key, Text string }
 	if err := json.Unmarshal(c.Arguments, &args); err != nil {
 		return fmt.Sprintf("the arguments are not a JSON object: %v", err), true
+	}
+	if fn := r.mcp[c.Name]; fn != nil {
+		text, err := fn(context.Background(), c.Arguments)
+		if err != nil {
+			return err.Error(), true
+		}
+		if c.Name == r.mcpNotes {
+			var a struct{ Title string }
+			_ = json.Unmarshal(c.Arguments, &a)
+			r.out.Notes = append(r.out.Notes, a.Title)
+		}
+		return text, false
+	}
+	if r.mcp != nil && c.Name != "fetch" {
+		return fmt.Sprintf("there is no tool %q: use fetch or the tools of the mcp server", c.Name), true
 	}
 	switch c.Name {
 	case "fetch":

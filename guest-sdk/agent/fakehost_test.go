@@ -4,6 +4,7 @@ package agent
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -43,6 +44,7 @@ func init() {
 	randomTransport = f.transport(abi.CapRandom)
 	toolTransport = f.transport(abi.CapTool)
 	llmTransport = f.transport(abi.CapLLM)
+	mcpTransport = f.transport(abi.CapMCP)
 }
 
 type fakeHost struct {
@@ -56,6 +58,8 @@ type fakeHost struct {
 	// holds every request received.
 	llm      func(req *abi.LLMRequest) (*abi.LLMResponse, *fakeError)
 	llmCalls []abi.LLMRequest
+	// mcpCalls holds every mcp.call_tool received.
+	mcpCalls []abi.MCPCallToolRequest
 }
 
 // fakeError is an answer other than OK.
@@ -222,6 +226,37 @@ func (f *fakeHost) serve(c abi.Capability, op uint32, req []byte) (any, *fakeErr
 			b[i] = byte(i)
 		}
 		return &abi.RandomBytesResponse{Bytes: b}, nil
+	case c == abi.CapMCP && op == abi.OpMCPListTools:
+		var r abi.MCPListToolsRequest
+		if err := decode(req, &r); err != nil {
+			return nil, err
+		}
+		if r.Server != "notes" {
+			return nil, &fakeError{abi.StatusDenied, fmt.Sprintf("mcp.list_tools: no mcp server %q in the grant (granted: notes)", r.Server)}
+		}
+		return &abi.MCPListToolsResponse{Tools: []abi.MCPTool{
+			{Name: "add_note", Description: "Save a note.", InputSchema: `{"type":"object","properties":{"title":{"type":"string"}},"required":["title"]}`, Hash: make([]byte, 32)},
+			{Name: "list_notes", Description: "List the notes.", InputSchema: `{"type":"object"}`, Idempotent: true, Hash: make([]byte, 32)},
+		}}, nil
+	case c == abi.CapMCP && op == abi.OpMCPCallTool:
+		var r abi.MCPCallToolRequest
+		if err := decode(req, &r); err != nil {
+			return nil, err
+		}
+		f.mcpCalls = append(f.mcpCalls, r)
+		switch {
+		case r.Server != "notes":
+			return nil, &fakeError{abi.StatusDenied, fmt.Sprintf("mcp.call_tool: no mcp server %q in the grant (granted: notes)", r.Server)}
+		case r.Tool == "list_notes":
+			return &abi.MCPCallToolResponse{Content: "[]", Structured: `{"titles":["milk"]}`}, nil
+		case r.Tool != "add_note":
+			return nil, &fakeError{abi.StatusDenied, fmt.Sprintf("mcp.call_tool: tool %q of mcp server notes is not in the grant (granted: add_note, list_notes)", r.Tool)}
+		}
+		var a struct{ Title string }
+		if json.Unmarshal([]byte(r.Arguments), &a) != nil || a.Title == "" {
+			return &abi.MCPCallToolResponse{IsError: true, Content: "[]", Text: "title: required"}, nil
+		}
+		return &abi.MCPCallToolResponse{Content: "[]", Text: "saved " + a.Title}, nil
 	case c == abi.CapTool && op == abi.OpToolRun:
 		var r abi.ToolRunRequest
 		if err := decode(req, &r); err != nil {

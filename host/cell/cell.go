@@ -232,6 +232,10 @@ func Open(ctx context.Context, dir string, opts Options) (*Cell, error) {
 	}
 	deps.Tools = host.ToolDeps{Workspaces: WorkDir(dir), DataDir: dir}
 	deps.MCP = mcp.Deps{DataDir: dir}
+	if deps.MCP.Credentials, err = mcp.LoadCredentials(filepath.Join(dir, mcp.CredentialsFile)); err != nil {
+		c.Close(ctx)
+		return nil, fmt.Errorf("cell: %w", err)
+	}
 	if c.Book, err = OpenBook(dir, st, clk.Now); err == nil && c.Book != nil {
 		deps.Approvals = c.Book
 	}

@@ -6,6 +6,12 @@ import (
 	"os"
 
 	"github.com/agentrt/agentrt/bench"
+	sandbox "github.com/agentrt/agentrt/native-sandbox"
 )
 
-func main() { os.Exit(bench.Main(os.Args[1:], os.Stdout, os.Stderr)) }
+// main serves as the sandbox helper too: figure 18 launches an MCP server
+// under the sandbox.
+func main() {
+	sandbox.HelperMain()
+	os.Exit(bench.Main(os.Args[1:], os.Stdout, os.Stderr))
+}

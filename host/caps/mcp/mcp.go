@@ -90,6 +90,9 @@ type Deps struct {
 type Credential struct {
 	// Headers are set on every request (e.g. Authorization).
 	Headers map[string]string `yaml:"headers" json:"headers"`
+	// Sources are headers whose values are read when a run connects
+	// (LoadCredentials makes them from the cell's CredentialsFile).
+	Sources map[string]HeaderSource `yaml:"-" json:"-"`
 }
 
 // IdempotencyMeta is the _meta key under which a tools/call carries the
@@ -453,6 +456,8 @@ type conn struct {
 	exited chan struct{}
 	res    *sandbox.Result
 	err    error
+	// memory is the stdio server's limits.memory, 0 for none.
+	memory int64
 }
 
 // ended reports whether a stdio server's process is gone.
@@ -484,8 +489,23 @@ func (c *conn) why() string {
 		return "its wall limit (stdio.limits.wall) passed and it was killed"
 	case len(c.res.Exceeded) > 0:
 		return fmt.Sprintf("exit status %d, over its limits: %v", c.res.ExitCode, c.res.Exceeded)
+	case c.memory > 0 && reservationFailed(c.res.Stderr):
+		return fmt.Sprintf("exit status %d: it could not reserve address space (hint: limits.memory, %d MiB, also caps each process's address space, RLIMIT_AS, and a Go program reserves far more than it uses at start-up; give a Go server at least 1GiB, which the memory cgroup still holds its real use to)",
+			c.res.ExitCode, c.memory>>20)
 	}
 	return fmt.Sprintf("exit status %d", c.res.ExitCode)
+}
+
+// reservationFailed reports whether a server's stderr says its runtime
+// could not reserve address space: the Go runtime's messages, and the
+// C library's.
+func reservationFailed(stderr []byte) bool {
+	for _, m := range []string{"failed to reserve", "cannot reserve arena", "out of memory allocating heap arena", "mmap failed", "Cannot allocate memory"} {
+		if bytes.Contains(stderr, []byte(m)) {
+			return true
+		}
+	}
+	return false
 }
 
 // stop closes the session and kills a stdio server with every process it
@@ -580,7 +600,7 @@ func (in *instance) launch(ctx context.Context, s *Server) (*conn, error) {
 	// The server outlives the call that launched it: its context is the
 	// run's, ended by stop.
 	lctx, cancel := context.WithCancel(context.Background())
-	c := &conn{cancel: cancel, exited: make(chan struct{})}
+	c := &conn{cancel: cancel, exited: make(chan struct{}), memory: lim.memory}
 	argv := append([]string{st.Exec}, st.Args...)
 	go func() {
 		c.res, c.err = sandbox.Launch(lctx, spec, argv, opts...)
@@ -683,7 +703,9 @@ func httpTransport(s *Server, creds map[string]Credential) (*sdk.StreamableClien
 		if !ok {
 			return nil, fmt.Errorf("the cell has no credential %q (its mcp credentials); ask the cell's operator to add it", s.Credential)
 		}
-		headers = cr.Headers
+		if headers, err = cr.headers(s.Credential); err != nil {
+			return nil, err
+		}
 	}
 	port := u.Port()
 	if port == "" {

@@ -21,10 +21,16 @@ import (
 )
 
 // TestMain lets the test binary serve as the sandbox helper, and as a
-// stdio MCP server when the sandbox starts it with MCP_TEST_SERVE set.
+// stdio MCP server when the sandbox starts it with MCP_TEST_SERVE set:
+// the notes server, or with "hostile" the server that attacks its sandbox
+// (hostile_linux_test.go).
 func TestMain(m *testing.M) {
 	sandbox.HelperMain()
-	if os.Getenv("MCP_TEST_SERVE") != "" {
+	switch os.Getenv("MCP_TEST_SERVE") {
+	case "":
+	case "hostile":
+		hostileMain()
+	default:
 		os.Stderr.WriteString("notes server starting\n")
 		_ = notesServer(nil, "").Run(context.Background(), &sdk.StdioTransport{})
 		os.Exit(0)
@@ -368,6 +374,81 @@ func TestGrantCheck(t *testing.T) {
 		err := (&Grant{Servers: []Server{tc.s}}).Check()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", tc.s, err, tc.want)
+		}
+	}
+}
+
+// TestMCPStdioGoMemoryHint: limits.memory also caps each process's
+// address space, which a Go server outgrows at start-up long before it
+// uses the memory; the failure says so and what to give instead.
+func TestMCPStdioGoMemoryHint(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the sandbox under test here is bubblewrap")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := open(t, &Grant{Servers: []Server{{Name: "notes", Stdio: &Stdio{Exec: exe, Read: []string{"/usr", "/lib", "/lib64"},
+		Env: map[string]string{"MCP_TEST_SERVE": "1"}, Limits: Limits{Memory: "256MiB", Procs: 64}}, Tools: []string{"add_note"}}}}, Deps{})
+	st, body := call(t, in, "mcp.list_tools", &abi.MCPListToolsRequest{Server: "notes"})
+	msg := message(t, body)
+	if strings.Contains(msg, "launch refused") {
+		t.Skipf("no memory cgroup here: %s", msg)
+	}
+	if st != abi.StatusFailed || !strings.Contains(msg, "could not reserve address space") || !strings.Contains(msg, "give a Go server at least 1GiB") {
+		t.Fatalf("%v %q, want failed with the address-space hint", st, msg)
+	}
+}
+
+// TestLoadCredentials: the cell's credentials file names where each
+// secret is; the secret is read at connect, and a file others may read,
+// a variable not set or a malformed file is refused saying what to
+// change.
+func TestLoadCredentials(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, doc string, mode os.FileMode) string {
+		p := dir + "/" + name
+		if err := os.WriteFile(p, []byte(doc), mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if c, err := LoadCredentials(dir + "/absent.yaml"); err != nil || c != nil {
+		t.Fatalf("a missing file: %v %v, want no credentials", c, err)
+	}
+	keyFile := write("search.key", "k-file-secret\n", 0o600)
+	path := write("mcp.yaml", "credentials:\n  search:\n    headers:\n      Authorization: {env: MCP_TEST_TOKEN, prefix: \"Bearer \"}\n      X-Api-Key: {file: "+keyFile+"}\n", 0o600)
+	creds, err := LoadCredentials(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := creds["search"].headers("search"); err == nil || !strings.Contains(err.Error(), "MCP_TEST_TOKEN of the cell's process is not set") {
+		t.Fatalf("an unset variable: %v", err)
+	}
+	t.Setenv("MCP_TEST_TOKEN", "t-env-secret")
+	h, err := creds["search"].headers("search")
+	if err != nil || h["Authorization"] != "Bearer t-env-secret" || h["X-Api-Key"] != "k-file-secret" {
+		t.Fatalf("headers %v, %v", h, err)
+	}
+	if err := os.Chmod(keyFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := creds["search"].headers("search"); err == nil || !strings.Contains(err.Error(), "is readable by others") || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("a key file others may read: %v", err)
+	}
+	for _, tc := range []struct{ doc, want string }{
+		{"credential:\n  x: {}\n", `unknown key "credential"`},
+		{"credentials:\n  x:\n    headers: {}\n", "no headers"},
+		{"credentials:\n  x:\n    headers:\n      Authorization: {env: A, file: /k}\n", "exactly one of env: VAR or file: PATH"},
+		{"credentials:\n  x:\n    headers:\n      Authorization: {value: s3cret}\n", `unknown key "value"`},
+		{"credentials:\n  x:\n    headers:\n      authorization: {env: A}\n", "write it as Authorization"},
+		{"credentials:\n  x:\n    headers:\n      Authorization: {file: k.txt}\n", "is not absolute"},
+		{"credentials:\n  'a b':\n    headers:\n      Authorization: {env: A}\n", "a name is 1-64 letters"},
+	} {
+		_, err := LoadCredentials(write("bad.yaml", tc.doc, 0o600))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.doc, err, tc.want)
 		}
 	}
 }
