@@ -44,13 +44,9 @@ func (h *Host) ChildToken(parent []byte, parentDepth uint32, capsDoc, budget str
 	if b != (capability.Budget{}) {
 		return nil, ChildClaims{}, fmt.Errorf("%w: caps: the budget goes in the spawn's budget, not in its caps", agent.ErrBadRequest)
 	}
-	want := v.Claims.Budget
-	if budget != "" {
-		over, err := capability.ParseBudget(budget)
-		if err != nil {
-			return nil, ChildClaims{}, fmt.Errorf("%w: budget: %w", agent.ErrBadRequest, err)
-		}
-		want.Override(over)
+	want, err := childBudget(v.Claims.Budget, budget)
+	if err != nil {
+		return nil, ChildClaims{}, err
 	}
 	if caps.Tool != nil {
 		return nil, ChildClaims{}, fmt.Errorf("%w: a sub-agent's tools are not supported yet (leave tool out of its caps)", agent.ErrDenied)
@@ -75,4 +71,20 @@ func (h *Host) ChildToken(parent []byte, parentDepth uint32, capsDoc, budget str
 		return nil, ChildClaims{}, fmt.Errorf("host: the child's token: %w", err)
 	}
 	return token, ChildClaims{Caps: c.Caps, Budget: want}, nil
+}
+
+// childBudget returns the budget of a sub-agent whose parent's token has
+// budget parent, at the request of its agent.spawn (the flag syntax; a
+// ceiling it leaves out is the parent's). The child's token carries it,
+// and the budget bridge reserves it in the parent's ledger.
+func childBudget(parent capability.Budget, req string) (capability.Budget, error) {
+	if req == "" {
+		return parent, nil
+	}
+	over, err := capability.ParseBudget(req)
+	if err != nil {
+		return parent, fmt.Errorf("%w: budget: %w", agent.ErrBadRequest, err)
+	}
+	parent.Override(over)
+	return parent, nil
 }

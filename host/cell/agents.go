@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/host"
+	"github.com/agentrt/agentrt/host/budget"
 	"github.com/agentrt/agentrt/host/caps/agent"
 	"github.com/agentrt/agentrt/journal"
 )
@@ -237,6 +238,34 @@ func (a agents) Children(ctx context.Context, parent journal.RunID) ([]abi.Child
 		out = append(out, abi.Child{Run: k.meta.ID.String(), Step: k.step, Status: status})
 	}
 	return out, nil
+}
+
+// Spend implements agent.Spawner: what the child of parent's step spent,
+// from its journal (verified), once it has ended and no longer runs here.
+// A child stopped with reservations open (cancelled mid-call, or holding
+// its own children's budgets) spent them, as far as its parent knows.
+func (a agents) Spend(ctx context.Context, parent journal.RunID, step uint64) (agent.ChildSpend, error) {
+	kids, err := a.children(ctx, parent)
+	if err != nil {
+		return agent.ChildSpend{}, err
+	}
+	i := slices.IndexFunc(kids, func(k child) bool { return k.step == step })
+	if i < 0 {
+		return agent.ChildSpend{}, nil
+	}
+	k := kids[i]
+	if _, done := childState(k.meta); !done || a.s.cell.Host.Live(k.meta.ID) {
+		return agent.ChildSpend{Started: true}, nil
+	}
+	rep, err := host.LoadBudget(ctx, a.s.cell.Journal, k.meta.ID, a.s.cell.Host.Trust())
+	if err != nil {
+		return agent.ChildSpend{}, fmt.Errorf("child %s: its spend: %w", k.meta.ID, err)
+	}
+	var spent budget.Amounts
+	for _, row := range rep.Rows {
+		spent[row.Dim] = row.Spent + row.Reserved
+	}
+	return agent.ChildSpend{Started: true, Ended: true, Spent: spent}, nil
 }
 
 // agentEnded wakes the parent of run, a child that ended, was cancelled or

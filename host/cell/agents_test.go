@@ -36,6 +36,8 @@ type familyReport struct {
 	Children []abi.Child
 	Errors   []string
 	Output   string
+	// Fetched is the spender agent's count of answered GETs.
+	Fetched int
 }
 
 // spawnOf is one child in a family agent's plan.
