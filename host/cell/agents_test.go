@@ -596,3 +596,60 @@ func (p *parkCell) descendants(run journal.RunID) []journal.RunID {
 	}
 	return out
 }
+
+// Depth and fan-out are bounded over the whole tree by the root's grant:
+// a root of {max_children: 2, max_depth: 2} gets two children of its
+// three; each child, {max_children: 2, max_depth: 1}, may start only
+// children that cannot spawn (one asking for agent is denied, one whose
+// module imports agent is refused at link time and counts), and no more
+// than two. The tree holds 7 runs, none below the second generation.
+func TestDepthAndFanOutBoundTheTree(t *testing.T) {
+	p := openParkCell(t, t.TempDir(), clock.NewFake(time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC)))
+	defer func() { p.close() }()
+	code, mod := family(p)
+	leaf := map[string]any{"output": "leaf"}
+	kid := spawnOf{Module: mod, Caps: "{run: {}, timer: {}, agent: {max_children: 2, max_depth: 1}}", Input: map[string]any{
+		"spawn": []spawnOf{
+			{Module: mod, Caps: "{run: {}, timer: {}, agent: {max_children: 1, max_depth: 1}}", Input: leaf},
+			{Module: mod, Caps: "{run: {}, timer: {}}", Input: leaf},
+			{Module: mod, Caps: "{run: {}}", Input: leaf},
+			{Module: mod, Caps: "{run: {}}", Input: leaf},
+		},
+		"await": true, "output": "child",
+	}}
+	root := p.launchFamily(code, map[string]any{"spawn": []spawnOf{kid, kid, kid}, "await": true},
+		"capabilities:\n  run: {}\n  timer: {}\n  agent: {max_children: 2, max_depth: 2}\n")
+	r := p.report(root)
+	if len(r.Spawned) != 2 || len(r.Errors) != 1 || !strings.Contains(r.Errors[0], "has spawned 2 children, its grant's max_children") {
+		t.Fatalf("root report %+v", r)
+	}
+	wantKid := []string{
+		"max_depth 1 must be below its parent's 1",
+		"module refused: imports capabilities its grant lacks: agent",
+		"module refused: imports capabilities its grant lacks: timer, agent",
+		"has spawned 2 children, its grant's max_children",
+	}
+	for i, o := range r.Outcomes {
+		var k familyReport
+		if o.Status != abi.ChildCompleted || json.Unmarshal(o.Output, &k) != nil || len(k.Errors) != len(wantKid) || len(k.Spawned) != 0 {
+			t.Fatalf("child %d: %+v", i, o)
+		}
+		for j, w := range wantKid {
+			if !strings.HasPrefix(k.Errors[j], "denied: ") || !strings.Contains(k.Errors[j], w) {
+				t.Errorf("child %d, error %d: %q, want a denial containing %q", i, j, k.Errors[j], w)
+			}
+		}
+	}
+	runs := p.descendants(root)
+	if len(runs) != 7 {
+		t.Fatalf("the tree has %d runs, want the root, 2 children and their 2 refused ones each", len(runs))
+	}
+	for _, run := range runs[3:] {
+		if m := p.meta(run); m.Status != journal.StatusFailed || !strings.Contains(m.Error, "module refused") {
+			t.Errorf("grandchild %s: %s %q", run, m.Status, m.Error)
+		}
+		if kids := p.descendants(run); len(kids) != 1 {
+			t.Errorf("grandchild %s has children %v", run, kids[1:])
+		}
+	}
+}

@@ -127,7 +127,8 @@ func (p *parkCell) verifies(run journal.RunID) {
 
 // The budget bridge with real runs: a parent of 10 HTTP requests carves 4
 // for each of two children running at once; a third child of 5 does not
-// fit and is refused with status budget; the child that spent 2 returns
+// fit and is refused with status budget, a fourth of 11 is wider than the
+// parent's token and denied; the child that spent 2 returns
 // its other 2 when it ends, so the parent, after awaiting both, sends
 // exactly the 4 left. The server sees 10 requests, the parent's journal
 // carries both carves and their settles at what each child spent, every
@@ -145,6 +146,8 @@ func TestBudgetBridge(t *testing.T) {
 			{Module: mod, Caps: httpCaps, Budget: "http_requests=4", Input: map[string]any{"fetch": fetch(2)}},
 			{Module: mod, Caps: httpCaps, Budget: "http_requests=4", Input: map[string]any{"fetch": fetch(6)}},
 			{Module: mod, Caps: httpCaps, Budget: "http_requests=5", Input: map[string]any{"fetch": fetch(1)}},
+			// More than the parent has at all: wider than its token.
+			{Module: mod, Caps: httpCaps, Budget: "http_requests=11", Input: map[string]any{"fetch": fetch(1)}},
 		},
 		"await": true, "fetch": fetch(6),
 	}, grant, capability.Budget{HTTPRequests: capability.Limit(10)})
@@ -154,10 +157,11 @@ func TestBudgetBridge(t *testing.T) {
 	}
 	// The third spawn: 10 - 4 - 4 = 2 left, whether or not the first
 	// child has ended (it returns 2): 5 does not fit.
-	if len(r.Errors) != 3 || !strings.HasPrefix(r.Errors[0], "budget: agent.spawn: the child's budget: budget exceeded: http_requests: asked 5") {
+	if len(r.Errors) != 4 || !strings.HasPrefix(r.Errors[0], "budget: agent.spawn: the child's budget: budget exceeded: http_requests: asked 5") ||
+		!strings.HasPrefix(r.Errors[1], "denied: agent.spawn: widens its parent: budget http_requests is 11 but the parent's is 10") {
 		t.Fatalf("errors %q", r.Errors)
 	}
-	for _, e := range r.Errors[1:] {
+	for _, e := range r.Errors[2:] {
 		if !strings.HasPrefix(e, "budget: ") {
 			t.Fatalf("the parent's fetches past its budget: %q", r.Errors)
 		}
