@@ -13,10 +13,13 @@ import (
 // sets it once, before it executes any run.
 func (h *Host) SetAgents(a agent.Spawner) { h.deps.Agents = a }
 
-// ChildClaims are the powers of a sub-agent: the claims of its token.
+// ChildClaims are the powers of a sub-agent: the claims of its token, and
+// the grant it runs with (its caps document: what the token does not
+// carry, such as its tools' declarations).
 type ChildClaims struct {
 	Caps   capability.Caps
 	Budget capability.Budget
+	Grant  *Grant
 }
 
 // ChildToken issues the token of a sub-agent of the run whose token is
@@ -49,7 +52,11 @@ func (h *Host) ChildToken(parent []byte, parentDepth uint32, capsDoc, budget str
 		return nil, ChildClaims{}, err
 	}
 	if caps.Tool != nil {
-		return nil, ChildClaims{}, fmt.Errorf("%w: a sub-agent's tools are not supported yet (leave tool out of its caps)", agent.ErrDenied)
+		for name, d := range caps.Tool.Tools {
+			if d == nil {
+				return nil, ChildClaims{}, fmt.Errorf("%w: caps: tool %q: declare it (tools: [{name: ..., exec: ...}], as the parent's grant does): the child runs it under its own declaration", agent.ErrBadRequest, name)
+			}
+		}
 	}
 	if caps.Agent != nil && caps.Agent.MaxDepth >= parentDepth {
 		return nil, ChildClaims{}, fmt.Errorf("%w: the child's agent max_depth %d must be below its parent's %d", agent.ErrDenied, caps.Agent.MaxDepth, parentDepth)
@@ -70,7 +77,11 @@ func (h *Host) ChildToken(parent []byte, parentDepth uint32, capsDoc, budget str
 	if err != nil {
 		return nil, ChildClaims{}, fmt.Errorf("host: the child's token: %w", err)
 	}
-	return token, ChildClaims{Caps: c.Caps, Budget: want}, nil
+	g, err := ParseGrant([]byte("capabilities:\n  " + strings.ReplaceAll(capsDoc, "\n", "\n  ") + "\n"))
+	if err != nil {
+		return nil, ChildClaims{}, fmt.Errorf("%w: caps: %w", agent.ErrBadRequest, err)
+	}
+	return token, ChildClaims{Caps: c.Caps, Budget: want, Grant: g}, nil
 }
 
 // childBudget returns the budget of a sub-agent whose parent's token has

@@ -84,7 +84,7 @@ func (a agents) Spawn(ctx context.Context, sp agent.Spawn) (abi.SpawnResponse, e
 	if err != nil {
 		return abi.SpawnResponse{}, err
 	}
-	st, err := a.s.cell.Host.Start(ctx, host.RunSpec{ModuleSHA256: sp.Req.Module, Input: sp.Req.Input, Token: token,
+	st, err := a.s.cell.Host.Start(ctx, host.RunSpec{ModuleSHA256: sp.Req.Module, Input: sp.Req.Input, Token: token, Grant: claims.Grant,
 		Parent: sp.Parent, Origin: &journal.Origin{Kind: OriginSpawn, ID: sp.Parent.String(), Seq: sp.Step}})
 	switch {
 	case errors.Is(err, host.ErrUnknownModule):
@@ -241,7 +241,7 @@ func (a agents) Children(ctx context.Context, parent journal.RunID) ([]abi.Child
 }
 
 // Spend implements agent.Spawner: what the child of parent's step spent,
-// from its journal (verified), once it has ended and no longer runs here.
+// from its journal (verified), once it has ended.
 // A child stopped with reservations open (cancelled mid-call, or holding
 // its own children's budgets) spent them, as far as its parent knows.
 func (a agents) Spend(ctx context.Context, parent journal.RunID, step uint64) (agent.ChildSpend, error) {
@@ -254,7 +254,9 @@ func (a agents) Spend(ctx context.Context, parent journal.RunID, step uint64) (a
 		return agent.ChildSpend{}, nil
 	}
 	k := kids[i]
-	if _, done := childState(k.meta); !done || a.s.cell.Host.Live(k.meta.ID) {
+	// A run's index says it ended only with its last entries durable
+	// (the end entry, or what it journaled before it stopped).
+	if _, done := childState(k.meta); !done {
 		return agent.ChildSpend{Started: true}, nil
 	}
 	rep, err := host.LoadBudget(ctx, a.s.cell.Journal, k.meta.ID, a.s.cell.Host.Trust())

@@ -181,7 +181,8 @@ func TestBudgetBridge(t *testing.T) {
 	}
 	// The parent's journal: each carve reserved on its spawn's intent and
 	// settled, at its child's spend, on the entry of the first of the
-	// parent's agent calls that learnt its end (a spawn or an await).
+	// parent's agent calls that learnt its end (a spawn or an await), or
+	// on its end entry.
 	ops, on := p.budgetOps(parent)
 	reserved := map[uint64]bool{}
 	settled := map[uint64]bool{}
@@ -194,7 +195,7 @@ func TestBudgetBridge(t *testing.T) {
 			}
 		case o.Carve && o.Kind == budget.OpSettle:
 			settled[o.Amounts[budget.HTTPRequests]] = true
-			if !reserved[o.ID] || !strings.HasPrefix(on[i], "agent.") || o.Amounts[budget.Steps] != 0 {
+			if !reserved[o.ID] || !(strings.HasPrefix(on[i], "agent.") || on[i] == " end") || o.Amounts[budget.Steps] != 0 {
 				t.Errorf("carve settle %+v on %s", o, on[i])
 			}
 		}
