@@ -84,6 +84,6 @@ func Example() {
 	// grep bound to its declaration: true
 	// api.example.com:443: true api.example.com:8443: false
 	// budget: wall_seconds=600
-	// true capability token: link 1: widens its parent: tool "rm" is neither in the parent's tools nor delegable by it
+	// true capability token: link 1: widens its parent: tool "rm" is not in the parent's tools
 	// true
 }

@@ -121,7 +121,10 @@ func toolsWithin(c, parent *Tool) error {
 			if !ok {
 				pd, ok = parent.Delegable[name]
 			}
-			if !ok {
+			switch {
+			case !ok && len(parent.Delegable) == 0:
+				return widens("tool %q is not in the parent's tools", name)
+			case !ok:
 				return widens("tool %q is neither in the parent's tools nor delegable by it", name)
 			}
 			if !bytes.Equal(list.m[name], pd) {
