@@ -31,6 +31,14 @@ import (
 // crash, the children are recovered as any run, and their parents, parked,
 // are woken by their ends: the family is re-attached by the journals
 // alone.
+//
+// A child's budget is carved out of its parent's (the budget bridge,
+// host/budget.go): the parent's session asks Spend what the child of a
+// spawning step spent once it ended, read from the child's verified
+// journal, and settles the carve with it. A child's tools are declared in
+// its caps, which become its grant: it runs them under those
+// declarations, each bound to its parent's (runnable or delegable) by
+// digest.
 
 // OriginSpawn is the Origin.Kind of a sub-agent: Origin.ID is its parent
 // run, Origin.Seq the parent's spawning step.
