@@ -646,7 +646,11 @@ func (c Caps) String() string {
 			}
 			parts = append(parts, s)
 		case FamilyTool:
-			parts = append(parts, "tool["+strings.Join(c.Tool.Names(), " ")+"]")
+			s := "tool[" + strings.Join(c.Tool.Names(), " ") + "]"
+			if len(c.Tool.Delegable) > 0 {
+				s += " delegable[" + strings.Join(c.Tool.DelegableNames(), " ") + "]"
+			}
+			parts = append(parts, s)
 		case FamilyLLM:
 			parts = append(parts, fmt.Sprintf("llm[%s: %s ≤%d]", strings.Join(c.LLM.Providers, " "), strings.Join(c.LLM.Models, " "), c.LLM.MaxOutputTokens))
 		case FamilyApproval:

@@ -42,6 +42,20 @@ type Tool struct {
 	// Attenuate reads a nil digest as "the parent's"; a link always
 	// carries every digest.
 	Tools map[string]Digest `cbor:"tools" json:"tools" yaml:"tools"`
+	// Delegable maps the tools the holder may not run itself but may
+	// hand to its sub-agents to the digests of their declarations. A
+	// sub-agent's token may list them in its Tools (it runs them) or in
+	// its own Delegable; nothing else reaches a tool the parent cannot
+	// run.
+	Delegable map[string]Digest `cbor:"delegable,omitempty" json:"delegable,omitempty" yaml:"delegable,omitempty"`
+}
+
+// DelegableNames returns the delegable tools' names, sorted.
+func (t *Tool) DelegableNames() []string {
+	if t == nil {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(t.Delegable))
 }
 
 // Names returns the tools' names, sorted.
@@ -61,38 +75,61 @@ func (c Caps) ToolDigest(name string) (Digest, bool) {
 	return d, ok
 }
 
-// checkTools validates a tool list: bounded, valid names, full digests.
+// checkTools validates a tool list: bounded, valid names, full digests;
+// a name is runnable or delegable, not both.
 func checkTools(t *Tool) error {
-	if len(t.Tools) == 0 {
+	if len(t.Tools) == 0 && len(t.Delegable) == 0 {
 		return fmt.Errorf("tools: the list is empty (leave the capability out to allow none)")
 	}
-	if len(t.Tools) > MaxListLen {
-		return fmt.Errorf("tools: %d entries, at most %d", len(t.Tools), MaxListLen)
-	}
-	for _, name := range t.Names() {
-		if err := checkName(name); err != nil {
-			return fmt.Errorf("tools: %w", err)
+	for _, list := range []struct {
+		what  string
+		names []string
+		m     map[string]Digest
+	}{{"tools", t.Names(), t.Tools}, {"delegable", t.DelegableNames(), t.Delegable}} {
+		if len(list.m) > MaxListLen {
+			return fmt.Errorf("%s: %d entries, at most %d", list.what, len(list.m), MaxListLen)
 		}
-		if d := t.Tools[name]; len(d) != DigestSize {
-			return fmt.Errorf("tool %q: want a %d-byte declaration digest, have %d bytes (a token binds each tool's whole declaration)", name, DigestSize, len(d))
+		for _, name := range list.names {
+			if err := checkName(name); err != nil {
+				return fmt.Errorf("%s: %w", list.what, err)
+			}
+			if d := list.m[name]; len(d) != DigestSize {
+				return fmt.Errorf("tool %q: want a %d-byte declaration digest, have %d bytes (a token binds each tool's whole declaration)", name, DigestSize, len(d))
+			}
+		}
+	}
+	for name := range t.Delegable {
+		if _, ok := t.Tools[name]; ok {
+			return fmt.Errorf("tool %q: both runnable and delegable (a delegable tool is one the holder may not run)", name)
 		}
 	}
 	return nil
 }
 
-// toolsWithin returns nil when every tool of c is in parent with the same
-// declaration digest.
+// toolsWithin returns nil when every tool of c, runnable or delegable, is
+// one parent runs or may delegate, with the same declaration digest.
 func toolsWithin(c, parent *Tool) error {
 	if parent == nil {
 		return widens("capability tool is not in the parent")
 	}
-	for _, name := range c.Names() {
-		pd, ok := parent.Tools[name]
-		if !ok {
-			return widens("tool %q is not in the parent's tools", name)
-		}
-		if !bytes.Equal(c.Tools[name], pd) {
-			return widens("tool %q is declared otherwise than in the parent (declaration %s, the parent's %s)", name, short(c.Tools[name]), short(pd))
+	for _, list := range []struct {
+		names []string
+		m     map[string]Digest
+	}{{c.Names(), c.Tools}, {c.DelegableNames(), c.Delegable}} {
+		for _, name := range list.names {
+			pd, ok := parent.Tools[name]
+			if !ok {
+				pd, ok = parent.Delegable[name]
+			}
+			switch {
+			case !ok && len(parent.Delegable) == 0:
+				return widens("tool %q is not in the parent's tools", name)
+			case !ok:
+				return widens("tool %q is neither in the parent's tools nor delegable by it", name)
+			}
+			if !bytes.Equal(list.m[name], pd) {
+				return widens("tool %q is declared otherwise than in the parent (declaration %s, the parent's %s)", name, short(list.m[name]), short(pd))
+			}
 		}
 	}
 	return nil
@@ -103,14 +140,22 @@ func (t *Tool) inheritTools(parent *Tool) {
 	if t == nil || parent == nil {
 		return
 	}
-	out := make(map[string]Digest, len(t.Tools))
-	for name, d := range t.Tools {
-		if d == nil {
-			d = parent.Tools[name]
+	inherit := func(m map[string]Digest) map[string]Digest {
+		if m == nil {
+			return nil
 		}
-		out[name] = d
+		out := make(map[string]Digest, len(m))
+		for name, d := range m {
+			if d == nil {
+				if d = parent.Tools[name]; d == nil {
+					d = parent.Delegable[name]
+				}
+			}
+			out[name] = d
+		}
+		return out
 	}
-	t.Tools = out
+	t.Tools, t.Delegable = inherit(t.Tools), inherit(t.Delegable)
 }
 
 // short abbreviates a digest for messages.

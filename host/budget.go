@@ -77,6 +77,9 @@ func (s *session) budgetLayer(c *Call) *denial {
 	if s.ledger == nil || !s.known {
 		return nil
 	}
+	if cv, ok := s.inst[s.ci].(caps.Carver); ok {
+		return s.carveLayer(c, cv)
+	}
 	m, ok := s.inst[s.ci].(caps.Meter)
 	if !ok {
 		return nil
@@ -105,15 +108,119 @@ func (s *session) budgetLayer(c *Call) *denial {
 }
 
 // releaseBudget closes the reservation of a call a later layer refused:
-// nothing was sent.
+// nothing was sent (a carve: no child started, and it spent nothing).
 func (s *session) releaseBudget() {
 	if !s.reserved {
 		return
 	}
 	s.reserved = false
+	if s.resv.Carve {
+		if o, err := s.ledger.SettleCarve(s.resv, budget.Amounts{}); err == nil {
+			s.blog.add(o)
+		}
+		return
+	}
 	if o, err := s.ledger.Release(s.resv); err == nil {
 		s.blog.add(o)
 	}
+}
+
+// The budget bridge: a sub-agent's budget is carved out of its parent's.
+// The spawn's budget layer reserves the child's ceilings (its token's
+// budget) in the parent's ledger, on the spawn's intent (carve: true); the
+// child runs under its own ledger, in its own journal, within them; and
+// the parent settles the carve, at what the child's journal says it spent
+// (with what it still held when it stopped, at its worst case), on the
+// entry of the first of its own calls that follows the child's end: the
+// await that learns it, an agent call, the next spawn (which needs the
+// room), or the parent's end entry, where a child still running is
+// charged its whole carve. A carve of a spawn that started no child is
+// settled at nothing. A parent and its descendants therefore never hold
+// more than the parent's ceilings, each child's unspent budget returns to
+// its parent, and both journals say so.
+
+// carveLayer reserves the budget of the child that call c starts (a
+// caps.Carver's), when the run has ceilings: the child's ceilings, as
+// its token will have them. A child wider than the run is not carved: the
+// Spawner refuses it, naming what widens.
+func (s *session) carveLayer(c *Call, cv caps.Carver) *denial {
+	req, ok := cv.CarveBudget(c)
+	if !ok || s.ledger.Ceilings() == (budget.Ceilings{}) {
+		return nil
+	}
+	var parent capability.Budget
+	if s.grant.Budget != nil {
+		parent = *s.grant.Budget
+	}
+	want, err := childBudget(parent, req)
+	if err != nil || want.Within(parent) != nil {
+		return nil
+	}
+	s.settleCarves(false)
+	r, err := s.ledger.ReserveCarve(c.Step, budget.CeilingsOf(want, capability.Budget{}))
+	switch {
+	case errors.Is(err, budget.ErrBudget):
+		return caps.Deny(abi.StatusBudget, "%s: the child's budget: %v", c.Op.Name, err)
+	case errors.Is(err, budget.ErrCarve):
+		return caps.Deny(abi.StatusDenied, "%s: the child's budget: %v", c.Op.Name, err)
+	case err != nil:
+		return caps.Deny(abi.StatusInternal, "%s: budget: %v", c.Op.Name, err)
+	}
+	s.resv, s.reserved = r, true
+	s.blog.add(r.Op())
+	return nil
+}
+
+// settleCarves settles the carve of each child of the run that has ended,
+// at what it spent, and of each spawn that started none, at nothing. At
+// the run's end (final), a child still running is charged its whole
+// carve: the run's journal closes, and the child spends within it.
+func (s *session) settleCarves(final bool) {
+	if s.ledger == nil || s.deps.Agents == nil {
+		return
+	}
+	var ctx context.Context
+	for _, r := range s.ledger.Open() {
+		if !r.Carve {
+			continue
+		}
+		if ctx == nil {
+			c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			ctx = c
+		}
+		sp, err := s.deps.Agents.Spend(ctx, s.run, r.Step)
+		var spent budget.Amounts
+		switch {
+		case err != nil && !final:
+			continue // settled at a later call
+		case err != nil:
+			spent = r.Amounts
+		case !sp.Started:
+		case sp.Ended:
+			spent = sp.Spent
+		case final:
+			spent = r.Amounts
+		default:
+			continue
+		}
+		if o, err := s.ledger.SettleCarve(r, spent); err == nil {
+			s.blog.add(o)
+		}
+	}
+}
+
+// hasCarves reports whether the run's ledger holds a child's budget.
+func (s *session) hasCarves() bool {
+	if s.ledger == nil {
+		return false
+	}
+	for _, r := range s.ledger.Open() {
+		if r.Carve {
+			return true
+		}
+	}
+	return false
 }
 
 // settleBudget charges what call c used, after it was dispatched, and
@@ -124,6 +231,18 @@ func (s *session) settleBudget(c *Call, status abi.Status, resp []byte) {
 		return
 	}
 	inst := s.inst[s.ci]
+	if _, ok := inst.(caps.Carver); ok {
+		if s.reserved && s.resv.Carve && status == abi.StatusOK {
+			// The child runs: its carve stays open until it ends.
+			s.reserved = false
+		} else if s.reserved && s.resv.Carve {
+			s.releaseBudget()
+		}
+		if s.hasCarves() {
+			s.settleCarves(false)
+		}
+		return
+	}
 	if s.reserved {
 		s.reserved = false
 		used, hold := s.resv.Amounts, false
@@ -184,6 +303,7 @@ func (s *session) closeBudget() []byte {
 	if s.ledger == nil {
 		return s.blog.take()
 	}
+	s.settleCarves(true)
 	for _, r := range s.ledger.Open() {
 		if o, err := s.ledger.Settle(r, r.Amounts); err == nil {
 			s.blog.add(o)
@@ -540,7 +660,11 @@ func (s *session) dropReserve() {
 		return
 	}
 	s.reserved = false
-	_, _ = s.ledger.Release(s.resv)
+	if s.resv.Carve {
+		_, _ = s.ledger.SettleCarve(s.resv, budget.Amounts{})
+	} else {
+		_, _ = s.ledger.Release(s.resv)
+	}
 	if n := len(s.blog.ops); n > 0 && s.blog.ops[n-1].Kind == budget.OpReserve && s.blog.ops[n-1].ID == s.resv.ID {
 		s.blog.ops = s.blog.ops[:n-1]
 	}

@@ -237,6 +237,10 @@ func (s *session) idempotent(c *Call) bool {
 	return inst != nil && inst.Idempotent(c)
 }
 
+// Trust accepts the seals of this host's cell and of the peer cells it
+// trusts: the trust to read a run of this cell's journal store with.
+func (h *Host) Trust() journal.TrustFunc { return h.trust() }
+
 // trust accepts the seals of this host's cell and of the peer cells it
 // trusts (Deps.TrustedCells): a run taken over carries entries of both.
 func (h *Host) trust() journal.TrustFunc {

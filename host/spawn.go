@@ -13,10 +13,13 @@ import (
 // sets it once, before it executes any run.
 func (h *Host) SetAgents(a agent.Spawner) { h.deps.Agents = a }
 
-// ChildClaims are the powers of a sub-agent: the claims of its token.
+// ChildClaims are the powers of a sub-agent: the claims of its token, and
+// the grant it runs with (its caps document: what the token does not
+// carry, such as its tools' declarations).
 type ChildClaims struct {
 	Caps   capability.Caps
 	Budget capability.Budget
+	Grant  *Grant
 }
 
 // ChildToken issues the token of a sub-agent of the run whose token is
@@ -44,16 +47,16 @@ func (h *Host) ChildToken(parent []byte, parentDepth uint32, capsDoc, budget str
 	if b != (capability.Budget{}) {
 		return nil, ChildClaims{}, fmt.Errorf("%w: caps: the budget goes in the spawn's budget, not in its caps", agent.ErrBadRequest)
 	}
-	want := v.Claims.Budget
-	if budget != "" {
-		over, err := capability.ParseBudget(budget)
-		if err != nil {
-			return nil, ChildClaims{}, fmt.Errorf("%w: budget: %w", agent.ErrBadRequest, err)
-		}
-		want.Override(over)
+	want, err := childBudget(v.Claims.Budget, budget)
+	if err != nil {
+		return nil, ChildClaims{}, err
 	}
 	if caps.Tool != nil {
-		return nil, ChildClaims{}, fmt.Errorf("%w: a sub-agent's tools are not supported yet (leave tool out of its caps)", agent.ErrDenied)
+		for name, d := range caps.Tool.Tools {
+			if d == nil {
+				return nil, ChildClaims{}, fmt.Errorf("%w: caps: tool %q: declare it (tools: [{name: ..., exec: ...}], as the parent's grant does): the child runs it under its own declaration", agent.ErrBadRequest, name)
+			}
+		}
 	}
 	if caps.Agent != nil && caps.Agent.MaxDepth >= parentDepth {
 		return nil, ChildClaims{}, fmt.Errorf("%w: the child's agent max_depth %d must be below its parent's %d", agent.ErrDenied, caps.Agent.MaxDepth, parentDepth)
@@ -74,5 +77,25 @@ func (h *Host) ChildToken(parent []byte, parentDepth uint32, capsDoc, budget str
 	if err != nil {
 		return nil, ChildClaims{}, fmt.Errorf("host: the child's token: %w", err)
 	}
-	return token, ChildClaims{Caps: c.Caps, Budget: want}, nil
+	g, err := ParseGrant([]byte("capabilities:\n  " + strings.ReplaceAll(capsDoc, "\n", "\n  ") + "\n"))
+	if err != nil {
+		return nil, ChildClaims{}, fmt.Errorf("%w: caps: %w", agent.ErrBadRequest, err)
+	}
+	return token, ChildClaims{Caps: c.Caps, Budget: want, Grant: g}, nil
+}
+
+// childBudget returns the budget of a sub-agent whose parent's token has
+// budget parent, at the request of its agent.spawn (the flag syntax; a
+// ceiling it leaves out is the parent's). The child's token carries it,
+// and the budget bridge reserves it in the parent's ledger.
+func childBudget(parent capability.Budget, req string) (capability.Budget, error) {
+	if req == "" {
+		return parent, nil
+	}
+	over, err := capability.ParseBudget(req)
+	if err != nil {
+		return parent, fmt.Errorf("%w: budget: %w", agent.ErrBadRequest, err)
+	}
+	parent.Override(over)
+	return parent, nil
 }

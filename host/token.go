@@ -220,8 +220,9 @@ func ParseCapsFile(b []byte) (capability.Caps, capability.Budget, error) {
 			Clock  *capability.Unit `yaml:"clock"`
 			Random *capability.Unit `yaml:"random"`
 			Tool   *struct {
-				Names []string   `yaml:"names"`
-				Tools []ToolSpec `yaml:"tools"`
+				Names     []string   `yaml:"names"`
+				Tools     []ToolSpec `yaml:"tools"`
+				Delegable []ToolSpec `yaml:"delegable"`
 			} `yaml:"tool"`
 			LLM      *LLMGrant        `yaml:"llm"`
 			Timer    *capability.Unit `yaml:"timer"`
@@ -279,27 +280,28 @@ func ParseCapsFile(b []byte) (capability.Caps, capability.Budget, error) {
 		}
 	}
 	if d.Tool != nil {
-		tg := &ToolGrant{Tools: d.Tool.Tools}
+		tg := &ToolGrant{Tools: d.Tool.Tools, Delegable: d.Tool.Delegable}
 		if err := tg.Check(); err != nil {
 			return capability.Caps{}, capability.Budget{}, err
 		}
-		tools, err := tg.Digests()
-		if err != nil {
+		var tc capability.Caps
+		if err := tg.Token(&tc); err != nil {
 			return capability.Caps{}, capability.Budget{}, err
 		}
+		tools := tc.Tool.Tools
 		for _, name := range d.Tool.Names {
 			if !tool.ValidName(name) {
 				return capability.Caps{}, capability.Budget{}, fmt.Errorf("tool: names: %q must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", name)
 			}
-			if _, declared := tools[name]; declared {
+			if _, declared := tools[name]; declared || tc.Tool.Delegable[name] != nil {
 				return capability.Caps{}, capability.Budget{}, fmt.Errorf("tool %q: listed under both names and tools", name)
 			}
 			tools[name] = nil // the parent's declaration
 		}
-		if len(tools) == 0 {
+		if len(tools) == 0 && len(tc.Tool.Delegable) == 0 {
 			return capability.Caps{}, capability.Budget{}, fmt.Errorf("tool: declare the tools (tools: [{name: ..., exec: ...}]), or name the parent's to keep (names: [...]); leave tool out to allow none")
 		}
-		c.Tool = &capability.Tool{Tools: tools}
+		c.Tool = &capability.Tool{Tools: tools, Delegable: tc.Tool.Delegable}
 	}
 	if d.KV != nil {
 		c.KV = &capability.KV{Namespaces: d.KV.Namespaces}

@@ -32,7 +32,10 @@
 //
 // A child ledger is carved out of its parent (Carve): the child's ceilings
 // are reserved in the parent, the child's settles charge the parent as they
-// happen, and closing the child returns what it left unused.
+// happen, and closing the child returns what it left unused. A child that
+// runs apart (a sub-agent, in its own run and journal) has its ceilings
+// reserved by ReserveCarve, and its parent settles the carve at what the
+// child's journal says it spent (SettleCarve): the host's budget bridge.
 //
 // Every amount is an integer (money in micro-USD), every sum is exact, and
 // the ledger never takes a float, a clock or a lock other than its own: a

@@ -32,6 +32,9 @@ type held struct {
 	amounts Amounts
 	step    uint64
 	carve   bool
+	// charged is what an attached child (Carve, Adopt) has charged the
+	// carve so far.
+	charged Amounts
 }
 
 // New returns an empty ledger with ceilings c.
@@ -228,6 +231,7 @@ func (l *Ledger) charge(id uint64, a Amounts) {
 			used[d] = min(used[d], h.amounts[d])
 		}
 		h.amounts = sub(h.amounts, used)
+		h.charged = h.charged.add(a)
 		l.open[id] = h
 		l.reserved = sub(l.reserved, used)
 	}
@@ -243,9 +247,33 @@ func (l *Ledger) charge(id uint64, a Amounts) {
 // by the call at step, and the reservation that holds c in l (its record
 // goes on that call's intent). Every dimension l limits, c must limit too,
 // and c's wall clock must be at most what l has left (ErrCarve); c must fit
-// in what l has left (*ExceededError). The child's settles and steps charge
-// l as they happen; Close returns what the child left unused.
+// in what l has left (*ExceededError), steps included. The child's settles
+// and steps charge l as they happen; Close returns what the child left
+// unused.
 func (l *Ledger) Carve(step uint64, c Ceilings) (*Ledger, Reservation, error) {
+	r, err := l.reserveCarve(step, c, true)
+	if err != nil {
+		return nil, Reservation{}, err
+	}
+	child := New(c)
+	child.parent, child.carveID = l, r.ID
+	return child, r, nil
+}
+
+// ReserveCarve reserves in l the ceilings c of a child, for the sub-agent
+// started by the call at step, and returns the carve. Every dimension l
+// limits, c must limit too, at most at l's ceiling (ErrCarve); the
+// reservable dimensions of c must fit in what l has left
+// (*ExceededError). Steps and wall-clock seconds are counted per run and
+// not reserved: the child's are bounded by l's ceiling, and l's by its
+// own calls and clock. No child is attached: the child's ledger runs
+// apart, with ceilings c, and SettleCarve closes the carve at what it
+// spent.
+func (l *Ledger) ReserveCarve(step uint64, c Ceilings) (Reservation, error) {
+	return l.reserveCarve(step, c, false)
+}
+
+func (l *Ledger) reserveCarve(step uint64, c Ceilings, steps bool) (Reservation, error) {
 	var a Amounts
 	l.mu.Lock()
 	for d := range NumDims {
@@ -254,25 +282,24 @@ func (l *Ledger) Carve(step uint64, c Ceilings) (*Ledger, Reservation, error) {
 		switch {
 		case plim && !clim:
 			l.mu.Unlock()
-			return nil, Reservation{}, fmt.Errorf("%w: the parent limits %s to %s, the child does not", ErrCarve, d, d.format(pmax))
+			return Reservation{}, fmt.Errorf("%w: the parent limits %s to %s, the child does not", ErrCarve, d, d.format(pmax))
 		case d == WallSeconds:
 			if plim && cmax > pmax-min(pmax, l.spent[d]) {
 				left := pmax - min(pmax, l.spent[d])
 				l.mu.Unlock()
-				return nil, Reservation{}, fmt.Errorf("%w: the child's wall_seconds is %s, the parent has %s left", ErrCarve, d.format(cmax), d.format(left))
+				return Reservation{}, fmt.Errorf("%w: the child's wall_seconds is %s, the parent has %s left", ErrCarve, d.format(cmax), d.format(left))
+			}
+		case d == Steps && !steps:
+			if plim && cmax > pmax {
+				l.mu.Unlock()
+				return Reservation{}, fmt.Errorf("%w: the child's steps is %s, the parent's ceiling %s", ErrCarve, d.format(cmax), d.format(pmax))
 			}
 		case clim:
 			a[d] = cmax
 		}
 	}
 	l.mu.Unlock()
-	r, err := l.reserve(step, a, true)
-	if err != nil {
-		return nil, Reservation{}, err
-	}
-	child := New(c)
-	child.parent, child.carveID = l, r.ID
-	return child, r, nil
+	return l.reserve(step, a, true)
 }
 
 // Close ends a child ledger: its parent's carve is closed, returning to the
@@ -307,6 +334,44 @@ func (l *Ledger) Close() (Op, error) {
 		delete(parent.open, id)
 	}
 	return Op{Kind: OpSettle, ID: id, Amounts: spent, Carve: true}, nil
+}
+
+// SettleCarve closes the carve r of l at spent, what its child spent
+// (wall-clock seconds are not reserved and are dropped; steps count only
+// in a carve that reserved them, Carve's),
+// as the child's own journal says: the bridge for a child whose ledger
+// runs apart from l (its own run, resumed on its own), which the host
+// settles when it learns that the child ended. What the carve held beyond
+// spent returns to l. A child attached to the carve (Carve, Adopt) has
+// charged l as it spent: only what it did not charge is charged now, and
+// a closed attached child is closed already. It returns the settle's
+// record (carve: true), for l's journal. spent may exceed the carve (a
+// child's overspend): it is charged all the same.
+func (l *Ledger) SettleCarve(r Reservation, spent Amounts) (Op, error) {
+	spent[WallSeconds] = 0
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return Op{}, ErrClosed
+	}
+	h, ok := l.open[r.ID]
+	if !ok || !h.carve || r.l != l {
+		l.mu.Unlock()
+		return Op{}, fmt.Errorf("%w: reservation %d is not an open carve of this ledger", ErrNotOpen, r.ID)
+	}
+	if h.amounts[Steps] == 0 && h.charged[Steps] == 0 {
+		spent[Steps] = 0
+	}
+	delete(l.open, r.ID)
+	l.reserved = sub(l.reserved, h.amounts)
+	extra := sub(spent, h.charged)
+	l.spent = l.spent.add(extra)
+	parent, id := l.parent, l.carveID
+	l.mu.Unlock()
+	if parent != nil && !extra.IsZero() {
+		parent.charge(id, extra)
+	}
+	return Op{Kind: OpSettle, ID: r.ID, Amounts: spent, Carve: true}, nil
 }
 
 // Open returns the open reservations, by id.

@@ -275,6 +275,19 @@ type Settler interface {
 	Settles(c *Call, status abi.Status, resp []byte) (s Settlement, ok bool)
 }
 
+// Carver is implemented by an Instance one of whose calls starts a run
+// whose budget is carved out of the caller's (agent.spawn): the gate's
+// budget layer reserves the child's ceilings in the caller's ledger before
+// the call's intent, the reservation stays open while the child runs, and
+// the host settles it at what the child spent once it learns that the
+// child ended (the budget bridge, host/budget.go).
+type Carver interface {
+	// CarveBudget returns the budget c asks for its child, in the flag
+	// syntax (a ceiling it leaves out is the caller's); ok false: c starts
+	// no child.
+	CarveBudget(c *Call) (budget string, ok bool)
+}
+
 // Settlement is what a Settler reports: the held reservation of Step is
 // settled at Used, or at its worst case when Worst.
 type Settlement struct {

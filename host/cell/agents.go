@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/host"
+	"github.com/agentrt/agentrt/host/budget"
 	"github.com/agentrt/agentrt/host/caps/agent"
 	"github.com/agentrt/agentrt/journal"
 )
@@ -30,6 +31,14 @@ import (
 // crash, the children are recovered as any run, and their parents, parked,
 // are woken by their ends: the family is re-attached by the journals
 // alone.
+//
+// A child's budget is carved out of its parent's (the budget bridge,
+// host/budget.go): the parent's session asks Spend what the child of a
+// spawning step spent once it ended, read from the child's verified
+// journal, and settles the carve with it. A child's tools are declared in
+// its caps, which become its grant: it runs them under those
+// declarations, each bound to its parent's (runnable or delegable) by
+// digest.
 
 // OriginSpawn is the Origin.Kind of a sub-agent: Origin.ID is its parent
 // run, Origin.Seq the parent's spawning step.
@@ -83,7 +92,7 @@ func (a agents) Spawn(ctx context.Context, sp agent.Spawn) (abi.SpawnResponse, e
 	if err != nil {
 		return abi.SpawnResponse{}, err
 	}
-	st, err := a.s.cell.Host.Start(ctx, host.RunSpec{ModuleSHA256: sp.Req.Module, Input: sp.Req.Input, Token: token,
+	st, err := a.s.cell.Host.Start(ctx, host.RunSpec{ModuleSHA256: sp.Req.Module, Input: sp.Req.Input, Token: token, Grant: claims.Grant,
 		Parent: sp.Parent, Origin: &journal.Origin{Kind: OriginSpawn, ID: sp.Parent.String(), Seq: sp.Step}})
 	switch {
 	case errors.Is(err, host.ErrUnknownModule):
@@ -237,6 +246,36 @@ func (a agents) Children(ctx context.Context, parent journal.RunID) ([]abi.Child
 		out = append(out, abi.Child{Run: k.meta.ID.String(), Step: k.step, Status: status})
 	}
 	return out, nil
+}
+
+// Spend implements agent.Spawner: what the child of parent's step spent,
+// from its journal (verified), once it has ended.
+// A child stopped with reservations open (cancelled mid-call, or holding
+// its own children's budgets) spent them, as far as its parent knows.
+func (a agents) Spend(ctx context.Context, parent journal.RunID, step uint64) (agent.ChildSpend, error) {
+	kids, err := a.children(ctx, parent)
+	if err != nil {
+		return agent.ChildSpend{}, err
+	}
+	i := slices.IndexFunc(kids, func(k child) bool { return k.step == step })
+	if i < 0 {
+		return agent.ChildSpend{}, nil
+	}
+	k := kids[i]
+	// A run's index says it ended only with its last entries durable
+	// (the end entry, or what it journaled before it stopped).
+	if _, done := childState(k.meta); !done {
+		return agent.ChildSpend{Started: true}, nil
+	}
+	rep, err := host.LoadBudget(ctx, a.s.cell.Journal, k.meta.ID, a.s.cell.Host.Trust())
+	if err != nil {
+		return agent.ChildSpend{}, fmt.Errorf("child %s: its spend: %w", k.meta.ID, err)
+	}
+	var spent budget.Amounts
+	for _, row := range rep.Rows {
+		spent[row.Dim] = row.Spent + row.Reserved
+	}
+	return agent.ChildSpend{Started: true, Ended: true, Spent: spent}, nil
 }
 
 // agentEnded wakes the parent of run, a child that ended, was cancelled or

@@ -36,6 +36,8 @@ type familyReport struct {
 	Children []abi.Child
 	Errors   []string
 	Output   string
+	// Fetched is the spender agent's count of answered GETs.
+	Fetched int
 }
 
 // spawnOf is one child in a family agent's plan.
@@ -464,5 +466,190 @@ func TestChildTerminalStates(t *testing.T) {
 	r := p.report(parent)
 	if len(r.Outcomes) != 1 || r.Outcomes[0].Status != abi.ChildBudgetExhausted || !strings.Contains(r.Outcomes[0].Err, "wall-time budget") {
 		t.Fatalf("report %+v", r)
+	}
+}
+
+// Every terminal state of a child reaches its parent typed, through
+// agent.await: completed, failed, budget_exhausted (its wall-time budget),
+// in_doubt (the cell stopped recovering it: held, seen by the parent
+// after a restart), and cancelled (by its parent). Every journal of both
+// families verifies and replays.
+func TestEveryTerminalStateReachesTheParent(t *testing.T) {
+	p := openParkCell(t, t.TempDir(), clock.NewFake(time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC)))
+	defer func() { p.close() }()
+	code, mod := family(p)
+	parent := p.launchFamily(code, map[string]any{
+		"spawn": []spawnOf{
+			{Module: mod, Caps: leafCaps, Input: map[string]any{"output": "done"}},
+			{Module: mod, Caps: leafCaps, Input: map[string]any{"fail": "gives up"}},
+			{Module: mod, Caps: leafCaps, Budget: "wall_seconds=1", Input: map[string]any{"spin": true}},
+			{Module: mod, Caps: leafCaps, Input: map[string]any{"sleep": true}},
+		},
+		"await": true,
+	}, "capabilities:\n  run: {}\n  timer: {}\n  agent: {max_children: 4, max_depth: 2}\n")
+	canceller := p.launchFamily(code, map[string]any{
+		"spawn":  []spawnOf{{Module: mod, Caps: leafCaps, Input: map[string]any{"sleep": true}}},
+		"cancel": true, "await": true,
+	}, parentGrant)
+	// The parent parks on its fourth child, which sleeps: the cell holds
+	// it (as its crash-loop breaker would), and the restarted daemon
+	// wakes the parent, whose await finds it held.
+	var sleeper journal.RunID
+	deadline := time.Now().Add(60 * time.Second)
+	for sleeper.IsZero() {
+		if m := p.meta(parent); m.Status == journal.StatusParked && m.Wait != nil && m.Wait.Kind == journal.WaitRun {
+			if c := p.meta(m.Wait.Run); c.Status == journal.StatusParked {
+				sleeper = m.Wait.Run
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the parent never parked on its sleeping child: %+v", p.meta(parent))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := p.cell.Host.Hold(context.Background(), sleeper, "held by the test"); err != nil {
+		t.Fatal(err)
+	}
+	p = p.restart()
+	r := p.report(parent)
+	want := []string{abi.ChildCompleted, abi.ChildFailed, abi.ChildBudgetExhausted, abi.ChildInDoubt}
+	if len(r.Outcomes) != len(want) || len(r.Errors) != 0 {
+		t.Fatalf("report %+v", r)
+	}
+	for i, w := range want {
+		if o := r.Outcomes[i]; o.Status != w || o.Run != r.Spawned[i].Run {
+			t.Errorf("child %d: %+v, want %s", i, o, w)
+		}
+	}
+	if !strings.Contains(r.Outcomes[3].Err, "held by the test") {
+		t.Errorf("the in-doubt child's error %q, want the reason it was held", r.Outcomes[3].Err)
+	}
+	c := p.report(canceller)
+	if len(c.Outcomes) != 1 || c.Outcomes[0].Status != abi.ChildCancelled || len(c.Errors) != 0 {
+		t.Fatalf("canceller report %+v", c)
+	}
+	for _, run := range []journal.RunID{parent, canceller} {
+		p.verifies(run)
+	}
+	for _, s := range append(r.Spawned, c.Spawned...) {
+		if m := p.meta(mustIDs(t, s.Run)[0]); m.Status.Finished() {
+			p.verifies(m.ID)
+		}
+	}
+}
+
+// Cancelling a run stops its whole family, three levels down, the deepest
+// one live (spinning through calls) and the others parked awaiting their
+// children: when the cancel returns, within a second's deadline, every
+// one of them is cancelled.
+func TestCancelStopsALiveFamily(t *testing.T) {
+	p := openParkCell(t, t.TempDir(), clock.NewFake(time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC)))
+	defer func() { p.close() }()
+	code, mod := family(p)
+	plan := chain(mod, 4)
+	leaf := plan
+	for range 3 {
+		leaf = leaf["spawn"].([]spawnOf)[0].Input.(map[string]any)
+	}
+	delete(leaf, "sleep")
+	leaf["spin"] = true
+	root := p.launchFamily(code, plan, chainGrant)
+	var runs []journal.RunID
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		runs = p.descendants(root)
+		if len(runs) == 4 && p.cell.Host.Live(runs[3]) && p.meta(runs[2]).Status == journal.StatusParked {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no family of 4 with its deepest live: %v", runs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := p.srv.Cancel(ctx, root); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	for i, run := range runs {
+		if m := p.meta(run); m.Status != journal.StatusCancelled || p.cell.Host.Live(run) {
+			t.Errorf("level %d (%s) is %s (live %v) when its ancestor's cancel returned", i, run, m.Status, p.cell.Host.Live(run))
+		}
+	}
+}
+
+// descendants returns run and every run below it, parents first.
+func (p *parkCell) descendants(run journal.RunID) []journal.RunID {
+	p.t.Helper()
+	runs, err := p.cell.Store.Runs(context.Background())
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	out := []journal.RunID{run}
+	for i := 0; i < len(out); i++ {
+		for _, m := range runs {
+			if m.Origin != nil && m.Origin.Kind == cell.OriginSpawn && m.Origin.ID == out[i].String() {
+				out = append(out, m.ID)
+			}
+		}
+	}
+	return out
+}
+
+// Depth and fan-out are bounded over the whole tree by the root's grant:
+// a root of {max_children: 2, max_depth: 2} gets two children of its
+// three; each child, {max_children: 2, max_depth: 1}, may start only
+// children that cannot spawn (one asking for agent is denied, one whose
+// module imports agent is refused at link time and counts), and no more
+// than two. The tree holds 7 runs, none below the second generation.
+func TestDepthAndFanOutBoundTheTree(t *testing.T) {
+	p := openParkCell(t, t.TempDir(), clock.NewFake(time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC)))
+	defer func() { p.close() }()
+	code, mod := family(p)
+	leaf := map[string]any{"output": "leaf"}
+	kid := spawnOf{Module: mod, Caps: "{run: {}, timer: {}, agent: {max_children: 2, max_depth: 1}}", Input: map[string]any{
+		"spawn": []spawnOf{
+			{Module: mod, Caps: "{run: {}, timer: {}, agent: {max_children: 1, max_depth: 1}}", Input: leaf},
+			{Module: mod, Caps: "{run: {}, timer: {}}", Input: leaf},
+			{Module: mod, Caps: "{run: {}}", Input: leaf},
+			{Module: mod, Caps: "{run: {}}", Input: leaf},
+		},
+		"await": true, "output": "child",
+	}}
+	root := p.launchFamily(code, map[string]any{"spawn": []spawnOf{kid, kid, kid}, "await": true},
+		"capabilities:\n  run: {}\n  timer: {}\n  agent: {max_children: 2, max_depth: 2}\n")
+	r := p.report(root)
+	if len(r.Spawned) != 2 || len(r.Errors) != 1 || !strings.Contains(r.Errors[0], "has spawned 2 children, its grant's max_children") {
+		t.Fatalf("root report %+v", r)
+	}
+	wantKid := []string{
+		"max_depth 1 must be below its parent's 1",
+		"module refused: imports capabilities its grant lacks: agent",
+		"module refused: imports capabilities its grant lacks: timer, agent",
+		"has spawned 2 children, its grant's max_children",
+	}
+	for i, o := range r.Outcomes {
+		var k familyReport
+		if o.Status != abi.ChildCompleted || json.Unmarshal(o.Output, &k) != nil || len(k.Errors) != len(wantKid) || len(k.Spawned) != 0 {
+			t.Fatalf("child %d: %+v", i, o)
+		}
+		for j, w := range wantKid {
+			if !strings.HasPrefix(k.Errors[j], "denied: ") || !strings.Contains(k.Errors[j], w) {
+				t.Errorf("child %d, error %d: %q, want a denial containing %q", i, j, k.Errors[j], w)
+			}
+		}
+	}
+	runs := p.descendants(root)
+	if len(runs) != 7 {
+		t.Fatalf("the tree has %d runs, want the root, 2 children and their 2 refused ones each", len(runs))
+	}
+	for _, run := range runs[3:] {
+		if m := p.meta(run); m.Status != journal.StatusFailed || !strings.Contains(m.Error, "module refused") {
+			t.Errorf("grandchild %s: %s %q", run, m.Status, m.Error)
+		}
+		if kids := p.descendants(run); len(kids) != 1 {
+			t.Errorf("grandchild %s has children %v", run, kids[1:])
+		}
 	}
 }

@@ -57,14 +57,6 @@ func serveUIAPI(t testing.TB, dir string, opts cell.ServerOptions) *api {
 	return serveAPIWith(t, dir, opts, uiCellOptions(t))
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if uiCache != "" {
-		os.RemoveAll(uiCache)
-	}
-	os.Exit(code)
-}
-
 // dashboard is a cell's API (serveAPI) with its dashboard on a loopback
 // listener of its own.
 type dashboard struct {

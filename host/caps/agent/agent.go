@@ -26,7 +26,11 @@
 // budget that does not parse); StatusDenied for a child wider than the
 // caller (ErrWidens), a spawn past max_children or max_depth, a run that
 // is not the caller's child, or a cell that runs no sub-agents;
-// StatusNotFound for a module the cell does not hold.
+// StatusNotFound for a module the cell does not hold. The gate's budget
+// layer answers StatusBudget for a child whose ceilings do not fit in
+// what the caller's budget has left: agent.spawn is a caps.Carver, and
+// its child's budget is reserved in the caller's ledger while it runs
+// (the budget bridge, host/budget.go).
 package agent
 
 import (
@@ -36,6 +40,7 @@ import (
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/capability"
+	"github.com/agentrt/agentrt/host/budget"
 	"github.com/agentrt/agentrt/host/caps"
 	"github.com/agentrt/agentrt/journal"
 )
@@ -99,6 +104,21 @@ type Spawner interface {
 	Cancel(ctx context.Context, parent, child journal.RunID) error
 	// Children lists parent's children in spawn order.
 	Children(ctx context.Context, parent journal.RunID) ([]abi.Child, error)
+	// Spend returns what became of the child parent's call at step
+	// started: none, running, or ended with what it spent (its settles,
+	// and what it still held when it stopped, at their worst case), read
+	// from its journal. The host settles the child's carve with it.
+	Spend(ctx context.Context, parent journal.RunID, step uint64) (ChildSpend, error)
+}
+
+// ChildSpend is what Spawner.Spend says of the child a step started.
+type ChildSpend struct {
+	// Started is false when the step started no child.
+	Started bool
+	// Ended says the child reached a terminal state; Spent is then what it
+	// spent and still held.
+	Ended bool
+	Spent budget.Amounts
 }
 
 // Deps are what the capability needs from the cell and the run: the cell's
@@ -264,6 +284,19 @@ func (in *instance) children(ctx context.Context, c *caps.Call) (abi.Status, []b
 		return status(c.Op.Name, err)
 	}
 	return caps.OK(&abi.ChildrenResponse{Children: kids})
+}
+
+// CarveBudget makes agent.spawn a caps.Carver: the child's budget is
+// reserved in its parent's ledger while it runs.
+func (in *instance) CarveBudget(c *caps.Call) (string, bool) {
+	if c.Op.Code != abi.OpAgentSpawn {
+		return "", false
+	}
+	var r abi.SpawnRequest
+	if abi.Unmarshal(c.Request, &r) != nil {
+		return "", false
+	}
+	return r.Budget, true
 }
 
 func (*instance) Facts(c *caps.Call) (caps.Facts, error) { return caps.NoFacts(c) }

@@ -32,8 +32,15 @@ import (
 //	      env: {LC_ALL: C}
 //	      limits: {wall: 30s, cpu: 10s, memory: 256MiB, procs: 16, output: 1MiB, file_size: 64MiB, disk: 256MiB}
 //	      idempotent: true
+//	  delegable:
+//	    - {name: deploy, exec: /usr/local/bin/deploy, read: [/usr, /lib]}
+//
+// Delegable declares tools the run may not run itself but may hand to its
+// sub-agents (agent.spawn): a child's caps may declare one of them,
+// exactly so, and the child runs it under that declaration's sandbox.
 type Grant struct {
-	Tools []Spec `yaml:"tools" cbor:"tools"`
+	Tools     []Spec `yaml:"tools" cbor:"tools"`
+	Delegable []Spec `yaml:"delegable,omitempty" cbor:"delegable,omitempty"`
 }
 
 // Spec registers one tool: what runs, with which arguments, seeing
@@ -154,17 +161,22 @@ var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 // them).
 func (g *Grant) Check() error {
 	seen := map[string]bool{}
-	for i := range g.Tools {
-		t := &g.Tools[i]
-		if !toolNameRE.MatchString(t.Name) {
-			return fmt.Errorf("tool: tools[%d]: name %q must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", i, t.Name)
-		}
-		if seen[t.Name] {
-			return fmt.Errorf("tool %q: registered twice", t.Name)
-		}
-		seen[t.Name] = true
-		if err := t.check(); err != nil {
-			return fmt.Errorf("tool %q: %w", t.Name, err)
+	for _, list := range []struct {
+		what  string
+		specs []Spec
+	}{{"tools", g.Tools}, {"delegable", g.Delegable}} {
+		for i := range list.specs {
+			t := &list.specs[i]
+			if !toolNameRE.MatchString(t.Name) {
+				return fmt.Errorf("tool: %s[%d]: name %q must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", list.what, i, t.Name)
+			}
+			if seen[t.Name] {
+				return fmt.Errorf("tool %q: registered twice (a tool is either run or delegated)", t.Name)
+			}
+			seen[t.Name] = true
+			if err := t.check(); err != nil {
+				return fmt.Errorf("tool %q: %w", t.Name, err)
+			}
 		}
 	}
 	return nil
@@ -428,25 +440,34 @@ func Digest(t *Spec) (capability.Digest, error) { return Decl(t).Digest() }
 
 // Digests maps each tool of g to the digest of its declaration.
 func (g *Grant) Digests() (map[string]capability.Digest, error) {
-	out := make(map[string]capability.Digest, len(g.Tools))
-	for i := range g.Tools {
-		d, err := Digest(&g.Tools[i])
+	return digests(g.Tools)
+}
+
+func digests(specs []Spec) (map[string]capability.Digest, error) {
+	out := make(map[string]capability.Digest, len(specs))
+	for i := range specs {
+		d, err := Digest(&specs[i])
 		if err != nil {
-			return nil, fmt.Errorf("tool %q: %w", g.Tools[i].Name, err)
+			return nil, fmt.Errorf("tool %q: %w", specs[i].Name, err)
 		}
-		out[g.Tools[i].Name] = d
+		out[specs[i].Name] = d
 	}
 	return out, nil
 }
 
 // Token sets the tool capability of a token: each tool's name, bound to
-// the digest of its declaration.
+// the digest of its declaration, runnable or delegable.
 func (g *Grant) Token(c *capability.Caps) error {
 	tools, err := g.Digests()
 	if err != nil {
 		return err
 	}
 	c.Tool = &capability.Tool{Tools: tools}
+	if len(g.Delegable) > 0 {
+		if c.Tool.Delegable, err = digests(g.Delegable); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -457,9 +478,17 @@ func (g *Grant) CheckToken(c capability.Caps) error {
 	if c.Tool == nil {
 		return nil
 	}
-	for i := range g.Tools {
-		t := &g.Tools[i]
-		bound, ok := c.ToolDigest(t.Name)
+	for i := range len(g.Tools) + len(g.Delegable) {
+		var t *Spec
+		var bound capability.Digest
+		var ok bool
+		if i < len(g.Tools) {
+			t = &g.Tools[i]
+			bound, ok = c.ToolDigest(t.Name)
+		} else {
+			t = &g.Delegable[i-len(g.Tools)]
+			bound, ok = c.Tool.Delegable[t.Name]
+		}
 		if !ok {
 			continue // Within names it
 		}
