@@ -81,9 +81,10 @@ test: deps
 ## test-cluster: the cluster fault matrix, which make test leaves out: JetStream servers stopped
 ## under writers (R1: the server restarted; R3: the journal stream's leader stopped, back after 2 s),
 ## fenced commits, racing appends and a renewed lease going through, then the fencing and lease
-## conformance tests on the store that lived through it. About a minute.
+## conformance tests on the store that lived through it; and a crawl on a cell on R3 whose journal
+## stream's leader is stopped mid-run, and completes. About a minute.
 test-cluster:
-	AGENTRT_TEST_CLUSTER=1 $(GO) test -count=1 -timeout 10m -run 'TestFaultMatrix' ./journal/jetstore/
+	AGENTRT_TEST_CLUSTER=1 $(GO) test -count=1 -p 1 -timeout 10m -run 'TestFault' ./journal/jetstore/ ./host/cell/
 
 ## check: gofmt, go vet (host and wasip1) and cross-compilation for every platform we claim
 ## (pure Go, CGO_ENABLED=0); on linux/amd64 also vet and build with the tag wasmtime (cgo,

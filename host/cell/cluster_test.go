@@ -84,9 +84,14 @@ func clusterDirs(t *testing.T, n int) ([]string, []ed25519.PublicKey) {
 
 func openClusterCell(t *testing.T, dir, url string, ttl time.Duration, self placement.Cell) *clusterCell {
 	t.Helper()
+	return openClusterCellWith(t, dir, cell.ClusterOptions{URLs: []string{url}, Heartbeat: 100 * time.Millisecond, Self: self}, ttl)
+}
+
+// openClusterCellWith is openClusterCell with the cluster options given.
+func openClusterCellWith(t *testing.T, dir string, copts cell.ClusterOptions, ttl time.Duration) *clusterCell {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	c, err := cell.Open(ctx, dir, cell.Options{NoCache: true, LeaseTTL: ttl,
-		Cluster: &cell.ClusterOptions{URLs: []string{url}, Heartbeat: 100 * time.Millisecond, Self: self}})
+	c, err := cell.Open(ctx, dir, cell.Options{NoCache: true, LeaseTTL: ttl, Cluster: &copts})
 	if err != nil {
 		t.Fatal(err)
 	}

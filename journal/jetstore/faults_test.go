@@ -202,6 +202,9 @@ func TestFaultMatrix(t *testing.T) {
 						servers[i] = jstest.Restart(t, victim)
 					}
 				}
+				// The stream is whole again once it has a leader among
+				// the three.
+				streamLeader(t, nc, servers, stream)
 			}
 			t.Run("DuringAStreamLeaderFault", func(t *testing.T) {
 				writeThrough(t, st, func() { fault("FAULTS") })
@@ -258,7 +261,8 @@ func writeThrough(t *testing.T, st *jetstore.Store, fault func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	renewals := 0
+	var renewals atomic.Int32
+	var renewErr error
 	writing := make(chan struct{})
 	wg.Add(1)
 	go func() {
@@ -270,10 +274,13 @@ func writeThrough(t *testing.T, st *jetstore.Store, fault func()) {
 			case <-time.After(50 * time.Millisecond):
 			}
 			nl, err := st.Renew(ctx, l, now, time.Hour)
+			if err != nil {
+				renewErr = err
+			}
 			switch {
 			case err == nil:
 				l = nl
-				renewals++
+				renewals.Add(1)
 			case errors.Is(err, journal.ErrLeaseLost):
 				errs <- fmt.Errorf("the lease of %s was lost, and no one else asked for it: %w", leased, err)
 				return
@@ -301,12 +308,16 @@ func writeThrough(t *testing.T, st *jetstore.Store, fault func()) {
 		}()
 	}
 	fault()
-	// The writers finish; then the holder stops renewing.
+	// The writers finish, the holder renews once more after the fault,
+	// and stops renewing.
 	go func() {
 		for _, w := range ws {
 			for ctx.Err() == nil && w.done.Load() == 0 {
 				time.Sleep(20 * time.Millisecond)
 			}
+		}
+		for r := renewals.Load(); ctx.Err() == nil && renewals.Load() == r; {
+			time.Sleep(20 * time.Millisecond)
 		}
 		close(writing)
 	}()
@@ -362,8 +373,8 @@ func writeThrough(t *testing.T, st *jetstore.Store, fault func()) {
 			t.Fatalf("racer %d was told it won, and the journal holds racer %d's entries", i, winner)
 		}
 	}
-	if renewals == 0 {
-		t.Fatal("the lease was never renewed")
+	if renewals.Load() == 0 {
+		t.Fatalf("the lease was never renewed (last error: %v)", renewErr)
 	}
 	if _, err := st.Acquire(ctx, leased, []byte("other"), now, time.Hour); !errors.As(err, new(*journal.HeldError)) {
 		t.Fatalf("another cell's acquire of the renewed lease: %v, want it held", err)
