@@ -17,7 +17,7 @@ TEST_TIMEOUT ?= 25m
 # by import path.
 SDK := github.com/agentrt/agentrt/guest-sdk/...
 
-.PHONY: all deps build examples demo test check bench ui fuzz clean
+.PHONY: all deps build examples demo test test-cluster check bench ui fuzz clean
 
 all: build
 
@@ -81,6 +81,14 @@ test: deps
 	$(GO) test -tags wasmtime -count=1 -timeout $(TEST_TIMEOUT) ./host/... ./replay/... ./examples/repo-report/ ./examples/wordfreq-rust/
 	$(GO) test -tags wasmtime -count=1 -timeout $(TEST_TIMEOUT) -run 'TestScripts/engine' ./cmd/agentrt/
 	AGENTRT_TEST_ENGINE=wasmtime $(GO) test -tags wasmtime -count=1 -timeout $(TEST_TIMEOUT) ./host/ ./host/caps/... ./replay/
+
+## test-cluster: the cluster fault matrix, which make test leaves out: JetStream servers stopped
+## under writers (R1: the server restarted; R3: the journal stream's leader stopped, back after 2 s),
+## fenced commits, racing appends and a renewed lease going through, then the fencing and lease
+## conformance tests on the store that lived through it; and a crawl on a cell on R3 whose journal
+## stream's leader is stopped mid-run, and completes. About a minute.
+test-cluster:
+	AGENTRT_TEST_CLUSTER=1 $(GO) test -count=1 -p 1 -timeout 10m -run 'TestFault' ./journal/jetstore/ ./host/cell/
 
 ## check: gofmt, go vet (host and wasip1) and cross-compilation for every platform we claim
 ## (pure Go, CGO_ENABLED=0); on linux/amd64 also vet and build with the tag wasmtime (cgo,

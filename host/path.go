@@ -255,7 +255,7 @@ func (p *livePath) commit(ctx context.Context, durable bool) error {
 // commitWith commits as commit does, with the run's index record meta
 // when it is not nil.
 func (p *livePath) commitWith(ctx context.Context, meta *journal.RunMeta, durable bool) error {
-	if err := p.lease.renew(ctx); err != nil {
+	if err := p.lease.valid(); err != nil {
 		return err
 	}
 	if err := p.events.flushTo(p.w); err != nil {

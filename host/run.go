@@ -109,8 +109,10 @@ type Config struct {
 	// MaxRequest is the largest request a guest may send. Zero:
 	// abi.MaxRequest.
 	MaxRequest int
-	// LeaseTTL is how long a run's lease lasts unless renewed; a run
-	// renews it as it commits. Zero: 30 s.
+	// LeaseTTL is how long a run's lease lasts unless renewed. The host
+	// renews the lease of each run it executes every third of it; one it
+	// could not renew for LeaseTTL less a fifth (on its monotonic clock)
+	// stops at once, writing nothing more (ErrLeaseExpired). Zero: 30 s.
 	LeaseTTL time.Duration
 	// Limits are the cell's limits of every run; a grant's limits may
 	// lower them. Zero fields take the defaults of DefaultLimits.
@@ -250,6 +252,14 @@ func (st *Started) Execute(ctx context.Context) (res *Result, err error) {
 	}
 	defer st.s.close()
 	defer st.armBudget()()
+	// A lease lost or run out stops the run at once, an effect under way
+	// too: another cell may be about to take the run over.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer st.lease.watch(func(err error) {
+		st.live.stop(err)
+		cancel(err)
+	})()
 	res, err = st.h.conclude(ctx, st.m, st.s, st.w, st.meta, st.lease, st.live)
 	if res != nil {
 		switch p := st.s.path.(type) {
@@ -493,6 +503,9 @@ func (h *Host) conclude(ctx context.Context, m *Module, s *session, w *journal.W
 			// wait, so that no timer or vote resumes it on its own.
 			meta.Status, res.Status = journal.StatusCancelled, journal.StatusCancelled
 		}
+		if err := lease.valid(); err != nil {
+			return &Result{Run: s.run, Status: journal.StatusRunning, Steps: s.steps}, err
+		}
 		if err := events.flushTo(w); err != nil {
 			return res, err
 		}
@@ -517,6 +530,11 @@ func (h *Host) conclude(ctx context.Context, m *Module, s *session, w *journal.W
 			cause := lr.why()
 			if cause == nil {
 				cause = context.Cause(ctx)
+			}
+			if lostLease(cause) {
+				// The lease is gone: nothing more is written, not even
+				// the events; the next holder goes on from the journal.
+				return res, fmt.Errorf("%w: %w", s.fatal, cause)
 			}
 			if errors.Is(cause, ErrCancelled) {
 				meta.Status, res.Status = journal.StatusCancelled, journal.StatusCancelled
@@ -545,6 +563,9 @@ func (h *Host) conclude(ctx context.Context, m *Module, s *session, w *journal.W
 	if guestErr != nil {
 		res.Status, res.Err = journal.StatusFailed, guestErr
 		end.Status, end.Error = journal.StatusFailed, strings.ToValidUTF8(guestErr.Error(), "\uFFFD")
+	}
+	if err := lease.valid(); err != nil {
+		return &Result{Run: s.run, Status: journal.StatusRunning, Steps: s.steps}, err
 	}
 	done := h.deps.Now()
 	meta.Status, meta.Output, meta.Error, meta.Ended, meta.Steps = end.Status, end.Output, end.Error, done.UnixNano(), s.steps

@@ -129,8 +129,11 @@ journal (a gap in it is named and refused), journals the lease it takes with
 the placement decision, and resumes from the last completed entry: completed
 effects are not run again, an effect in doubt is decided as on one machine.
 It accepts the entries sealed by the cells listed in DATA/trusted_cells (one
-OpenSSH ed25519 public key a line). A holder that lost its lease finds its
-next renewal and its appends refused, and stops.`,
+OpenSSH ed25519 public key a line). A cell renews its runs' leases every
+third of --lease-ttl; one it could not renew for the TTL less a fifth, on
+its own clock (cut off from the cluster, or frozen), or that another cell
+took, it stops at once, writing nothing more. A deposed holder's appends
+are refused by the journal's fence in any case.`,
 		Example: `  agentrt cell serve
   agentrt cell serve --listen 127.0.0.1:7070
   agentrt cell serve --ui 127.0.0.1:7080

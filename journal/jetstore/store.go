@@ -226,6 +226,9 @@ func open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 	if err != nil {
 		return nil, fmt.Errorf("jetstore: open lease bucket %s: %w", opts.LeaseBucket, err)
 	}
+	if leases, err = leaderReads(ctx, js, leases, opts.LeaseBucket); err != nil {
+		return nil, err
+	}
 	return &Store{
 		nc: nc, js: js, stream: stream, leases: leases, opts: opts,
 		subj:     subjects{prefix: opts.Prefix},
@@ -251,10 +254,10 @@ const (
 	hdrKV = "Agentrt-Kv"
 )
 
+// ctx bounds one request by Options.Timeout, within ctx: a caller's
+// longer deadline must not let a request the servers lost (sent as a
+// leader went away) wait for all of it.
 func (s *Store) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}
-	}
 	return context.WithTimeout(ctx, s.opts.Timeout)
 }
 
@@ -302,4 +305,28 @@ func (s *Store) scan(ctx context.Context, subj string, fn func(*jetstream.RawStr
 		}
 		seq = m.Sequence + 1
 	}
+}
+
+// leaderReads turns off direct gets on the lease bucket's stream, which
+// a KV bucket has by default, and returns the bucket bound again: a direct
+// get may be answered by a replica that is behind (one that just came
+// back), and a holder reading its own lease from it would find an older
+// one and take its lease for lost. Reads then go to the stream's leader.
+func leaderReads(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, bucket string) (jetstream.KeyValue, error) {
+	st, err := js.Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		return nil, fmt.Errorf("jetstore: lease bucket %s: %w", bucket, err)
+	}
+	cfg := st.CachedInfo().Config
+	if !cfg.AllowDirect && !cfg.MirrorDirect {
+		return kv, nil
+	}
+	cfg.AllowDirect, cfg.MirrorDirect = false, false
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		return nil, fmt.Errorf("jetstore: lease bucket %s: turn direct gets off: %w", bucket, err)
+	}
+	if kv, err = js.KeyValue(ctx, bucket); err != nil {
+		return nil, fmt.Errorf("jetstore: lease bucket %s: %w", bucket, err)
+	}
+	return kv, nil
 }

@@ -89,23 +89,7 @@ func link(t testing.TB, run journal.RunID, key ed25519.PrivateKey, n int) (*jour
 // returns fresh and empty. open must implement Store; the suite fails
 // at once if it does not.
 func Run(t *testing.T, open func(t *testing.T) journal.Store) {
-	get := func(t *testing.T) Store {
-		t.Helper()
-		js := open(t)
-		st, ok := js.(Store)
-		if !ok {
-			t.Fatalf("storetest: %T does not implement storetest.Store (journal.Heads, KVGet/KVList, Events)", js)
-		}
-		return st
-	}
-	tests := []struct {
-		name string
-		fn   func(*testing.T, Store)
-	}{
-		{"AppendIsFencedOnTheJournalLength", appendIsFenced},
-		{"FencedBatchChangesNothing", fencedBatchChangesNothing},
-		{"ConcurrentAppendsOneWins", concurrentAppendsOneWins},
-		{"AppendsToOtherRunsDoNotInterfere", otherRunsDoNotInterfere},
+	tests := append(fencingTests(), []storeTest{
 		{"RecordsFromTheMiddleOfABatch", recordsFromTheMiddle},
 		{"RunsNewestFirstAndMeta", runsNewestFirst},
 		{"ModulesAreContentAddressed", modulesContentAddressed},
@@ -114,6 +98,44 @@ func Run(t *testing.T, open func(t *testing.T) journal.Store) {
 		{"EventsKeepTheirOrder", eventsKeepOrder},
 		{"BlobsCommitWithTheirEntries", blobsCommitWithEntries},
 		{"SealWithSealsTheHead", sealWith},
+	}...)
+	runTests(t, tests, open)
+}
+
+type storeTest struct {
+	name string
+	fn   func(*testing.T, Store)
+}
+
+// fencingTests are the tests of appends fenced on the journal's length.
+// Each writes runs of its own and reads nothing else, so they may share a
+// store, one that lived through a fault before them.
+func fencingTests() []storeTest {
+	return []storeTest{
+		{"AppendIsFencedOnTheJournalLength", appendIsFenced},
+		{"FencedBatchChangesNothing", fencedBatchChangesNothing},
+		{"ConcurrentAppendsOneWins", concurrentAppendsOneWins},
+		{"AppendsToOtherRunsDoNotInterfere", otherRunsDoNotInterfere},
+	}
+}
+
+// RunFencing runs the suite's fencing tests alone: a fenced append, a
+// fenced batch that changes nothing, racing appends to one run of which
+// exactly one wins, and appends to other runs that racing writers do not
+// disturb. Unlike Run, open may return the same store for every test.
+func RunFencing(t *testing.T, open func(t *testing.T) journal.Store) {
+	runTests(t, fencingTests(), open)
+}
+
+func runTests(t *testing.T, tests []storeTest, open func(t *testing.T) journal.Store) {
+	get := func(t *testing.T) Store {
+		t.Helper()
+		js := open(t)
+		st, ok := js.(Store)
+		if !ok {
+			t.Fatalf("storetest: %T does not implement storetest.Store (journal.Heads, KVGet/KVList, Events)", js)
+		}
+		return st
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, get(t)) })
@@ -596,7 +618,8 @@ func sealWith(t *testing.T, st Store) {
 }
 
 // RunLeases runs the lease conformance suite, each test on leases that
-// open returns fresh.
+// open returns fresh. Each test leases runs of its own, so open may also
+// return the same leases every time.
 func RunLeases(t *testing.T, open func(t *testing.T) journal.Leases) {
 	t.Run("ChangeHandsByCompareAndSwap", func(t *testing.T) { leasesCAS(t, open(t)) })
 	t.Run("RacingAcquiresOneWins", func(t *testing.T) { racingAcquires(t, open(t)) })

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -42,6 +43,9 @@ func options(t testing.TB, name string) *server.Options {
 	}
 }
 
+// started holds the options each server was started with, for Restart.
+var started sync.Map // *server.Server -> *server.Options
+
 // launch starts a server without waiting for it.
 func launch(t testing.TB, opts *server.Options) *server.Server {
 	t.Helper()
@@ -49,6 +53,7 @@ func launch(t testing.TB, opts *server.Options) *server.Server {
 	if err != nil {
 		t.Fatalf("jstest: configure nats-server %s: %v", opts.ServerName, err)
 	}
+	started.Store(s, opts.Clone())
 	go s.Start()
 	t.Cleanup(func() {
 		s.Shutdown()
@@ -190,4 +195,41 @@ func Connect(t testing.TB, servers ...*server.Server) *nats.Conn {
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// Stop shuts s down at once, as a crash would look to its clients and
+// peers: connections dropped, its raft groups gone without handing over.
+// Its JetStream files stay, for Restart.
+func Stop(s *server.Server) {
+	s.Shutdown()
+	s.WaitForShutdown()
+}
+
+// Restart starts again a server of this package that Stop shut down,
+// with its name, JetStream directory, client port and routes, and returns
+// it once it takes clients; a member of a cluster once its JetStream is
+// current again.
+func Restart(t testing.TB, s *server.Server) *server.Server {
+	t.Helper()
+	o, ok := started.Load(s)
+	if !ok {
+		t.Fatalf("jstest: Restart of a server jstest did not start")
+	}
+	opts := o.(*server.Options).Clone()
+	if a, ok := s.Addr().(*net.TCPAddr); ok {
+		opts.Port = a.Port // the clients reconnect to the address they know
+	}
+	Stop(s)
+	r := launch(t, opts)
+	if !r.ReadyForConnections(time.Minute) {
+		t.Fatalf("jstest: the restarted nats-server %s did not accept connections within a minute", opts.ServerName)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for opts.Cluster.Port != 0 && !r.JetStreamIsCurrent() {
+		if time.Now().After(deadline) {
+			t.Fatalf("jstest: the restarted nats-server %s did not catch up with its cluster within a minute", opts.ServerName)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return r
 }

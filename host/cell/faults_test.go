@@ -1,0 +1,127 @@
+package cell_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentrt/agentrt/examples/crawler/site"
+	"github.com/agentrt/agentrt/host/cell"
+	"github.com/agentrt/agentrt/internal/testutil"
+	"github.com/agentrt/agentrt/journal"
+	"github.com/agentrt/agentrt/journal/jetstore/jstest"
+	"github.com/agentrt/agentrt/placement"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestFaultStreamLeaderKilledMidRun is part of the cluster fault matrix
+// (make test-cluster): a crawl runs on a cell whose journal stream is
+// replicated on three JetStream servers, and the server leading the
+// stream is stopped while a page fetch is under way. The run completes
+// (on its cell, or on the cell again after its lease lapsed in the stall
+// of the election), every idempotency key is sent once, and the journal
+// verifies.
+func TestFaultStreamLeaderKilledMidRun(t *testing.T) {
+	if os.Getenv("AGENTRT_TEST_CLUSTER") == "" {
+		t.Skip("part of the cluster fault matrix: run it with make test-cluster (AGENTRT_TEST_CLUSTER=1)")
+	}
+	ctx := context.Background()
+	module := testutil.BuildGo(t, "examples/crawler")
+	grant, err := os.ReadFile(filepath.Join(testutil.RepoRoot(), "examples/crawler/grant.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers := jstest.Cluster(t, 3)
+	dirs, cellKeys := testutil.TrustingCells(t, 1)
+	pubs := testutil.PublicKeys(cellKeys)
+
+	var mu sync.Mutex
+	keys := map[string]int{}
+	reached, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		keys[r.Header.Get("Idempotency-Key")]++
+		mu.Unlock()
+		if r.URL.Path == "/replay" {
+			first := false
+			once.Do(func() { first = true })
+			if first {
+				close(reached)
+				select {
+				case <-release:
+				case <-r.Context().Done():
+					return
+				}
+			}
+		}
+		site.Handler().ServeHTTP(w, r)
+	}))
+	defer web.Close()
+
+	a := openClusterCellWith(t, dirs[0], cell.ClusterOptions{URLs: []string{jstest.URL(servers...)}, Replicas: 3,
+		Heartbeat: 200 * time.Millisecond, Self: placement.Cell{Name: "a"}}, 3*time.Second)
+	runID, err := a.client.Submit(ctx, cell.Submission{Module: module, Name: "crawler", Grant: string(grant),
+		Input: []byte(`{"start":"` + web.URL + `/"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := journal.ParseRunID(runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-reached:
+	case <-time.After(time.Minute):
+		t.Fatal("the crawl never reached /replay")
+	}
+	leader := journalLeader(t, servers)
+	t.Logf("stopping nats-server %s, the leader of the journal stream", leader.Name())
+	jstest.Stop(leader)
+	close(release)
+	waitFor(t, "the run to complete", func() bool {
+		m, err := a.cell.Journal.Meta(ctx, run)
+		return err == nil && m.Status == journal.StatusCompleted
+	})
+	if _, err := journal.VerifyStore(ctx, a.cell.Journal, run, journal.TrustKeys(pubs...)); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for k, n := range keys {
+		if k == "" || n != 1 {
+			t.Errorf("idempotency key %q sent %d times", k, n)
+		}
+	}
+}
+
+// journalLeader returns the server leading the journal stream (JOURNAL).
+func journalLeader(t *testing.T, servers []*server.Server) *server.Server {
+	t.Helper()
+	nc := jstest.Connect(t, servers...)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		st, err := js.Stream(context.Background(), "JOURNAL")
+		if err == nil && st.CachedInfo().Cluster != nil {
+			for _, s := range servers {
+				if strings.EqualFold(s.Name(), st.CachedInfo().Cluster.Leader) {
+					return s
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("the journal stream has no leader among the servers")
+	return nil
+}
