@@ -123,13 +123,16 @@ func TestQuickHarness(t *testing.T) {
 	if runtime.GOOS == "linux" {
 		want = append(want, "18a", "18b")
 	}
+	want = append(want, "19a", "19b", "19c", "19d", "19e", "20a", "20b", "20c")
 	var got []string
 	for _, f := range rep.Figures {
 		got = append(got, f.ID)
 		// At quick sizes 16a's resident-set difference is within a few
 		// pages either way (1000 runs of some hundred bytes): its sign
 		// says nothing. TestParkedFigures checks what must hold of it.
-		if (f.Value <= 0 && f.ID != "16a") || f.Unit == "" || f.Measures == "" {
+		// 20a and 20b are overheads in percent: within the noise they
+		// may come out below zero.
+		if (f.Value <= 0 && f.ID != "16a" && f.ID != "20a" && f.ID != "20b") || f.Unit == "" || f.Measures == "" {
 			t.Errorf("figure %s: value %v unit %q, measures %q", f.ID, f.Value, f.Unit, f.Measures)
 		}
 		if f.Floor != nil && (f.Floor.Value <= 0 || f.Ratio <= 0) {

@@ -65,7 +65,19 @@ type Config struct {
 	// MCPCalls is the number of MCP tool calls of figure 18, per
 	// repetition.
 	MCPCalls int `json:"mcp_calls"`
-	// Only, when set, names the figure groups (1 to 18) to measure.
+	// Takeovers is the number of cells figure 19 kills, each while it
+	// holds a run a peer then takes over.
+	Takeovers int `json:"takeovers"`
+	// ClusterAppends is the number of fenced appends of figures 19c and
+	// 19d (and of bare publishes of their floors), per repetition.
+	ClusterAppends int `json:"cluster_appends"`
+	// ClusterCalls is the number of kv.put calls of figure 19e's run, on
+	// JetStream and on badger, per repetition.
+	ClusterCalls int `json:"cluster_calls"`
+	// UIPages is the number of dashboard pages figure 20c times per
+	// repetition.
+	UIPages int `json:"ui_pages"`
+	// Only, when set, names the figure groups (1 to 20) to measure.
 	Only []int `json:"only,omitempty"`
 
 	// TempDir is where the harness makes its temporary directory; empty:
@@ -79,7 +91,8 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{Reps: 5, RoundTripCalls: 1_000_000, PureCalls: 100_000, DurableCalls: 2000,
 		Agents: 64, AgentCalls: 250, ColdReps: 3, GoAgent: true, ScaleEntries: 10_000_000, BudgetCalls: 1_000_000, LLMCalls: 200,
-		ParkedRuns: 10_000, WakeSamples: 200, DaemonStarts: 200, MCPCalls: 200}
+		ParkedRuns: 10_000, WakeSamples: 200, DaemonStarts: 200, MCPCalls: 200,
+		Takeovers: 24, ClusterAppends: 300, ClusterCalls: 500, UIPages: 100}
 }
 
 // QuickConfig runs every path with tiny sizes: a check that the harness
@@ -87,7 +100,8 @@ func DefaultConfig() Config {
 func QuickConfig() Config {
 	return Config{Reps: 1, RoundTripCalls: 2000, PureCalls: 2000, DurableCalls: 20,
 		Agents: 8, AgentCalls: 5, ColdReps: 1, ScaleEntries: 20_000, BudgetCalls: 2000, LLMCalls: 10,
-		ParkedRuns: 1000, WakeSamples: 10, DaemonStarts: 10, MCPCalls: 10}
+		ParkedRuns: 1000, WakeSamples: 10, DaemonStarts: 10, MCPCalls: 10,
+		Takeovers: 2, ClusterAppends: 50, ClusterCalls: 20, UIPages: 10}
 }
 
 // Run measures every figure.
@@ -120,7 +134,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	steps := []func(context.Context) ([]Figure, error){
 		h.roundTrip, h.pureCalls, h.durable, h.groupCommit, h.replay, h.coldStart, h.resume, h.gate,
 		h.interrupt, h.memory, h.scale, h.budget, h.conversation, h.llmOverhead, h.llmConversation, h.parked,
-		h.daemonStart, h.mcpOverhead,
+		h.daemonStart, h.mcpOverhead, h.cluster, h.observability,
 	}
 	defer h.closeRecorded()
 	var noisy []string

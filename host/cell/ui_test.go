@@ -27,6 +27,7 @@ import (
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/host/cell"
 	"github.com/agentrt/agentrt/internal/testutil"
+	"github.com/agentrt/agentrt/internal/uibench"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/replay"
 	"github.com/dgraph-io/badger/v4"
@@ -718,21 +719,30 @@ func TestUIBudgetAndSubRuns(t *testing.T) {
 //
 //	go test -run '^$' -bench UIJournalPage100k ./host/cell/
 func BenchmarkUIJournalPage100k(b *testing.B) {
-	a := serveUIAPI(b, b.TempDir(), cell.ServerOptions{})
-	d := serveDashboard(b, a)
-	run := loopRun(b, a, 100_000)
-	m, err := a.cell.Store.Meta(context.Background(), run)
+	ctx := context.Background()
+	j, err := uibench.Open(ctx, b.TempDir(), uiCellOptions(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer j.Close(ctx)
+	run, err := j.LoopRun(ctx, testutil.BuildWAT(b, "bench/testdata/loop.wat"), 100_000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := j.Cell.Store.Meta(ctx, run)
 	if err != nil || m.Steps < 100_000 {
 		b.Fatalf("the run made %d calls: %v", m.Steps, err)
 	}
 	var took []time.Duration
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
-		from := uint64(i*7919) % (100_000 - cell.UIPageSize)
-		start := time.Now()
-		page := d.get(b, fmt.Sprintf("/runs/%s?from=%d", run, from))
-		took = append(took, time.Since(start))
-		if n := len(pageSeqs(page)); n != cell.UIPageSize {
+		from := uibench.Offset(i, 100_000)
+		d, page, err := j.Page(ctx, from)
+		if err != nil {
+			b.Fatal(err)
+		}
+		took = append(took, d)
+		if n := len(uibench.Rows(page)); n != cell.UIPageSize {
 			b.Fatalf("page from %d: %d rows", from, n)
 		}
 	}
