@@ -123,6 +123,7 @@ func TestQuickHarness(t *testing.T) {
 	if runtime.GOOS == "linux" {
 		want = append(want, "18a", "18b")
 	}
+	want = append(want, "21a", "21b", "21c", "21d")
 	var got []string
 	for _, f := range rep.Figures {
 		got = append(got, f.ID)

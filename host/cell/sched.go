@@ -130,6 +130,13 @@ func (e *AdmissionError) Error() string {
 
 func (e *AdmissionError) Unwrap() error { return e.Err }
 
+// Is makes every *AdmissionError match ErrAdmissionRefused.
+func (e *AdmissionError) Is(target error) bool { return target == ErrAdmissionRefused }
+
+// ErrAdmissionRefused matches (errors.Is) every *AdmissionError: the API's
+// error kind "admission_refused".
+var ErrAdmissionRefused = errors.New("cell: admission refused")
+
 // ErrQueueFull is the cause of a RefusedFull refusal.
 var ErrQueueFull = errors.New("the cell's run queue is full")
 
@@ -152,6 +159,10 @@ type SchedulerStats struct {
 	Dispatched uint64        `json:"dispatched"`
 	WaitTotal  time.Duration `json:"wait_total_ns"`
 	Admitted   uint64        `json:"admitted"`
+	// AdmitTime is the time spent deciding admissions (policy, budget,
+	// queue; not the journaling of a refusal), summed over Admitted and
+	// the refused.
+	AdmitTime time.Duration `json:"admit_ns_total"`
 	// Refused counts the refused admissions by reason.
 	Refused map[string]uint64 `json:"refused"`
 }
@@ -178,6 +189,7 @@ type scheduler struct {
 	dispatched uint64
 	waitTotal  time.Duration
 	admitted   uint64
+	admitTime  time.Duration
 	refused    map[string]uint64
 	wait       prometheus.Histogram
 	// paused holds every run in the queue (Server.Recover queues all
@@ -238,6 +250,7 @@ func checkPriority(p int) error {
 // journaled as failed and released. spawn says st is a child, whose budget
 // its parent's carve bounds and which the queue bound does not refuse.
 func (sc *scheduler) admit(ctx context.Context, st *host.Started, spawn bool) error {
+	t0 := time.Now()
 	reason, err := "", st.Admit()
 	if err != nil {
 		reason = RefusedPolicy
@@ -260,6 +273,7 @@ func (sc *scheduler) admit(ctx context.Context, st *host.Started, spawn bool) er
 	} else {
 		sc.admitted++
 	}
+	sc.admitTime += time.Since(t0)
 	sc.mu.Unlock()
 	if err == nil {
 		return nil
@@ -424,7 +438,8 @@ func (sc *scheduler) stats() SchedulerStats {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	st := SchedulerStats{Workers: sc.opts.Workers, Busy: sc.busy, MaxBusy: sc.maxBusy, Queued: sc.q.Len(), MaxQueued: sc.opts.MaxQueued,
-		QueuedByPriority: sc.q.byPriority(), Dispatched: sc.dispatched, WaitTotal: sc.waitTotal, Admitted: sc.admitted, Refused: map[string]uint64{}}
+		QueuedByPriority: sc.q.byPriority(), Dispatched: sc.dispatched, WaitTotal: sc.waitTotal, Admitted: sc.admitted, AdmitTime: sc.admitTime,
+		Refused: map[string]uint64{}}
 	if t := sc.q.oldest(); !t.IsZero() {
 		st.OldestWait = time.Since(t)
 	}
