@@ -406,10 +406,18 @@ func (sc *scheduler) watch(it *queued, j *job) {
 func (sc *scheduler) work(j *job, waited time.Duration) {
 	for j != nil {
 		close(j.dispatched)
-		sc.wait.Observe(waited.Seconds())
-		sc.s.logf("%s run %s", j.what, j.st.Run)
-		res, err := j.st.Execute(context.Background())
-		sc.s.finish(j.st.Run, res, err)
+		select {
+		case <-j.st.Halted():
+			// Cancelled or drained while it waited, and popped before
+			// its watcher took it out: it is not executed either.
+			err := j.st.Unexecuted(context.Background())
+			sc.s.finish(j.st.Run, nil, err)
+		default:
+			sc.wait.Observe(waited.Seconds())
+			sc.s.logf("%s run %s", j.what, j.st.Run)
+			res, err := j.st.Execute(context.Background())
+			sc.s.finish(j.st.Run, res, err)
+		}
 		j, waited = sc.next()
 	}
 }

@@ -538,3 +538,27 @@ func TestSchedulerMetricsAndCellInfo(t *testing.T) {
 	g.open()
 	p.endOf(hold, q)
 }
+
+// TestPrioritiesOutOfRangeAreRefused: a submission's or a task's priority
+// outside 1..9 is the submitter's error (400), before anything starts.
+func TestPrioritiesOutOfRangeAreRefused(t *testing.T) {
+	p := openSchedCell(t, t.TempDir(), clock.NewFake(time.Now()), cell.SchedulerOptions{Workers: 1})
+	defer p.close()
+	for _, c := range []struct{ path, body, want string }{
+		{"/v1/runs", `{"module_sha256": "` + strings.Repeat("ab", 32) + `", "priority": 10}`, "priority 10 is out of range 1..9"},
+		{"/v1/runs", `{"module_sha256": "` + strings.Repeat("ab", 32) + `", "priority": -1}`, "priority -1 is out of range 1..9"},
+		{"/v1/tasks", `{"module": "AGFzbQEAAAA=", "objective": "x", "priority": 12}`, "priority 12: between 1 and 9"},
+	} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("POST", c.path, strings.NewReader(c.body))
+		req.Header.Set("Content-Type", "application/json")
+		p.srv.Handler().ServeHTTP(rec, req)
+		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), c.want) {
+			t.Errorf("POST %s %s: %d %s", c.path, c.body, rec.Code, rec.Body)
+		}
+	}
+	runs, err := p.cell.Store.Runs(context.Background())
+	if err != nil || len(runs) != 0 {
+		t.Fatalf("%d runs started (%v)", len(runs), err)
+	}
+}
