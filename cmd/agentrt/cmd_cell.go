@@ -378,7 +378,7 @@ are refused by the journal's fence in any case.`,
 	cmd.Flags().StringVar(&metrics, "metrics", "", "serve Prometheus metrics at /metrics on this loopback address (127.0.0.1:PORT)")
 	c.engineFlag(cmd)
 	cmd.Flags().IntVar(&keep, "keep-compiled", 0, fmt.Sprintf("the most compiled modules kept in memory, so that runs of them start without compiling; the least recently used is dropped past it (default %d)", host.DefaultKeepCompiled))
-	cmd.Flags().IntVar(&sched.Workers, "workers", 0, fmt.Sprintf("how many runs execute at once; a parked run holds no worker (default GOMAXPROCS×8, here %d)", cell.DefaultWorkers()))
+	cmd.Flags().IntVar(&sched.Workers, "workers", 0, fmt.Sprintf("how many runs execute at once; a parked run holds no worker (default GOMAXPROCS×32, here %d)", cell.DefaultWorkers()))
 	cmd.Flags().IntVar(&sched.MaxQueued, "queue-max", 0, fmt.Sprintf("how many runs may wait for a worker; past it submissions, task attempts and trigger firings are refused (default %d)", cell.DefaultMaxQueued))
 	cmd.Flags().DurationVar(&sched.Aging, "queue-aging", 0, fmt.Sprintf("a queued run's priority rises by one for each such wait, so none starves (default %s)", cell.DefaultAging))
 	cmd.Flags().StringVar(&sched.RunBudget, "run-budget", "", "admit only runs whose budget stays within these ceilings, naming each (model_calls=100,usd=5); spawns are bounded by their parents' instead")
