@@ -442,6 +442,7 @@ func generateVectors(t *testing.T) []*vector {
 	valid("agent.spawn", "request", "basic", "caps is a YAML or JSON capabilities map; budget the flag syntax",
 		&abi.SpawnRequest{Module: sha, Input: []byte(`{"q":1}`), Caps: "{run: {}, kv: {namespace: team}}", Budget: "steps=50"})
 	valid("agent.spawn", "request", "no-budget", "input and budget are omitted when empty", &abi.SpawnRequest{Module: sha, Caps: "{run: {}}"})
+	valid("agent.spawn", "request", "priority", "priority (1..9) comes last in canonical order; absent, the child runs at the caller's", &abi.SpawnRequest{Module: sha, Caps: "{run: {}}", Priority: 3})
 	valid("agent.spawn", "response", "basic", "", &abi.SpawnResponse{Run: child, TokenHash: sha, Budget: "steps=50"})
 	valid("agent.await", "request", "basic", "", &abi.RunRef{Run: child})
 	valid("agent.await", "response", "completed", "", &abi.AwaitResponse{Run: child, Status: abi.ChildCompleted, Output: []byte("ok"), OutputHash: sha})

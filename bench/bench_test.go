@@ -124,6 +124,7 @@ func TestQuickHarness(t *testing.T) {
 		want = append(want, "18a", "18b")
 	}
 	want = append(want, "19a", "19b", "19c", "19d", "19e", "20a", "20b", "20c")
+	want = append(want, "21a", "21b", "21c", "21d")
 	var got []string
 	for _, f := range rep.Figures {
 		got = append(got, f.ID)

@@ -51,8 +51,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if *only != "" {
 		for _, f := range strings.Split(*only, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n < 1 || n > 20 {
-				fmt.Fprintf(stderr, "agentrt-bench: error: -only %q: figure groups are numbers 1 to 20\n", *only)
+			if err != nil || n < 1 || n > 21 {
+				fmt.Fprintf(stderr, "agentrt-bench: error: -only %q: figure groups are numbers 1 to 21\n", *only)
 				return 2
 			}
 			cfg.Only = append(cfg.Only, n)

@@ -77,7 +77,11 @@ type Config struct {
 	// UIPages is the number of dashboard pages figure 20c times per
 	// repetition.
 	UIPages int `json:"ui_pages"`
-	// Only, when set, names the figure groups (1 to 20) to measure.
+	// SpawnSamples is how many children figures 21a and 21b time, one
+	// parent each; Admissions how many submissions 21d times per rep.
+	SpawnSamples int `json:"spawn_samples"`
+	Admissions   int `json:"admissions"`
+	// Only, when set, names the figure groups (1 to 21) to measure.
 	Only []int `json:"only,omitempty"`
 
 	// TempDir is where the harness makes its temporary directory; empty:
@@ -92,7 +96,8 @@ func DefaultConfig() Config {
 	return Config{Reps: 5, RoundTripCalls: 1_000_000, PureCalls: 100_000, DurableCalls: 2000,
 		Agents: 64, AgentCalls: 250, ColdReps: 3, GoAgent: true, ScaleEntries: 10_000_000, BudgetCalls: 1_000_000, LLMCalls: 200,
 		ParkedRuns: 10_000, WakeSamples: 200, DaemonStarts: 200, MCPCalls: 200,
-		Takeovers: 24, ClusterAppends: 300, ClusterCalls: 500, UIPages: 100}
+		Takeovers: 24, ClusterAppends: 300, ClusterCalls: 500, UIPages: 100,
+		SpawnSamples: 200, Admissions: 2000}
 }
 
 // QuickConfig runs every path with tiny sizes: a check that the harness
@@ -101,7 +106,8 @@ func QuickConfig() Config {
 	return Config{Reps: 1, RoundTripCalls: 2000, PureCalls: 2000, DurableCalls: 20,
 		Agents: 8, AgentCalls: 5, ColdReps: 1, ScaleEntries: 20_000, BudgetCalls: 2000, LLMCalls: 10,
 		ParkedRuns: 1000, WakeSamples: 10, DaemonStarts: 10, MCPCalls: 10,
-		Takeovers: 2, ClusterAppends: 50, ClusterCalls: 20, UIPages: 10}
+		Takeovers: 2, ClusterAppends: 50, ClusterCalls: 20, UIPages: 10,
+		SpawnSamples: 10, Admissions: 50}
 }
 
 // Run measures every figure.
@@ -134,20 +140,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	steps := []func(context.Context) ([]Figure, error){
 		h.roundTrip, h.pureCalls, h.durable, h.groupCommit, h.replay, h.coldStart, h.resume, h.gate,
 		h.interrupt, h.memory, h.scale, h.budget, h.conversation, h.llmOverhead, h.llmConversation, h.parked,
-		h.daemonStart, h.mcpOverhead, h.cluster, h.observability,
+		h.daemonStart, h.mcpOverhead, h.cluster, h.observability, h.subAgents,
 	}
 	defer h.closeRecorded()
 	var noisy []string
-	for i, step := range steps {
-		if len(cfg.Only) > 0 && !slices.Contains(cfg.Only, i+1) {
-			continue
-		}
+	measure := func(step func(context.Context) ([]Figure, error)) error {
 		runtime.GC()
 		la := loadAvg()
 		m := startMeter()
 		figs, err := step(ctx)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		r := m.stop()
 		for i := range figs {
@@ -161,6 +164,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			figs[i].settle()
 		}
 		rep.Figures = append(rep.Figures, figs...)
+		return nil
+	}
+	for i, step := range steps {
+		if len(cfg.Only) > 0 && !slices.Contains(cfg.Only, i+1) {
+			continue
+		}
+		if err := measure(step); err != nil {
+			return nil, err
+		}
 	}
 	if len(noisy) > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("WARNING: other processes used more than %.2f of this machine's %d CPUs while these figures were measured (CPUs used by others in parentheses): %s. Those figures are slower and noisier than on an idle machine, and disk contention does not show in this count; rerun on an idle machine before drawing conclusions from them.", noiseCPUs, rep.Machine.CPUs, strings.Join(noisy, ", ")))
@@ -178,6 +190,8 @@ type harness struct {
 	engine *host.Engine
 	// roundTripNS is figure 1's value, the floor of figure 2.
 	roundTripNS float64
+	// fig4Rate is figure 4a's value once measured, for figure 21c.
+	fig4Rate float64
 	// recorded is the cell and run of figure 2's last repetition, which
 	// figure 5 replays.
 	recorded    *cell
@@ -451,6 +465,7 @@ func (h *harness) groupCommit(ctx context.Context) ([]Figure, error) {
 		fp50, fp99 = append(fp50, us(percentile(flat, 50))), append(fp99, us(percentile(flat, 99)))
 		h.logf("4 group commit rep %d: ours %.0f calls/s p99 %.0f us, floor %.0f commits/s p99 %.0f us", r, rate[r], p99[r], frate[r], fp99[r])
 	}
+	h.fig4Rate = median(rate)
 	return []Figure{{
 		ID: "4a", Name: fmt.Sprintf("group commit, %d agents: durable calls/s", agents), Unit: "calls/s", Better: "higher",
 		Value: median(rate), Samples: rate,

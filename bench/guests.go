@@ -24,6 +24,8 @@ var (
 	kvputWAT []byte
 	//go:embed testdata/park.wat
 	parkWAT []byte
+	//go:embed testdata/spawner.wat
+	spawnerWAT []byte
 )
 
 // ErrNoWat2wasm is returned when wabt's wat2wasm is not on PATH.
@@ -38,6 +40,9 @@ type Guests struct {
 	// Park waits (timer.sleep or approval.request, by its input), then
 	// makes one run.log call (testdata/park.wat).
 	Park []byte
+	// Spawner makes one run.input call, then spawns N children with the
+	// spawn request its input carries (testdata/spawner.wat).
+	Spawner []byte
 	// Echo is a real Go agent built with the guest SDK
 	// (testdata/agents/echo); nil unless asked for.
 	Echo []byte
@@ -56,6 +61,9 @@ func BuildGuests(ctx context.Context, dir string, goAgent bool) (*Guests, error)
 		return nil, err
 	}
 	if g.KVPut, err = wat2wasm(ctx, dir, "kvput", kvputWAT); err != nil {
+		return nil, err
+	}
+	if g.Spawner, err = wat2wasm(ctx, dir, "spawner", spawnerWAT); err != nil {
 		return nil, err
 	}
 	if g.Park, err = wat2wasm(ctx, dir, "park", parkWAT); err != nil {

@@ -187,6 +187,10 @@ type RunSpec struct {
 	// Origin, when set, says what started the run (a trigger's firing, a
 	// task's attempt): recorded in its header and its index record.
 	Origin *journal.Origin
+	// Priority is the run's scheduling priority (1 lowest .. 9 highest; 0:
+	// not given), kept in its index record (RunMeta.Priority) for the cell's
+	// scheduler; the host executes it as any run.
+	Priority uint8
 }
 
 // Result is the outcome of a run.
@@ -444,7 +448,7 @@ func (h *Host) start(ctx context.Context, spec RunSpec, fork *forked) (_ *Starte
 	w := journal.NewWriter(h.deps.Store, journal.NewChain(run, h.deps.Key))
 	meta := journal.RunMeta{ID: run, Status: journal.StatusRunning, ModuleSHA256: m.SHA256, ModuleName: spec.Name,
 		Started: now.UnixNano(), Cell: h.deps.Key.Public().(ed25519.PublicKey),
-		Engines: []string{h.engine.Kind()}, MaxRequest: uint64(h.cfg.MaxRequest), Origin: hdr.Origin}
+		Engines: []string{h.engine.Kind()}, MaxRequest: uint64(h.cfg.MaxRequest), Origin: hdr.Origin, Priority: spec.Priority}
 	if err := w.Add(&journal.Entry{Phase: journal.PhaseStart, Header: hdr, Time: now.UnixNano()}); err != nil {
 		return nil, err
 	}

@@ -38,6 +38,11 @@ type RunMeta struct {
 	Origin *Origin `cbor:"14,keyasint,omitempty"`
 	// Wait is what a parked run waits for; nil for a run that does not.
 	Wait *Wait `cbor:"15,keyasint,omitempty"`
+	// Priority is the run's scheduling priority in its cell's queue
+	// (1 lowest .. 9 highest; 0: not given, 5), kept so that a run
+	// queued when its cell stopped is queued again as it was. An index
+	// field only: the journal does not record it, and a replay ignores it.
+	Priority uint8 `cbor:"16,keyasint,omitempty"`
 }
 
 // Wait is what a parked run waits for, as its index record says, so that a

@@ -26,7 +26,67 @@ func (c *cli) cellCmd() *cobra.Command {
 		Use:   "cell",
 		Short: "Run this machine's cell as a daemon",
 	}
-	cmd.AddCommand(c.cellServeCmd())
+	cmd.AddCommand(c.cellServeCmd(), c.cellStatusCmd())
+	return cmd
+}
+
+func (c *cli) cellStatusCmd() *cobra.Command {
+	var (
+		target string
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show a daemon's workers, run queue and admissions",
+		Long: `Show how a cell daemon's scheduler stands: its workers and how many execute a
+run now, the runs waiting for a worker by priority and the oldest one's wait,
+and the admissions of new runs (admitted, refused by reason).`,
+		Example: "  agentrt cell status\n  agentrt cell status --json | jq .scheduler.queued",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := c.cellClient(target)
+			if err != nil {
+				return err
+			}
+			if cl == nil {
+				return withHint(errors.New("no cell daemon serves this data directory"), "start one with: agentrt cell serve")
+			}
+			ci, err := cl.Cell(cmd.Context())
+			if err != nil {
+				return withHint(err, "start the daemon with: agentrt cell serve")
+			}
+			if asJSON {
+				return c.printJSON(ci)
+			}
+			st := ci.Scheduler
+			if st == nil {
+				return withHint(errors.New("this cell runs no scheduler"), "it serves one foreground run (agentrt run); ask a daemon (agentrt cell serve)")
+			}
+			fmt.Fprintf(c.stdout, "cell      %.16s\n", ci.Cell)
+			fmt.Fprintf(c.stdout, "workers   %d busy of %d (at most %d at once so far)\n", st.Busy, st.Workers, st.MaxBusy)
+			fmt.Fprintf(c.stdout, "queued    %d of at most %d", st.Queued, st.MaxQueued)
+			if st.Queued > 0 {
+				var by []string
+				for p := cell.MaxPriority; p >= cell.MinPriority; p-- {
+					if n := st.QueuedByPriority[p]; n > 0 {
+						by = append(by, fmt.Sprintf("priority %d: %d", p, n))
+					}
+				}
+				fmt.Fprintf(c.stdout, " (%s), the oldest waiting %s", strings.Join(by, ", "), st.OldestWait.Round(time.Millisecond))
+			}
+			fmt.Fprintln(c.stdout)
+			mean := time.Duration(0)
+			if st.Dispatched > 0 {
+				mean = st.WaitTotal / time.Duration(st.Dispatched)
+			}
+			fmt.Fprintf(c.stdout, "executed  %d, waiting %s on average for a worker\n", st.Dispatched, mean.Round(time.Microsecond))
+			fmt.Fprintf(c.stdout, "admitted  %d; refused %d for policy, %d for budget, %d for a full queue\n", st.Admitted,
+				st.Refused[cell.RefusedPolicy], st.Refused[cell.RefusedBudget], st.Refused[cell.RefusedFull])
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&target, "cell", "", "the cell to ask (unix:PATH or http://127.0.0.1:PORT); default: the data directory's socket")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the cell's information as JSON (GET /v1/cell)")
 	return cmd
 }
 
@@ -43,6 +103,7 @@ func (c *cli) cellServeCmd() *cobra.Command {
 		replicas  int
 		leaseTTL  time.Duration
 		heartbeat time.Duration
+		sched     cell.SchedulerOptions
 		self      string
 	)
 	cmd := &cobra.Command{
@@ -146,6 +207,9 @@ are refused by the journal's fence in any case.`,
 			// The daemon's log names what guests chose (resources, errors):
 			// escaped, none of it acts on the terminal it is read on.
 			logger := log.New(lineWriter{c.stderr}, "agentrt cell: ", log.LstdFlags)
+			if _, err := sched.Check(); err != nil {
+				return withHint(err, "--workers is 1..%d, --queue-max and --queue-aging positive, --run-budget in the budget syntax (model_calls=100,usd=5)", cell.MaxWorkers)
+			}
 			if keep < 0 {
 				return withHint(fmt.Errorf("--keep-compiled %d is below 0", keep), "give the most compiled modules to keep in memory, at least 1 (0: the default, %d)", host.DefaultKeepCompiled)
 			}
@@ -198,7 +262,7 @@ are refused by the journal's fence in any case.`,
 				return withHint(err, "pick a data directory with a shorter path (--data)")
 			}
 			lns = append(lns, sock)
-			opts := cell.ServerOptions{Logf: logger.Printf, Approvals: approvals, Triggers: true}
+			opts := cell.ServerOptions{Logf: logger.Printf, Approvals: approvals, Triggers: true, Scheduler: sched}
 			if listen != "" {
 				ln, err := cell.ListenLoopback(listen)
 				if err != nil {
@@ -236,6 +300,7 @@ are refused by the journal's fence in any case.`,
 			cl.AddSink(srv.Sink)
 			if mx != nil {
 				mx.Queues(srv.QueueDepths)
+				mx.Scheduler(srv)
 			}
 			if uiLn != nil {
 				us, err := srv.UI(uiLn, cell.UIOptions{Token: opts.APIToken, AnyAddress: uiAny})
@@ -313,6 +378,10 @@ are refused by the journal's fence in any case.`,
 	cmd.Flags().StringVar(&metrics, "metrics", "", "serve Prometheus metrics at /metrics on this loopback address (127.0.0.1:PORT)")
 	c.engineFlag(cmd)
 	cmd.Flags().IntVar(&keep, "keep-compiled", 0, fmt.Sprintf("the most compiled modules kept in memory, so that runs of them start without compiling; the least recently used is dropped past it (default %d)", host.DefaultKeepCompiled))
+	cmd.Flags().IntVar(&sched.Workers, "workers", 0, fmt.Sprintf("how many runs execute at once; a parked run holds no worker (default GOMAXPROCS×32, here %d)", cell.DefaultWorkers()))
+	cmd.Flags().IntVar(&sched.MaxQueued, "queue-max", 0, fmt.Sprintf("how many runs may wait for a worker; past it submissions, task attempts and trigger firings are refused (default %d)", cell.DefaultMaxQueued))
+	cmd.Flags().DurationVar(&sched.Aging, "queue-aging", 0, fmt.Sprintf("a queued run's priority rises by one for each such wait, so none starves (default %s)", cell.DefaultAging))
+	cmd.Flags().StringVar(&sched.RunBudget, "run-budget", "", "admit only runs whose budget stays within these ceilings, naming each (model_calls=100,usd=5); spawns are bounded by their parents' instead")
 	cmd.Flags().DurationVar(&drain, "drain-timeout", 30*time.Second, "how long a shutdown waits for runs to reach a step boundary")
 	cmd.Flags().StringVar(&natsURLs, "nats", "", "join the cluster on these NATS JetStream servers (nats://HOST:PORT, comma-separated)")
 	cmd.Flags().BoolVar(&embedded, "nats-embedded", false, "start a one-box NATS JetStream server in this process (files in DATA/nats)")

@@ -62,7 +62,10 @@ LIVE marks the runs it is executing.`,
 					steps = fmt.Sprint(ri.Steps)
 				}
 				status := string(ri.Status)
-				if ri.Live {
+				switch {
+				case ri.Queued != nil:
+					status = fmt.Sprintf("queued (priority %d)", ri.Queued.Priority)
+				case ri.Live:
 					status += " (live)"
 				}
 				// The module's name is the submitter's; shown, it cannot
@@ -81,6 +84,9 @@ LIVE marks the runs it is executing.`,
 // waitingLine says what a run waits for: a timer's wake time, an
 // approval's group and expiry.
 func waitingLine(ri cell.RunInfo) string {
+	if q := ri.Queued; q != nil {
+		return "a worker, since " + q.Since.Local().Format("2006-01-02 15:04:05")
+	}
 	w := ri.Wait
 	if w == nil || ri.Status.Finished() {
 		return ""

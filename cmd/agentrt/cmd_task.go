@@ -56,6 +56,7 @@ func (c *cli) taskSubmitCmd() *cobra.Command {
 	var (
 		objective, inputFile, grantFile, tokenFile, target string
 		retries                                            int
+		priority                                           int
 		backoff, maxBackoff, maxWall                       time.Duration
 		maxSteps, maxToolCalls                             uint64
 		maxSpend                                           string
@@ -104,7 +105,7 @@ continue it.`,
 			if err != nil {
 				return err
 			}
-			sub := cell.TaskSubmission{Module: code, Name: filepath.Base(args[0]), Objective: objective, Retries: retries}
+			sub := cell.TaskSubmission{Module: code, Name: filepath.Base(args[0]), Objective: objective, Retries: retries, Priority: priority}
 			if cmd.Flags().Changed("backoff") {
 				sub.Backoff = backoff.String()
 			}
@@ -149,6 +150,7 @@ continue it.`,
 	f := cmd.Flags()
 	f.StringVar(&objective, "objective", "", "what the task is for (required); the attempts' input unless --input is given")
 	f.StringVar(&inputFile, "input", "", "file whose bytes are each attempt's input (default: the objective's text)")
+	f.IntVar(&priority, "priority", 0, fmt.Sprintf("the attempts' priority in the daemon's queue, %d (lowest) to %d (highest); 0: %d", cell.MinPriority, cell.MaxPriority, cell.DefaultPriority))
 	f.IntVar(&retries, "retries", 0, fmt.Sprintf("how many times a failed attempt is retried (0 to %d)", cell.MaxTaskRetries))
 	f.DurationVar(&backoff, "backoff", cell.DefaultTaskBackoff, "the wait before the first retry; it doubles for each retry after")
 	f.DurationVar(&maxBackoff, "max-backoff", cell.DefaultTaskMaxBackoff, "the longest wait between two attempts")

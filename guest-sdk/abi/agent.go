@@ -15,6 +15,10 @@ const (
 	OpAgentChildren uint32 = 4
 )
 
+// MaxPriority is the highest priority of a spawn (SpawnRequest.Priority);
+// priorities run from 1, the lowest, and 0 means none given.
+const MaxPriority = 9
+
 // SpawnRequest is the request of agent.spawn: the module to run, by the
 // SHA-256 the cell holds it under (32 bytes), the child's input, and its
 // powers: Caps, a capabilities document in YAML or JSON (the map under
@@ -27,6 +31,9 @@ type SpawnRequest struct {
 	Input  []byte `cbor:"input,omitempty"`
 	Caps   string `cbor:"caps"`
 	Budget string `cbor:"budget,omitempty"`
+	// Priority is the child's priority in its cell's queue, 1 (lowest)
+	// to 9 (highest), at most the caller's; 0 (absent): the caller's.
+	Priority uint8 `cbor:"priority,omitempty"`
 }
 
 // SpawnResponse answers agent.spawn: the child's run id (32 hex digits),

@@ -11,10 +11,13 @@ import (
 // {namespaces: [notes]}}"); it must be within the caller's token, or the
 // spawn is refused (ErrDenied). Budget is its budget ceilings in the flag
 // syntax ("steps=100,usd=0.50"); a ceiling it leaves out is the caller's,
-// and one it sets must be at most the caller's.
+// and one it sets must be at most the caller's. Priority is the child's
+// priority in the cell's queue, 1 (lowest) to 9 (highest): at most the
+// caller's, or the spawn is refused (ErrDenied); 0: the caller's.
 type SpawnOptions struct {
-	Caps   string
-	Budget string
+	Caps     string
+	Budget   string
+	Priority uint8
 }
 
 // Child is a sub-agent, as Spawn returns it.
@@ -52,7 +55,7 @@ func Spawn(module []byte, input []byte, opts SpawnOptions) (*Child, error) {
 		return nil, errors.New("agent: Spawn needs the module's 32-byte SHA-256")
 	}
 	var r abi.SpawnResponse
-	req := &abi.SpawnRequest{Module: module, Input: input, Caps: opts.Caps, Budget: opts.Budget}
+	req := &abi.SpawnRequest{Module: module, Input: input, Caps: opts.Caps, Budget: opts.Budget, Priority: opts.Priority}
 	if err := call(agentTransport, abi.CapAgent, abi.OpAgentSpawn, req, &r); err != nil {
 		return nil, err
 	}

@@ -1283,15 +1283,29 @@ typedef struct agentrt_child {
  * budget (the flag syntax, "steps=100"; NULL or "" for the caller's
  * ceilings), which the cell never lets be wider than the caller's
  * (AGENTRT_STATUS_DENIED). Needs the agent capability (agent:
- * {max_children: N, max_depth: D} in the grant). */
+ * {max_children: N, max_depth: D} in the grant). The child runs at the
+ * caller's priority; agentrt_spawn_priority chooses one. */
+static inline agentrt_status_t agentrt_spawn_priority(const uint8_t module[32], const void *input, size_t input_len,
+                                                      const char *caps, const char *budget, uint8_t priority,
+                                                      agentrt_child_t *c);
 static inline agentrt_status_t agentrt_spawn(const uint8_t module[32], const void *input, size_t input_len,
                                              const char *caps, const char *budget, agentrt_child_t *c) {
+  return agentrt_spawn_priority(module, input, input_len, caps, budget, 0, c);
+}
+
+/* agentrt_spawn_priority is agentrt_spawn with the child's priority in the
+ * cell's queue: 1 (lowest) to 9 (highest), at most the caller's
+ * (AGENTRT_STATUS_DENIED otherwise); 0 for the caller's. */
+static inline agentrt_status_t agentrt_spawn_priority(const uint8_t module[32], const void *input, size_t input_len,
+                                                      const char *caps, const char *budget, uint8_t priority,
+                                                      agentrt_child_t *c) {
   agentrt__wr w = {0};
   agentrt__resp out;
   memset(c, 0, sizeof *c);
   bool has_budget = budget && budget[0];
-  agentrt__wr_head(&w, 5, 2 + (input_len > 0) + has_budget);
-  /* Keys in canonical order, shorter first: caps, input, budget, module. */
+  agentrt__wr_head(&w, 5, 2 + (input_len > 0) + has_budget + (priority > 0));
+  /* Keys in canonical order, shorter first: caps, input, budget, module,
+   * priority. */
   agentrt__wr_cstr(&w, "caps");
   agentrt__wr_cstr(&w, caps);
   if (input_len > 0) {
@@ -1304,6 +1318,10 @@ static inline agentrt_status_t agentrt_spawn(const uint8_t module[32], const voi
   }
   agentrt__wr_cstr(&w, "module");
   agentrt__wr_bytes(&w, module, 32);
+  if (priority > 0) {
+    agentrt__wr_cstr(&w, "priority");
+    agentrt__wr_uint(&w, priority);
+  }
   agentrt_status_t st = agentrt__agent_roundtrip(AGENTRT_OP_AGENT_SPAWN, &w, &out);
   if (st) return st;
   agentrt__rd r = {out.body, out.body + out.len};

@@ -88,12 +88,24 @@ func (a agents) Spawn(ctx context.Context, sp agent.Spawn) (abi.SpawnResponse, e
 	if uint32(len(kids)) >= sp.Grant.MaxChildren {
 		return abi.SpawnResponse{}, fmt.Errorf("%w: the run has spawned %d children, its grant's max_children", agent.ErrDenied, len(kids))
 	}
+	// A child runs at its parent's priority or below: a spawn asking more
+	// is refused, as a wider token is, rather than quietly lowered.
+	pm, err := a.s.cell.Journal.Meta(ctx, sp.Parent)
+	if err != nil {
+		return abi.SpawnResponse{}, err
+	}
+	prio := effectivePriority(pm.Priority)
+	if p := sp.Req.Priority; p > prio {
+		return abi.SpawnResponse{}, fmt.Errorf("%w: priority %d is above the caller's, %d", agent.ErrDenied, p, prio)
+	} else if p != 0 {
+		prio = p
+	}
 	token, claims, err := a.s.cell.Host.ChildToken(sp.Token, sp.Grant.MaxDepth, sp.Req.Caps, sp.Req.Budget)
 	if err != nil {
 		return abi.SpawnResponse{}, err
 	}
 	st, err := a.s.cell.Host.Start(ctx, host.RunSpec{ModuleSHA256: sp.Req.Module, Input: sp.Req.Input, Token: token, Grant: claims.Grant,
-		Parent: sp.Parent, Origin: &journal.Origin{Kind: OriginSpawn, ID: sp.Parent.String(), Seq: sp.Step}})
+		Parent: sp.Parent, Origin: &journal.Origin{Kind: OriginSpawn, ID: sp.Parent.String(), Seq: sp.Step}, Priority: prio})
 	switch {
 	case errors.Is(err, host.ErrUnknownModule):
 		return abi.SpawnResponse{}, fmt.Errorf("%w: module %x: %w", agent.ErrNotFound, sp.Req.Module, err)
@@ -103,6 +115,12 @@ func (a agents) Spawn(ctx context.Context, sp agent.Spawn) (abi.SpawnResponse, e
 			return abi.SpawnResponse{}, fmt.Errorf("%w: %w", agent.ErrDenied, err)
 		}
 		return abi.SpawnResponse{}, err
+	}
+	if err := a.s.sched.admit(ctx, st, true); err != nil {
+		// Refused by the cell's policy: the child is journaled as
+		// refused, and counts against max_children, as one refused by
+		// its link check does.
+		return abi.SpawnResponse{}, fmt.Errorf("%w: %w", agent.ErrDenied, err)
 	}
 	if err := a.s.execute(st, fmt.Sprintf("spawned by run %s step %d:", sp.Parent, sp.Step)); err != nil {
 		return abi.SpawnResponse{}, err

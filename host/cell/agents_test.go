@@ -653,3 +653,41 @@ func TestDepthAndFanOutBoundTheTree(t *testing.T) {
 		}
 	}
 }
+
+// A child runs at its parent's priority unless it asks a lower one; one
+// above its parent's is refused (denied), never lowered.
+func TestSpawnPriorityIsAtMostTheParents(t *testing.T) {
+	p := openParkCell(t, t.TempDir(), clock.NewFake(time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC)))
+	defer func() { p.close() }()
+	_, mod := family(p)
+	sum, _ := hex.DecodeString(mod)
+	code := testutil.BuildC(t, "host/testdata/agents/cspawner")
+	g, err := host.ParseGrant([]byte("capabilities:\n  run: {}\n  timer: {}\n  agent: {max_children: 2, max_depth: 2}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		ask  string
+		want uint8 // the child's priority; 0: refused
+	}{{"", 3}, {"2:", 2}, {"3:", 3}, {"4:", 0}, {"9:", 0}} {
+		run, err := p.srv.Launch(context.Background(), host.RunSpec{Code: code, Input: append(bytes.Clone(sum), c.ask+leafCaps...), Grant: g, Priority: 3}, "started")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := p.waitEnd(run)
+		out := string(m.Output)
+		if c.want == 0 {
+			if !strings.HasPrefix(out, "refused denied: ") || !strings.Contains(out, "above the caller's, 3") {
+				t.Fatalf("priority %q above the parent's 3: %s %q %s", c.ask, m.Status, out, m.Error)
+			}
+			continue
+		}
+		if m.Status != journal.StatusCompleted || !strings.Contains(out, " completed ") {
+			t.Fatalf("priority %q: %s %q %s", c.ask, m.Status, out, m.Error)
+		}
+		child := p.meta(mustIDs(t, strings.SplitN(out, " ", 2)[0])[0])
+		if child.Priority != c.want {
+			t.Fatalf("priority %q: the child is indexed at %d, want %d", c.ask, child.Priority, c.want)
+		}
+	}
+}

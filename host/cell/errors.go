@@ -51,6 +51,8 @@ var errorKinds = []struct {
 	{"task_state", ErrTaskState},
 	{"bad_task", ErrBadTask},
 	{"shutting_down", ErrShuttingDown},
+	{"admission_refused", ErrAdmissionRefused},
+	{"queue_full", ErrQueueFull},
 }
 
 // Gap is a *journal.GapError as an API error carries it ("gap"): entries

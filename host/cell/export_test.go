@@ -1,6 +1,7 @@
 package cell
 
 import (
+	"net/http"
 	"time"
 
 	"github.com/agentrt/agentrt/journal"
@@ -15,3 +16,6 @@ var StartErrorCode = startErrorCode
 // SetTriggerLaunchHook sets the hook a firing's start calls between the
 // launch of its run and the noting of the run as active.
 func SetTriggerLaunchHook(fn func(journal.RunID)) { testHookLaunched = fn }
+
+// Handler exposes the API's routes to the tests, without the guard.
+func (s *Server) Handler() http.Handler { return s.handler() }

@@ -301,3 +301,45 @@ func (c *runsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, age, k)
 	}
 }
+
+// Scheduler makes the metrics read srv's scheduler (sched.go) at each
+// scrape: the workers and how many are busy, the runs queued by priority
+// (1..9), the oldest one's wait, the admissions by outcome (admitted, or
+// the refusal's reason), and the histogram of the runs' queue waits.
+func (m *Metrics) Scheduler(srv *Server) {
+	m.reg.MustRegister(&schedCollector{srv: srv})
+}
+
+var (
+	schedWorkersDesc = prometheus.NewDesc("agentrt_sched_workers", "The scheduler's workers: runs that may execute at once (agentrt cell serve --workers).", nil, nil)
+	schedBusyDesc    = prometheus.NewDesc("agentrt_sched_workers_busy", "Workers executing a run now; a parked run holds none.", nil, nil)
+	schedQueuedDesc  = prometheus.NewDesc("agentrt_sched_queued", "Runs waiting for a worker, by priority (1 lowest .. 9 highest).", []string{"priority"}, nil)
+	schedOldestDesc  = prometheus.NewDesc("agentrt_sched_oldest_wait_seconds", "How long the longest-queued run has waited for a worker (0 for an empty queue).", nil, nil)
+	schedAdmitDesc   = prometheus.NewDesc("agentrt_sched_admissions_total", "Admission decisions on new runs (submissions, task attempts, trigger firings, spawns), by outcome: admitted, or the refusal's reason (policy, budget, queue_full).", []string{"outcome"}, nil)
+)
+
+type schedCollector struct{ srv *Server }
+
+func (c *schedCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- schedWorkersDesc
+	ch <- schedBusyDesc
+	ch <- schedQueuedDesc
+	ch <- schedOldestDesc
+	ch <- schedAdmitDesc
+	c.srv.sched.wait.Describe(ch)
+}
+
+func (c *schedCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.srv.sched.stats()
+	ch <- prometheus.MustNewConstMetric(schedWorkersDesc, prometheus.GaugeValue, float64(st.Workers))
+	ch <- prometheus.MustNewConstMetric(schedBusyDesc, prometheus.GaugeValue, float64(st.Busy))
+	for p := MinPriority; p <= MaxPriority; p++ {
+		ch <- prometheus.MustNewConstMetric(schedQueuedDesc, prometheus.GaugeValue, float64(st.QueuedByPriority[p]), strconv.Itoa(p))
+	}
+	ch <- prometheus.MustNewConstMetric(schedOldestDesc, prometheus.GaugeValue, st.OldestWait.Seconds())
+	ch <- prometheus.MustNewConstMetric(schedAdmitDesc, prometheus.CounterValue, float64(st.Admitted), "admitted")
+	for _, r := range []string{RefusedPolicy, RefusedBudget, RefusedFull} {
+		ch <- prometheus.MustNewConstMetric(schedAdmitDesc, prometheus.CounterValue, float64(st.Refused[r]), r)
+	}
+	c.srv.sched.wait.Collect(ch)
+}

@@ -37,7 +37,11 @@ type RunInfo struct {
 	// Waiting lists the run's calls parked for approval.
 	Waiting []ApprovalInfo `json:"waiting,omitempty"`
 	// Wait is what a parked run waits for (a timer, an approval).
-	Wait         *WaitInfo       `json:"wait,omitempty"`
+	Wait *WaitInfo `json:"wait,omitempty"`
+	// Queued says the run waits in the cell's queue for a worker.
+	Queued *QueuedInfo `json:"queued,omitempty"`
+	// Priority is the run's priority in the cell's queue (1..9).
+	Priority     int             `json:"priority"`
 	Module       string          `json:"module,omitempty"`
 	ModuleSHA256 string          `json:"module_sha256"`
 	Started      time.Time       `json:"started"`
@@ -58,6 +62,9 @@ type RunInfo struct {
 func (s *Server) info(m journal.RunMeta) RunInfo {
 	ri := Info(m, s.cell.Host.Live(m.ID))
 	ri.Stopping = s.cell.Host.Stopping(m.ID)
+	if prio, since, ok := s.sched.queuedInfo(m.ID); ok {
+		ri.Queued = &QueuedInfo{Priority: int(prio), Since: since.UTC()}
+	}
 	if s.approvals != nil {
 		for _, a := range s.approvals.Pending(m.ID) {
 			ri.Waiting = append(ri.Waiting, approvalInfo(a))
@@ -71,7 +78,7 @@ func Info(m journal.RunMeta, live bool) RunInfo {
 	ri := RunInfo{
 		RunID: m.ID.String(), Status: m.Status, Live: live, Module: m.ModuleName,
 		ModuleSHA256: hex.EncodeToString(m.ModuleSHA256), Started: time.Unix(0, m.Started).UTC(),
-		Steps: m.Steps, Cell: hex.EncodeToString(m.Cell), Error: m.Error,
+		Steps: m.Steps, Cell: hex.EncodeToString(m.Cell), Error: m.Error, Priority: int(effectivePriority(m.Priority)),
 	}
 	if m.Ended != 0 {
 		t := time.Unix(0, m.Ended).UTC()
@@ -91,6 +98,14 @@ func Info(m journal.RunMeta, live bool) RunInfo {
 		}
 	}
 	return ri
+}
+
+// QueuedInfo is a run waiting for a worker, as the API shows it.
+type QueuedInfo struct {
+	// Priority is its priority in the queue, 1..9 (before aging).
+	Priority int `json:"priority"`
+	// Since is when it was queued.
+	Since time.Time `json:"since"`
 }
 
 // WaitInfo is what a parked run waits for, as the API shows it.
@@ -143,6 +158,9 @@ type Submission struct {
 	// Token is a capability token (base64 in JSON) granting the run; a
 	// grant, when also given, must be within it.
 	Token []byte `json:"token,omitempty"`
+	// Priority is the run's priority in the cell's queue, 1 (lowest) to
+	// 9 (highest); 0 or absent: 5.
+	Priority int `json:"priority,omitempty"`
 }
 
 // Submitted answers POST /v1/runs and POST /v1/runs/{run}/resume.
@@ -197,6 +215,8 @@ type Server struct {
 	approvalSubs map[chan StreamLine]bool
 	// tasks are the cell's tasks (tasks.go); nil on a control server.
 	tasks *tasks
+	// sched is the worker pool and the run queue (sched.go).
+	sched *scheduler
 }
 
 // OnEnd registers fn, which is called, in the run's goroutine, each time a
@@ -212,10 +232,17 @@ func (s *Server) OnEnd(fn func(run journal.RunID, res *host.Result, err error)) 
 // Launch starts a run of spec and executes it in the background, as a
 // submission through the API does; what names why in the daemon's log
 // ("started", "triggered", ...). The start is refused as a submission's
-// is: by the token, the link check, a server shutting down.
+// is: by the token, the link check, the scheduler's admission
+// (*AdmissionError), a server shutting down.
 func (s *Server) Launch(ctx context.Context, spec host.RunSpec, what string) (journal.RunID, error) {
+	if err := checkPriority(int(spec.Priority)); err != nil {
+		return journal.RunID{}, err
+	}
 	st, err := s.cell.Host.Start(ctx, spec)
 	if err != nil {
+		return journal.RunID{}, err
+	}
+	if err := s.sched.admit(ctx, st, false); err != nil {
 		return journal.RunID{}, err
 	}
 	if err := s.execute(st, what); err != nil {
@@ -242,6 +269,9 @@ type ServerOptions struct {
 	// Triggers serves the trigger API and keeps the cell's triggers,
 	// which StartTriggers starts (triggers.go). Not with ControlOnly.
 	Triggers bool
+	// Scheduler sizes the worker pool and the queue (sched.go); checked
+	// with SchedulerOptions.Check first: NewServer panics on a bad value.
+	Scheduler SchedulerOptions
 }
 
 // NewServer returns a server for c. The cell must have been opened with
@@ -254,6 +284,7 @@ func NewServer(c *Cell, opts ServerOptions) *Server {
 		s.logf = log.Printf
 	}
 	s.waker = newWaker(c.Clock, s.wake)
+	s.sched = newScheduler(s, opts.Scheduler)
 	s.approvalSubs = map[chan StreamLine]bool{}
 	if c.Book != nil {
 		c.Book.mu.Lock()
@@ -336,9 +367,10 @@ func (s *Server) unsubscribe(run journal.RunID, ch chan StreamLine) {
 // not execute.
 var ErrShuttingDown = errors.New("cell: shutting down")
 
-// execute runs st in the background until it ends or stops, then tells
-// the run's followers. A server shutting down refuses, and the run (its
-// start journaled) stays running, to be recovered.
+// execute runs st in the background, on a worker of the scheduler (now or
+// once one is free), until it ends or stops, then tells the run's
+// followers. A server shutting down refuses, and the run (its start
+// journaled) stays running, to be recovered.
 func (s *Server) execute(st *host.Started, what string) error {
 	s.mu.Lock()
 	if s.closed {
@@ -348,40 +380,45 @@ func (s *Server) execute(st *host.Started, what string) error {
 	}
 	s.wg.Add(1)
 	s.mu.Unlock()
-	s.logf("%s run %s", what, st.Run)
-	go func() {
-		defer s.wg.Done()
-		// The run's context is the server's lifetime, not the request's:
-		// a run outlives the call that submitted it. Drain stops it.
-		res, err := st.Execute(context.Background())
-		last := StreamLine{Time: time.Now().UTC()}
-		if m, merr := s.cell.Journal.Meta(context.Background(), st.Run); merr == nil {
-			ri := Info(m, false)
-			last.End = &ri
-		}
-		switch {
-		case err != nil:
-			last.Stopped = err.Error()
-			s.logf("run %s stopped: %v", st.Run, err)
-		default:
-			s.logf("run %s %s after %d calls", st.Run, res.Status, res.Steps)
-		}
-		s.publish(st.Run, last)
-		s.mu.Lock()
-		for ch := range s.subs[st.Run] {
-			close(ch)
-		}
-		delete(s.subs, st.Run)
-		hooks := slices.Clone(s.onEnd)
-		s.mu.Unlock()
-		if err == nil && res != nil && res.Status == journal.StatusParked {
-			s.parked(st.Run, res.Wait)
-		}
-		for _, fn := range hooks {
-			fn(st.Run, res, err)
-		}
-	}()
+	// The run's context is the server's lifetime, not the request's: a
+	// run outlives the call that submitted it. Drain stops it.
+	if err := s.sched.enqueue(st, what); err != nil {
+		s.wg.Done()
+		return err
+	}
 	return nil
+}
+
+// finish tells the followers and the end hooks of run that its execution
+// stopped (res, err as Execute returned them).
+func (s *Server) finish(run journal.RunID, res *host.Result, err error) {
+	defer s.wg.Done()
+	last := StreamLine{Time: time.Now().UTC()}
+	if m, merr := s.cell.Journal.Meta(context.Background(), run); merr == nil {
+		ri := Info(m, false)
+		last.End = &ri
+	}
+	switch {
+	case err != nil:
+		last.Stopped = err.Error()
+		s.logf("run %s stopped: %v", run, err)
+	default:
+		s.logf("run %s %s after %d calls", run, res.Status, res.Steps)
+	}
+	s.publish(run, last)
+	s.mu.Lock()
+	for ch := range s.subs[run] {
+		close(ch)
+	}
+	delete(s.subs, run)
+	hooks := slices.Clone(s.onEnd)
+	s.mu.Unlock()
+	if err == nil && res != nil && res.Status == journal.StatusParked {
+		s.parked(run, res.Wait)
+	}
+	for _, fn := range hooks {
+		fn(run, res, err)
+	}
 }
 
 // Recover resumes every run this cell owned that had not ended and was not
@@ -401,6 +438,9 @@ func (s *Server) Recover(ctx context.Context) ([]journal.RunID, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The runs recovered are all queued before any executes: they go by
+	// priority.
+	defer s.sched.pause()()
 	me := hex.EncodeToString(s.cell.Public())
 	var out []journal.RunID
 	for _, m := range runs {
@@ -521,12 +561,16 @@ type CellInfo struct {
 	Approvers bool `json:"approvers,omitempty"`
 	// Compiled counts the compiled modules the cell keeps in memory.
 	Compiled *host.EngineStats `json:"compiled,omitempty"`
+	// Scheduler is the worker pool and the run queue (a daemon's).
+	Scheduler *SchedulerStats `json:"scheduler,omitempty"`
 }
 
 func (s *Server) getCell(w http.ResponseWriter, r *http.Request) {
 	ci := CellInfo{Cell: hex.EncodeToString(s.cell.Public()), Dir: s.cell.Dir, Live: []string{}, ControlOnly: s.control, Approvers: s.cell.Book != nil}
 	if cs := s.cell.Engine.Stats(); !s.control {
 		ci.Compiled = &cs
+		ss := s.sched.stats()
+		ci.Scheduler = &ss
 	}
 	runs, err := s.cell.Journal.Runs(r.Context())
 	if err != nil {
@@ -628,9 +672,18 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		}
 		spec.Seed = seed
 	}
+	if err := checkPriority(sub.Priority); err != nil {
+		writeError(w, http.StatusBadRequest, err, "give a priority from 1 (lowest) to 9 (highest), or none for 5")
+		return
+	}
+	spec.Priority = uint8(sub.Priority)
 	st, err := s.cell.Host.Start(r.Context(), spec)
 	if err != nil {
 		writeError(w, startErrorCode(err), err, "")
+		return
+	}
+	if err := s.sched.admit(r.Context(), st, false); err != nil {
+		writeError(w, startErrorCode(err), err, Hint(err))
 		return
 	}
 	s.launch(w, r, st, "started", http.StatusCreated)
@@ -711,7 +764,16 @@ func startErrorCode(err error) int {
 	var le *host.LinkError
 	var held *journal.HeldError
 	var ce *capability.Error
+	var ae *AdmissionError
 	switch {
+	case errors.As(err, &ae):
+		switch ae.Reason {
+		case RefusedFull:
+			return http.StatusServiceUnavailable
+		case RefusedPriority:
+			return http.StatusBadRequest
+		}
+		return http.StatusForbidden
 	case errors.As(err, &le), errors.Is(err, host.ErrBadModule), errors.Is(err, host.ErrLimitRaised):
 		return http.StatusUnprocessableEntity
 	case errors.Is(err, host.ErrUnenforcedCeiling), errors.Is(err, host.ErrToolDeclaration), errors.Is(err, host.ErrGrantWidensToken):
@@ -924,7 +986,19 @@ func writeError(w http.ResponseWriter, code int, err error, hint string) {
 func Hint(err error) string {
 	var le *host.LinkError
 	var held *journal.HeldError
+	var ae *AdmissionError
 	switch {
+	case errors.As(err, &ae):
+		switch ae.Reason {
+		case RefusedPolicy:
+			return "the cell's policy forbids starting this agent (action " + host.AdmitAction + "); ask the cell's operator, or run another agent"
+		case RefusedBudget:
+			return "grant the run a budget within the cell's run budget (agentrt cell serve --run-budget), naming every dimension it bounds"
+		case RefusedFull:
+			return "the cell is saturated: retry later, or raise its queue bound (agentrt cell serve --queue-max)"
+		case RefusedPriority:
+			return "give a priority from 1 (lowest) to 9 (highest)"
+		}
 	case errors.Is(err, host.ErrFinished):
 		return "a finished run is neither cancelled nor resumed; replay it with: agentrt replay RUN"
 	case errors.Is(err, host.ErrActive):
@@ -955,12 +1029,16 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
+// SchedulerStats returns the state of the server's worker pool and run
+// queue (sched.go).
+func (s *Server) SchedulerStats() SchedulerStats { return s.sched.stats() }
+
 // QueueDepths returns the depth of the daemon's queues, for metrics
 // (Metrics.Queues): trigger_firings, the firings queued behind a
 // trigger's runs (overlap queue), and task_retries, the tasks waiting for
 // their next attempt. A queue the server does not keep is not named.
 func (s *Server) QueueDepths() map[string]int {
-	out := map[string]int{}
+	out := map[string]int{"runs": s.sched.stats().Queued}
 	if s.triggers != nil {
 		out["trigger_firings"] = s.triggers.queued()
 	}

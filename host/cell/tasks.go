@@ -109,8 +109,10 @@ type Task struct {
 	// Token says the attempts are granted by attenuations of the
 	// submitted token (never shown); otherwise by tokens the cell issues
 	// for the grant.
-	Token      bool   `json:"token,omitempty"`
-	Retries    int    `json:"retries"`
+	Token   bool `json:"token,omitempty"`
+	Retries int  `json:"retries"`
+	// Priority is the attempts' priority in the cell's queue (1..9).
+	Priority   int    `json:"priority,omitempty"`
 	Backoff    string `json:"backoff"`
 	MaxBackoff string `json:"max_backoff"`
 	// Caps are the task's ceilings across its attempts (capability
@@ -177,6 +179,9 @@ type TaskSubmission struct {
 	MaxBackoff string `json:"max_backoff,omitempty"`
 	// Caps hold across the attempts.
 	Caps capability.Budget `json:"caps,omitzero"`
+	// Priority is the attempts' priority in the cell's queue, 1 (lowest)
+	// to 9 (highest); 0: 5.
+	Priority int `json:"priority,omitempty"`
 }
 
 // taskRecord is what the cell keeps of a task (TasksTable's value).
@@ -346,9 +351,11 @@ func (t *tasks) check(sub TaskSubmission) (*taskRecord, []byte, error) {
 		return nil, nil, bad("objective of %d bytes, over the limit of %d", len(sub.Objective), MaxObjective)
 	case sub.Retries < 0 || sub.Retries > MaxTaskRetries:
 		return nil, nil, bad("retries %d: between 0 and %d", sub.Retries, MaxTaskRetries)
+	case sub.Priority < 0 || sub.Priority > MaxPriority:
+		return nil, nil, bad("priority %d: between %d and %d (0 for %d)", sub.Priority, MinPriority, MaxPriority, DefaultPriority)
 	}
 	r := &taskRecord{Task: Task{Objective: sub.Objective, InputGiven: sub.Input != nil, Module: strings.ToValidUTF8(sub.Name, "\uFFFD"),
-		Token: sub.Token != nil, Retries: sub.Retries, Caps: sub.Caps},
+		Token: sub.Token != nil, Retries: sub.Retries, Caps: sub.Caps, Priority: sub.Priority},
 		Input: sub.Input, Grant: sub.Grant, TokenBytes: sub.Token, BackoffD: DefaultTaskBackoff, MaxD: DefaultTaskMaxBackoff}
 	for _, d := range []struct {
 		name string
@@ -557,7 +564,8 @@ func (t *tasks) launch(ctx context.Context, r *taskRecord, seq int, b capability
 	}
 	// By hash: an attempt of a module the daemon keeps compiled reads
 	// nothing back from the store.
-	spec := host.RunSpec{ModuleSHA256: sum, Name: r.Module, Input: r.Input, Origin: &journal.Origin{Kind: OriginTask, ID: r.ID, Seq: uint64(seq)}}
+	spec := host.RunSpec{ModuleSHA256: sum, Name: r.Module, Input: r.Input, Origin: &journal.Origin{Kind: OriginTask, ID: r.ID, Seq: uint64(seq)},
+		Priority: uint8(r.Priority)}
 	if !r.InputGiven {
 		spec.Input = []byte(r.Objective)
 	}

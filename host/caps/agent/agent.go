@@ -178,6 +178,9 @@ func checkSpawn(c *caps.Call) *caps.Denial {
 	if r.Caps == "" {
 		return caps.Deny(abi.StatusBadRequest, "agent.spawn: caps is empty (write the child's capabilities, e.g. {run: {}})")
 	}
+	if r.Priority > abi.MaxPriority {
+		return caps.Deny(abi.StatusBadRequest, "agent.spawn: priority %d is out of range 1..%d (leave it out for the caller's)", r.Priority, abi.MaxPriority)
+	}
 	return nil
 }
 

@@ -2,7 +2,8 @@
 // (32 bytes) and the child's caps (the rest); it spawns one child of that
 // module with those caps and the input {"output":"from c"}, awaits it and
 // outputs "<child run> <status> <output hash in hex> <child output>", or,
-// when the spawn is refused, "refused <status name>: <message>".
+// when the spawn is refused, "refused <status name>: <message>". Caps that
+// begin with a digit and a colon ("3:{run: {}}") ask for that priority.
 //
 //go:build ignore
 
@@ -18,7 +19,13 @@ int main(void) {
   if (st || input.len <= 32) return 2;
   agentrt_child_t child;
   static const char in[] = "{\"output\":\"from c\"}";
-  st = agentrt_spawn(input.data, in, sizeof in - 1, (const char *)input.data + 32, "steps=40", &child);
+  const char *caps = (const char *)input.data + 32;
+  uint8_t priority = 0;
+  if (caps[0] >= '1' && caps[0] <= '9' && caps[1] == ':') {
+    priority = (uint8_t)(caps[0] - '0');
+    caps += 2;
+  }
+  st = agentrt_spawn_priority(input.data, in, sizeof in - 1, caps, "steps=40", priority, &child);
   char out[4096];
   if (st) {
     int n = snprintf(out, sizeof out, "refused %s: %s", agentrt_status_name(st), agentrt_errmsg());
