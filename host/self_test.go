@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/capability"
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/internal/testutil"
@@ -433,4 +434,36 @@ func TestSelfJournalPages(t *testing.T) {
 		t.Errorf("whoami:\n got %q\nwant %q...", lines[9], w)
 	}
 	replaysTo(t, env, res.Run, testutil.BuildGo(t, selfProbe), res.Output)
+}
+
+// A C guest asks run.self through agentrt_self_call and gets the host's
+// CBOR answer; a journal page above the cap is refused naming it. The run
+// replays.
+func TestSelfFromC(t *testing.T) {
+	env := testutil.NewEnv(t, host.Deps{}, host.Config{})
+	code := testutil.BuildC(t, "host/testdata/agents/cself")
+	res, err := env.Host.Run(context.Background(), host.RunSpec{Code: code, Grant: host.DefaultGrant()})
+	if err != nil || res.Status != journal.StatusCompleted {
+		t.Fatalf("run: %v %+v\n%s", err, res, env.Stderr(t, res.Run))
+	}
+	var who abi.SelfResponse
+	if err := abi.Unmarshal(res.Output, &who); err != nil {
+		t.Fatalf("output %x: %v", res.Output, err)
+	}
+	if who.RunID != res.Run.String() || who.Depth != 0 || who.Parent != "" || who.Cell != fmt.Sprintf("%x", env.Key.Public().(ed25519.PublicKey)[:8]) {
+		t.Errorf("run.self from C: %+v", who)
+	}
+	var logged string
+	if err := host.ReadEvents(context.Background(), env.Store, res.Run, func(e host.Event) error {
+		if e.Kind == host.EventRunLog {
+			logged += string(e.Data)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logged, "journal over the cap: bad_request: run.self_journal: limit 101 is above the host's cap of 100") {
+		t.Errorf("the C guest logged %q", logged)
+	}
+	replaysTo(t, env, res.Run, code, res.Output)
 }
