@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentrt/agentrt/host/cell"
 	"github.com/agentrt/agentrt/internal/clock"
 	"github.com/agentrt/agentrt/internal/testutil"
 )
@@ -50,5 +51,29 @@ func TestChildSeesItsParent(t *testing.T) {
 	}
 	if !strings.HasPrefix(lines[1], "caps run,kv,http,clock,random budget= claims=") {
 		t.Errorf("the child's caps: %q", lines[1])
+	}
+}
+
+// An attempt of a task asks run.self and sees the task and its attempt's
+// number.
+func TestTaskAttemptSeesItsTask(t *testing.T) {
+	ctx := context.Background()
+	d := startTaskDaemon(t, t.TempDir(), clock.NewFake(t0))
+	code := testutil.BuildGo(t, "host/testdata/agents/selfprobe")
+	grant := "capabilities:\n  run: {}\n  kv: {namespace: t}\n  http: {hosts: [\"127.0.0.1:1\"]}\n  clock: {}\n  random: {}\n"
+	tk, err := d.cl.SubmitTask(ctx, cell.TaskSubmission{Module: code, Name: "selfprobe.wasm", Objective: "say who it is",
+		Input: []byte(`[{"op":"whoami"}]`), Grant: grant})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk = waitTask(t, d.cl, tk.ID, "completed", state(cell.TaskCompleted, 1))
+	m := runMeta(t, d.cell, tk.Attempts[0].Run)
+	var lines []string
+	if err := json.Unmarshal(m.Output, &lines); err != nil || len(lines) != 1 {
+		t.Fatalf("output %q: %v", m.Output, err)
+	}
+	want := fmt.Sprintf("whoami run=%s task=%s attempt=1 parent= step=0 depth=0 ", tk.Attempts[0].Run, tk.ID)
+	if !strings.HasPrefix(lines[0], want) {
+		t.Errorf("the attempt saw\n %q\nwant %q...", lines[0], want)
 	}
 }
