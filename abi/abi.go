@@ -149,6 +149,14 @@ var Ops = []Op{
 	{CapRun, OpRunIntrospect, "run.introspect", Pure, true},
 	{CapRun, OpRunCheckpoint, "run.checkpoint", Pure, true},
 	{CapRun, OpRunLimit, "run.limit", Pure, true},
+	// The run.self family (self.go) reads the run and the gate, and
+	// changes nothing: run.self_may is a dry run of the gate.
+	{CapRun, OpRunSelf, "run.self", Pure, true},
+	{CapRun, OpRunSelfCaps, "run.self_caps", Pure, true},
+	{CapRun, OpRunSelfMay, "run.self_may", Pure, true},
+	{CapRun, OpRunSelfBudget, "run.self_budget", Pure, true},
+	{CapRun, OpRunSelfMode, "run.self_mode", Pure, true},
+	{CapRun, OpRunSelfJournal, "run.self_journal", Pure, true},
 	{CapKV, OpKVGet, "kv.get", Pure, true},
 	{CapKV, OpKVPut, "kv.put", Effect, true},
 	{CapKV, OpKVDelete, "kv.delete", Effect, true},

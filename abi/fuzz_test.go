@@ -31,6 +31,22 @@ var bodies = []fuzzBody{
 	{"IntrospectResponse", func() any { return new(abi.IntrospectResponse) }, []any{
 		abi.IntrospectResponse{RunID: "00", ModuleSHA256: make([]byte, 32), ABI: abi.Version,
 			Capabilities: []string{"run", "kv"}, Steps: 1 << 40}}},
+	{"SelfResponse", func() any { return new(abi.SelfResponse) }, []any{
+		abi.SelfResponse{ABI: abi.Version, Cell: "00", RunID: "00", Depth: 3, Parent: "01", ParentStep: 9, Task: "t", Attempt: 2, ModuleSHA256: make([]byte, 32)}}},
+	{"SelfCapsResponse", func() any { return new(abi.SelfCapsResponse) }, []any{
+		abi.SelfCapsResponse{Caps: `{"run":{}}`, Budget: "steps=10", Capabilities: []string{"run"}}}},
+	{"MayRequest", func() any { return new(abi.MayRequest) }, []any{
+		abi.MayRequest{Op: "kv.put", Request: []byte{0xa0}}, abi.MayRequest{Op: "clock.now"}}},
+	{"MayResponse", func() any { return new(abi.MayResponse) }, []any{
+		abi.MayResponse{Decision: abi.MayDeny, Stage: "policy", Status: abi.StatusDenied, Reason: "no"}}},
+	{"SelfBudgetResponse", func() any { return new(abi.SelfBudgetResponse) }, []any{
+		abi.SelfBudgetResponse{Dims: []abi.SelfBudget{{Dim: "steps", Spent: 1, Limited: true, Ceiling: 9, Left: 8, Children: 1, Reserved: 1}}}}},
+	{"SelfModeResponse", func() any { return new(abi.SelfModeResponse) }, []any{
+		abi.SelfModeResponse{Mode: "interactive", Modes: true, Default: "ask", Rules: []abi.ModeRule{{Name: "r", Op: "kv.*", Effect: "deny", Method: "GET", Resource: "x"}}}}},
+	{"JournalRequest", func() any { return new(abi.JournalRequest) }, []any{
+		abi.JournalRequest{From: 3, Limit: 10, Op: "kv.put", Phase: "failed"}}},
+	{"JournalResponse", func() any { return new(abi.JournalResponse) }, []any{
+		abi.JournalResponse{Next: 4, Entries: []abi.JournalEntry{{Seq: 1, Phase: "completed", Step: 1, Op: "run.input", Status: 0, Input: make([]byte, 32), Output: make([]byte, 32), Hash: make([]byte, 32)}}}}},
 	{"LimitRequest", func() any { return new(abi.LimitRequest) }, []any{
 		abi.LimitRequest{Limits: []abi.BudgetLimit{{Dim: "tool_calls", Amount: 0}, {Dim: "steps", Amount: 1 << 40}}}}},
 	{"LimitResponse", func() any { return new(abi.LimitResponse) }, []any{

@@ -44,6 +44,12 @@ var opBodies = map[string]struct{ req, resp func() any }{
 	"run.introspect":    {nil, func() any { return new(abi.IntrospectResponse) }},
 	"run.checkpoint":    {func() any { return new(abi.CheckpointRequest) }, func() any { return new(abi.CheckpointResponse) }},
 	"run.limit":         {func() any { return new(abi.LimitRequest) }, func() any { return new(abi.LimitResponse) }},
+	"run.self":          {nil, func() any { return new(abi.SelfResponse) }},
+	"run.self_caps":     {nil, func() any { return new(abi.SelfCapsResponse) }},
+	"run.self_may":      {func() any { return new(abi.MayRequest) }, func() any { return new(abi.MayResponse) }},
+	"run.self_budget":   {nil, func() any { return new(abi.SelfBudgetResponse) }},
+	"run.self_mode":     {nil, func() any { return new(abi.SelfModeResponse) }},
+	"run.self_journal":  {func() any { return new(abi.JournalRequest) }, func() any { return new(abi.JournalResponse) }},
 	"kv.get":            {func() any { return new(abi.KVGetRequest) }, func() any { return new(abi.KVGetResponse) }},
 	"kv.put":            {func() any { return new(abi.KVPutRequest) }, nil},
 	"kv.delete":         {func() any { return new(abi.KVDeleteRequest) }, func() any { return new(abi.KVDeleteResponse) }},
@@ -340,7 +346,7 @@ func generateVectors(t *testing.T) []*vector {
 
 	// Ops without request fields: SDKs send the empty body, and the empty
 	// map is the same value.
-	for _, op := range []string{"run.input", "run.introspect", "clock.now", "agent.children"} {
+	for _, op := range []string{"run.input", "run.introspect", "clock.now", "agent.children", "run.self", "run.self_caps", "run.self_budget", "run.self_mode"} {
 		emptyBody(op, "request", "the request SDKs send: no fields, so no bytes")
 		valid(op, "request", "empty-map", "the canonical encoding of the same empty request", &abi.Empty{})
 	}
@@ -376,6 +382,54 @@ func generateVectors(t *testing.T) []*vector {
 	valid("run.introspect", "response", "full", "keys sorted by encoded length first: abi, steps, run_id, capabilities, module_sha256; the run id is 32 hex digits",
 		&abi.IntrospectResponse{RunID: "0189c4f1d2a3b4c50123456789abcdef", ModuleSHA256: sha, ABI: abi.Version,
 			Capabilities: []string{"run", "kv", "http"}, Steps: 7})
+
+	// run.self (§9.15)
+	valid("run.self", "response", "top-level", "a run started by hand: no task, no parent; depth 0 is written out",
+		&abi.SelfResponse{ABI: abi.Version, Cell: "9f2c4e1a7b3d5f60", RunID: "0189c4f1d2a3b4c50123456789abcdef", ModuleSHA256: sha})
+	valid("run.self", "response", "child-of-task", "a sub-agent two levels down in a task's attempt: parent and the spawning step",
+		&abi.SelfResponse{ABI: abi.Version, Cell: "9f2c4e1a7b3d5f60", Depth: 2, RunID: "0189c4f1d2a3b4c50123456789abcdef",
+			Parent: "0189c4f1d2a3b4c5fedcba9876543210", ParentStep: 4, ModuleSHA256: sha})
+	valid("run.self", "response", "task-attempt", "the second attempt of task nightly-report",
+		&abi.SelfResponse{ABI: abi.Version, Cell: "9f2c4e1a7b3d5f60", Task: "nightly-report", Attempt: 2, RunID: "0189c4f1d2a3b4c50123456789abcdef", ModuleSHA256: sha})
+	valid("run.self_caps", "response", "kv-http", "the claims as JSON text, the capabilities in ABI order, the budget in the flag syntax",
+		&abi.SelfCapsResponse{Caps: `{"run":{},"kv":{"namespaces":["notes"]},"http":{"hosts":["api.example.com"]}}`, Budget: "http=3,usd=0.50",
+			Capabilities: []string{"run", "kv", "http"}})
+	valid("run.self_caps", "response", "no-budget", "budget is omitempty", &abi.SelfCapsResponse{Caps: `{"run":{}}`, Capabilities: []string{"run"}})
+	valid("run.self_may", "request", "http-get", "the op and its own request, as the op's call would send it",
+		&abi.MayRequest{Op: "http.request", Request: marshalVector(t, &abi.HTTPRequest{Method: "GET", URL: "https://api.example.com/v1/items"})})
+	valid("run.self_may", "request", "kv-put", "", &abi.MayRequest{Op: "kv.put", Request: marshalVector(t, &abi.KVPutRequest{Key: "report/1"})})
+	valid("run.self_may", "request", "no-request", "an op without request fields: null", &abi.MayRequest{Op: "clock.now"})
+	valid("run.self_may", "response", "allow", "every layer allows: no stage, no reason", &abi.MayResponse{Decision: abi.MayAllow})
+	valid("run.self_may", "response", "deny-policy", "the layer that decided, the status the call would get, the gate's reason",
+		&abi.MayResponse{Decision: abi.MayDeny, Stage: "policy", Status: abi.StatusDenied, Reason: "policy: denied by customer:acme.no-post (customer set)"})
+	valid("run.self_may", "response", "deny-budget", "",
+		&abi.MayResponse{Decision: abi.MayDeny, Stage: "budget", Status: abi.StatusBudget, Reason: "http.request: budget: http_requests: asked 1, 0 left of 2"})
+	valid("run.self_may", "response", "ask", "a permission mode would park the call for approval",
+		&abi.MayResponse{Decision: abi.MayAsk, Stage: "mode", Reason: `http.request would park for approval (permission mode rule "ask-post" asks)`})
+	valid("run.self_budget", "response", "two", "a limited dimension with a carve for children, an unlimited one; spent and reserved are written out",
+		&abi.SelfBudgetResponse{Dims: []abi.SelfBudget{
+			{Dim: "steps", Spent: 12, Limited: true, Ceiling: 100, Left: 88},
+			{Dim: "http_requests", Spent: 1, Reserved: 2, Children: 2, Limited: true, Ceiling: 5, Left: 2},
+			{Dim: "model_calls"},
+		}})
+	valid("run.self_mode", "response", "rules", "",
+		&abi.SelfModeResponse{Mode: "interactive", Modes: true, Default: "allow", Rules: []abi.ModeRule{
+			{Name: "ask-post", Op: "http.request", Method: "POST", Effect: "ask"},
+			{Name: "no-secrets", Op: "kv.*", Resource: "secrets", Effect: "deny"},
+		}})
+	valid("run.self_mode", "response", "unattended", "a cell without permission modes", &abi.SelfModeResponse{Mode: "unattended"})
+	emptyBody("run.self_journal", "request", "from the start, the host's cap of entries, every op and phase")
+	valid("run.self_journal", "request", "page", "", &abi.JournalRequest{From: 40, Limit: 20, Op: "kv.put", Phase: "completed"})
+	valid("run.self_journal", "response", "page", "a lifecycle entry has no op, step or status; next is where the next page starts",
+		&abi.JournalResponse{Next: 9, Entries: []abi.JournalEntry{
+			{Seq: 0, Phase: "start", Hash: sha},
+			{Seq: 1, Phase: "completed", Step: 1, Op: "run.input", Input: unhex("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"), Output: sha, Hash: sha},
+			{Seq: 8, Phase: "failed", Step: 6, Op: "http.request", Status: uint32(abi.StatusDenied), Input: sha, Output: sha, Hash: sha},
+		}})
+	valid("run.self_journal", "response", "last", "the end of the journal: no next; an empty page is an empty array", &abi.JournalResponse{Entries: []abi.JournalEntry{}})
+	errorVector("run.self_journal", "over-cap", abi.StatusBadRequest, "run.self_journal: limit 500 is above the host's cap of 100 entries a page; ask for at most 100 and follow next to page on")
+	invalid("run.self_journal", "request", "run-field", "unknown-field", "there is no run field: a run reads its own journal only",
+		cborCat(cborMap(2), cborText("run"), cborText("0189c4f1d2a3b4c5fedcba9876543210"), cborText("limit"), cborUint(10)))
 
 	// kv
 	valid("kv.get", "request", "basic", "", &abi.KVGetRequest{Key: "total_words"})

@@ -91,20 +91,35 @@ func (s *session) budgetLayer(c *Call) *denial {
 	if cost.IsZero() {
 		return nil
 	}
+	if s.dry {
+		// A dry run (run.self_may) asks whether the call would fit, and
+		// holds nothing.
+		if err := s.ledger.Fits(cost); err != nil {
+			return budgetDenial(c, err)
+		}
+		return nil
+	}
 	r, err := s.ledger.Reserve(c.Step, cost)
 	if errors.Is(err, budget.ErrBudget) {
 		var ex *budget.ExceededError
 		if ro := s.deps.runObserver(); ro != nil && errors.As(err, &ex) {
 			ro.BudgetRefused(ex.Dim)
 		}
-		return caps.Deny(abi.StatusBudget, "%s: %v", c.Op.Name, err)
 	}
 	if err != nil {
-		return caps.Deny(abi.StatusInternal, "%s: budget: %v", c.Op.Name, err)
+		return budgetDenial(c, err)
 	}
 	s.resv, s.reserved = r, true
 	s.blog.add(r.Op())
 	return nil
+}
+
+// budgetDenial is the denial of call c whose reserve the ledger refused.
+func budgetDenial(c *Call, err error) *denial {
+	if errors.Is(err, budget.ErrBudget) {
+		return caps.Deny(abi.StatusBudget, "%s: %v", c.Op.Name, err)
+	}
+	return caps.Deny(abi.StatusInternal, "%s: budget: %v", c.Op.Name, err)
 }
 
 // releaseBudget closes the reservation of a call a later layer refused:
@@ -156,8 +171,16 @@ func (s *session) carveLayer(c *Call, cv caps.Carver) *denial {
 	if err != nil || want.Within(parent) != nil {
 		return nil
 	}
-	s.settleCarves(false)
-	r, err := s.ledger.ReserveCarve(c.Step, budget.CeilingsOf(want, capability.Budget{}))
+	var r budget.Reservation
+	if s.dry {
+		// A dry run holds nothing, and settles no ended child's carve
+		// (that is an agent call's to journal): it may answer budget
+		// where the spawn, settling first, would fit.
+		err = s.ledger.FitsCarve(budget.CeilingsOf(want, capability.Budget{}))
+	} else {
+		s.settleCarves(false)
+		r, err = s.ledger.ReserveCarve(c.Step, budget.CeilingsOf(want, capability.Budget{}))
+	}
 	switch {
 	case errors.Is(err, budget.ErrBudget):
 		return caps.Deny(abi.StatusBudget, "%s: the child's budget: %v", c.Op.Name, err)
@@ -165,6 +188,9 @@ func (s *session) carveLayer(c *Call, cv caps.Carver) *denial {
 		return caps.Deny(abi.StatusDenied, "%s: the child's budget: %v", c.Op.Name, err)
 	case err != nil:
 		return caps.Deny(abi.StatusInternal, "%s: budget: %v", c.Op.Name, err)
+	}
+	if s.dry {
+		return nil
 	}
 	s.resv, s.reserved = r, true
 	s.blog.add(r.Op())

@@ -153,6 +153,11 @@ func (s *session) gate(ctx context.Context, c *Call, h caps.Handler) (*denial, [
 		}
 		return nil, cd.allowed, nil
 	case policy.Ask:
+		if s.dry {
+			// A dry run (run.self_may) says that the call would park; it
+			// neither parks nor asks.
+			return nil, s.record(rec), nil
+		}
 		if s.deps.Approvals != nil {
 			// The call parks for its approvers' quorum, durably, once its
 			// intent is journaled (park.go); the record says the mode asked.

@@ -103,12 +103,8 @@ func (s *session) cacheKey(c *Call, f *callFacts) string {
 
 // policyRequest builds the policy request of a call from its facts.
 func (s *session) policyRequest(c *Call, f *callFacts) policy.Request {
-	mode := "unattended"
-	if s.deps.Approver != nil {
-		mode = "interactive"
-	}
 	ctx := types.RecordMap{
-		"mode":      types.String(mode),
+		"mode":      types.String(s.policyMode()),
 		"spent":     types.NewRecord(types.RecordMap{"calls": types.Long(c.Step - 1), "tokens": types.Long(0), "micros": types.Long(0)}),
 		"clearance": types.Long(s.deps.Clearance),
 		"time":      types.Long(s.deps.Now().Unix()),
@@ -148,6 +144,15 @@ func (s *session) policyRequest(c *Call, f *callFacts) policy.Request {
 		ents[resource] = types.Entity{UID: resource, Attributes: types.NewRecord(attrs)}
 	}
 	return policy.Request{Principal: s.runUID, Action: c.Op.Name, Resource: resource, Context: types.NewRecord(ctx), Entities: ents}
+}
+
+// policyMode is the mode the policy context names: "interactive" when
+// someone can answer the permission modes' asks, "unattended" otherwise.
+func (s *session) policyMode() string {
+	if s.deps.Approver != nil {
+		return "interactive"
+	}
+	return "unattended"
 }
 
 // initPolicy builds the entities every policy request of the session

@@ -58,7 +58,7 @@ var registry = [numCaps]capEntry{
 const numCaps = 11
 
 // maxOpCode bounds the op codes of every capability.
-const maxOpCode = 8
+const maxOpCode = 13
 
 func init() {
 	if len(abi.Capabilities) != numCaps {

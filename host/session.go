@@ -80,6 +80,14 @@ type session struct {
 	// approvers (park.go). park is what the run parked for.
 	asking *askState
 	park   *parking
+	// dry is set while the gate decides a call the run only asks about
+	// (run.self_may, self.go): the budget layer holds nothing and the
+	// approval layer asks no one.
+	dry bool
+	// depth is the run's number of ancestors, found on the first run.self
+	// (depthKnown).
+	depth      uint32
+	depthKnown bool
 	// seg is the segment the instance runs: the checkpoints before it, the
 	// state it starts from and its clock. clock is the instance's clock.
 	seg   segment

@@ -92,6 +92,13 @@ enum {
   AGENTRT_OP_RUN_INTROSPECT = 4,
   AGENTRT_OP_RUN_CHECKPOINT = 5,
   AGENTRT_OP_RUN_LIMIT = 6,
+  /* The run.self family (SPEC.md §9.15): agentrt_self_call. */
+  AGENTRT_OP_RUN_SELF = 7,
+  AGENTRT_OP_RUN_SELF_CAPS = 8,
+  AGENTRT_OP_RUN_SELF_MAY = 9,
+  AGENTRT_OP_RUN_SELF_BUDGET = 10,
+  AGENTRT_OP_RUN_SELF_MODE = 11,
+  AGENTRT_OP_RUN_SELF_JOURNAL = 12,
   AGENTRT_OP_KV_GET = 1,
   AGENTRT_OP_KV_PUT = 2,
   AGENTRT_OP_KV_DELETE = 3,
@@ -853,6 +860,27 @@ static inline agentrt_status_t agentrt_introspect(agentrt_introspect_t *in) {
   agentrt__term_bytes(&in->module_sha256);
   for (size_t i = 0; i < in->ncapabilities; i++) agentrt__term_str(&in->capabilities[i]);
   in->mem_ = out.body;
+  return AGENTRT_STATUS_OK;
+}
+
+/* agentrt_self_call makes a call of the run.self family (op is one of
+ * AGENTRT_OP_RUN_SELF..AGENTRT_OP_RUN_SELF_JOURNAL) with the canonical CBOR
+ * request req (req_len 0: the empty body, for the ops without request
+ * fields) and returns the CBOR response in resp, as SPEC.md §9.15 gives it,
+ * for the caller to read; free it with agentrt_buf_free. The answer is
+ * journaled, so a replay gets the same bytes. The header has no typed
+ * decoders for these responses yet. */
+static inline agentrt_status_t agentrt_self_call(uint32_t op, const uint8_t *req, size_t req_len, agentrt_buf_t *resp) {
+  memset(resp, 0, sizeof *resp);
+  if (op < AGENTRT_OP_RUN_SELF || op > AGENTRT_OP_RUN_SELF_JOURNAL)
+    return agentrt__fail(AGENTRT_STATUS_BAD_REQUEST, "agentrt_self_call: op is not of the run.self family (7..12)");
+  agentrt__wr w = {0};
+  agentrt__resp out;
+  if (req_len > 0) agentrt__put(&w, req, req_len);
+  agentrt_status_t st = agentrt__run_roundtrip(op, &w, &out);
+  if (st) return st;
+  out.body[out.len] = 0;
+  *resp = (agentrt_buf_t){out.body, out.len, out.body};
   return AGENTRT_STATUS_OK;
 }
 

@@ -93,6 +93,20 @@ func (l *Ledger) reserve(step uint64, a Amounts, carve bool) (Reservation, error
 	return Reservation{ID: l.lastID, Step: step, Amounts: a, Carve: carve, l: l}, nil
 }
 
+// Fits reports whether Reserve would admit a now: nil, or the error
+// Reserve would return. It holds nothing (a dry run of the gate).
+func (l *Ledger) Fits(a Amounts) error {
+	if err := checkReservable(a); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	return l.fits(a)
+}
+
 // fits returns the *ExceededError of the first dimension a does not fit
 // in, or nil. The caller holds l.mu.
 func (l *Ledger) fits(a Amounts) error {
@@ -274,32 +288,56 @@ func (l *Ledger) ReserveCarve(step uint64, c Ceilings) (Reservation, error) {
 }
 
 func (l *Ledger) reserveCarve(step uint64, c Ceilings, steps bool) (Reservation, error) {
-	var a Amounts
 	l.mu.Lock()
+	a, err := l.carveAmounts(c, steps)
+	l.mu.Unlock()
+	if err != nil {
+		return Reservation{}, err
+	}
+	return l.reserve(step, a, true)
+}
+
+// FitsCarve reports whether ReserveCarve would admit a child with ceilings
+// c now: nil, or the error it would return. It holds nothing (a dry run of
+// the gate).
+func (l *Ledger) FitsCarve(c Ceilings) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a, err := l.carveAmounts(c, false)
+	if err != nil {
+		return err
+	}
+	if l.closed {
+		return ErrClosed
+	}
+	return l.fits(a)
+}
+
+// carveAmounts returns what a carve of a child with ceilings c reserves,
+// or why the child does not fit the parent's ceilings. The caller holds
+// l.mu.
+func (l *Ledger) carveAmounts(c Ceilings, steps bool) (Amounts, error) {
+	var a Amounts
 	for d := range NumDims {
 		pmax, plim := l.ceil.Get(d)
 		cmax, clim := c.Get(d)
 		switch {
 		case plim && !clim:
-			l.mu.Unlock()
-			return Reservation{}, fmt.Errorf("%w: the parent limits %s to %s, the child does not", ErrCarve, d, d.format(pmax))
+			return a, fmt.Errorf("%w: the parent limits %s to %s, the child does not", ErrCarve, d, d.format(pmax))
 		case d == WallSeconds:
 			if plim && cmax > pmax-min(pmax, l.spent[d]) {
 				left := pmax - min(pmax, l.spent[d])
-				l.mu.Unlock()
-				return Reservation{}, fmt.Errorf("%w: the child's wall_seconds is %s, the parent has %s left", ErrCarve, d.format(cmax), d.format(left))
+				return a, fmt.Errorf("%w: the child's wall_seconds is %s, the parent has %s left", ErrCarve, d.format(cmax), d.format(left))
 			}
 		case d == Steps && !steps:
 			if plim && cmax > pmax {
-				l.mu.Unlock()
-				return Reservation{}, fmt.Errorf("%w: the child's steps is %s, the parent's ceiling %s", ErrCarve, d.format(cmax), d.format(pmax))
+				return a, fmt.Errorf("%w: the child's steps is %s, the parent's ceiling %s", ErrCarve, d.format(cmax), d.format(pmax))
 			}
 		case clim:
 			a[d] = cmax
 		}
 	}
-	l.mu.Unlock()
-	return l.reserve(step, a, true)
+	return a, nil
 }
 
 // Close ends a child ledger: its parent's carve is closed, returning to the

@@ -22,8 +22,31 @@
 //	               now plus the amount; answers the ceilings in force, which
 //	               the host enforces from then on
 //
+// The run.self family (abi/SPEC.md §9.15), the run asking about itself;
+// pure too, and each answer is journaled, so a replay feeds it back:
+//
+//	run.self         (abi.Empty) -> abi.SelfResponse
+//	                 run id, task and attempt, parent and spawning step,
+//	                 module hash, cell key id, depth
+//	run.self_caps    (abi.Empty) -> abi.SelfCapsResponse
+//	                 the capabilities the gate enforces, as token claims
+//	run.self_may     (abi.MayRequest) -> abi.MayResponse
+//	                 a dry run of the gate for a call the run could make
+//	                 next: allow, deny or ask, and the layer and reason
+//	                 that decided; nothing is reserved, asked or counted
+//	run.self_budget  (abi.Empty) -> abi.SelfBudgetResponse
+//	                 per budget dimension: ceiling, spent, reserved (and
+//	                 carved for children), left
+//	run.self_mode    (abi.Empty) -> abi.SelfModeResponse
+//	                 the policy's mode and the permission-mode rules
+//	run.self_journal (abi.JournalRequest) -> abi.JournalResponse
+//	                 a page of the run's own journal, at most
+//	                 abi.MaxJournalPage entries, filtered by op and phase
+//
 // Errors: StatusBadRequest for a malformed request, a log level not in
-// 0..3 or a budget dimension that does not exist.
+// 0..3, a budget dimension that does not exist, an unknown op in
+// run.self_may, a journal page above abi.MaxJournalPage or an unknown
+// phase; StatusInternal when the host cannot read what it answers with.
 //
 // The run's output and its checkpoints are the host's business (it watches
 // a successful set_output and checkpoint); this package answers the calls,
@@ -32,6 +55,7 @@ package run
 
 import (
 	"context"
+	"errors"
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/capability"
@@ -70,7 +94,34 @@ type Session interface {
 	// Limit lowers the run's ceilings (run.limit); an error names what
 	// in the request is wrong.
 	Limit(limits []abi.BudgetLimit) (abi.LimitResponse, error)
+	Self
 }
+
+// Self is what the run.self family reads of the host, at the asking
+// call, whose step is step. A *BadRequestError is the guest's
+// (StatusBadRequest), any other error the host's (StatusInternal).
+type Self interface {
+	// Self says who the run is.
+	Self(ctx context.Context) (abi.SelfResponse, error)
+	// SelfCaps lists what the run's grant allows, as the gate sees it.
+	SelfCaps() (abi.SelfCapsResponse, error)
+	// May runs the gate on the call r describes as the run's next step,
+	// with no effect, and reports its decision.
+	May(ctx context.Context, step uint64, r abi.MayRequest) (abi.MayResponse, error)
+	// SelfBudget reports the run's ledger.
+	SelfBudget(step uint64) (abi.SelfBudgetResponse, error)
+	// SelfMode reports the mode and the permission modes.
+	SelfMode() abi.SelfModeResponse
+	// SelfJournal reads a page of the run's own journal; r.Limit is
+	// within abi.MaxJournalPage.
+	SelfJournal(ctx context.Context, r abi.JournalRequest) (abi.JournalResponse, error)
+}
+
+// BadRequestError is an error of Self that the guest's request caused:
+// Msg is what the guest is told.
+type BadRequestError struct{ Msg string }
+
+func (e *BadRequestError) Error() string { return e.Msg }
 
 // Capability is the run capability, as the host registers it.
 type Capability struct{}
@@ -110,6 +161,18 @@ func (in *instance) Handler(op abi.Op) caps.Handler {
 		return caps.Handler{Serve: in.introspect}
 	case abi.OpRunLimit:
 		return caps.Handler{Serve: in.limit}
+	case abi.OpRunSelf:
+		return caps.Handler{Serve: in.self}
+	case abi.OpRunSelfCaps:
+		return caps.Handler{Serve: in.selfCaps}
+	case abi.OpRunSelfMay:
+		return caps.Handler{Serve: in.may}
+	case abi.OpRunSelfBudget:
+		return caps.Handler{Serve: in.selfBudget}
+	case abi.OpRunSelfMode:
+		return caps.Handler{Serve: in.selfMode}
+	case abi.OpRunSelfJournal:
+		return caps.Handler{Serve: in.selfJournal}
 	}
 	return caps.Handler{}
 }
@@ -184,4 +247,69 @@ func (in *instance) limit(_ context.Context, c *caps.Call) (abi.Status, []byte) 
 		return caps.Error(abi.StatusBadRequest, "%v", err)
 	}
 	return caps.OK(&resp)
+}
+
+// answer is the response of a run.self call: v, or err as the guest's
+// error (*BadRequestError) or the host's.
+func answer[T any](c *caps.Call, v T, err error) (abi.Status, []byte) {
+	var bad *BadRequestError
+	switch {
+	case errors.As(err, &bad):
+		return caps.Error(abi.StatusBadRequest, "%s", bad.Msg)
+	case err != nil:
+		return caps.Error(abi.StatusInternal, "%s: %v", c.Op.Name, err)
+	}
+	return caps.OK(&v)
+}
+
+func (in *instance) self(ctx context.Context, c *caps.Call) (abi.Status, []byte) {
+	if st, b, ok := caps.Decode(c, &abi.Empty{}); !ok {
+		return st, b
+	}
+	r, err := in.s.Self(ctx)
+	return answer(c, r, err)
+}
+
+func (in *instance) selfCaps(_ context.Context, c *caps.Call) (abi.Status, []byte) {
+	if st, b, ok := caps.Decode(c, &abi.Empty{}); !ok {
+		return st, b
+	}
+	r, err := in.s.SelfCaps()
+	return answer(c, r, err)
+}
+
+func (in *instance) may(ctx context.Context, c *caps.Call) (abi.Status, []byte) {
+	var req abi.MayRequest
+	if st, b, ok := caps.Decode(c, &req); !ok {
+		return st, b
+	}
+	r, err := in.s.May(ctx, c.Step, req)
+	return answer(c, r, err)
+}
+
+func (in *instance) selfBudget(_ context.Context, c *caps.Call) (abi.Status, []byte) {
+	if st, b, ok := caps.Decode(c, &abi.Empty{}); !ok {
+		return st, b
+	}
+	r, err := in.s.SelfBudget(c.Step)
+	return answer(c, r, err)
+}
+
+func (in *instance) selfMode(_ context.Context, c *caps.Call) (abi.Status, []byte) {
+	if st, b, ok := caps.Decode(c, &abi.Empty{}); !ok {
+		return st, b
+	}
+	return caps.OK(in.s.SelfMode())
+}
+
+func (in *instance) selfJournal(ctx context.Context, c *caps.Call) (abi.Status, []byte) {
+	var req abi.JournalRequest
+	if st, b, ok := caps.Decode(c, &req); !ok {
+		return st, b
+	}
+	if req.Limit > abi.MaxJournalPage {
+		return caps.Error(abi.StatusBadRequest, "run.self_journal: limit %d is above the host's cap of %d entries a page; ask for at most %d and follow next to page on", req.Limit, abi.MaxJournalPage, abi.MaxJournalPage)
+	}
+	r, err := in.s.SelfJournal(ctx, req)
+	return answer(c, r, err)
 }
