@@ -1,8 +1,10 @@
 package cell
 
 import (
+	"crypto/ed25519"
 	"time"
 
+	"github.com/agentrt/agentrt/host/cell/handoff"
 	"github.com/agentrt/agentrt/journal"
 )
 
@@ -15,3 +17,13 @@ var StartErrorCode = startErrorCode
 // SetTriggerLaunchHook sets the hook a firing's start calls between the
 // launch of its run and the noting of the run as active.
 func SetTriggerLaunchHook(fn func(journal.RunID)) { testHookLaunched = fn }
+
+// SetHandoffSeal makes s seal its handoff envelopes with fn: the tests
+// send what an attacker or a faulty source would.
+func SetHandoffSeal(s *Server, fn func(ed25519.PrivateKey, handoff.Payload) ([]byte, error)) {
+	if fn == nil {
+		s.sealHandoff.Store(nil)
+		return
+	}
+	s.sealHandoff.Store(&fn)
+}

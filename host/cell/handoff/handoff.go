@@ -170,7 +170,10 @@ type Options struct {
 
 // Verify checks raw as described in the package comment and returns its
 // payload. It writes nothing: the caller, once its own checks pass,
-// records the envelope's nonce with o.Chain.Accept.
+// records the envelope's nonce with o.Chain.Accept. An envelope refused
+// after its signature verified is returned with the error, for the caller
+// to name its run when it reports the refusal; nothing else of it may be
+// acted on.
 func Verify(ctx context.Context, raw []byte, o Options) (*Payload, error) {
 	if o.Chain == nil || len(o.Self) != ed25519.PublicKeySize {
 		return nil, errors.New("handoff: Verify needs the cell's key (Self) and its envelope chain (Chain)")
@@ -208,18 +211,18 @@ func Verify(ctx context.Context, raw []byte, o Options) (*Payload, error) {
 	}
 	switch {
 	case !bytes.Equal(p.From, from):
-		return nil, fmt.Errorf("%w: signed by %x, the payload names %x as its source", ErrUntrusted, from, p.From)
+		return &p, fmt.Errorf("%w: signed by %x, the payload names %x as its source", ErrUntrusted, from, p.From)
 	case !bytes.Equal(p.To, o.Self) || p.Audience != AudiencePrefix+hex.EncodeToString(o.Self):
-		return nil, fmt.Errorf("%w: for %q, this cell is %s%x", ErrAudience, p.Audience, AudiencePrefix, []byte(o.Self))
+		return &p, fmt.Errorf("%w: for %q, this cell is %s%x", ErrAudience, p.Audience, AudiencePrefix, []byte(o.Self))
 	case o.Now.UnixNano() >= p.Expires:
-		return nil, fmt.Errorf("%w: at %s", ErrExpired, time.Unix(0, p.Expires).UTC().Format(time.RFC3339Nano))
+		return &p, fmt.Errorf("%w: at %s", ErrExpired, time.Unix(0, p.Expires).UTC().Format(time.RFC3339Nano))
 	case len(p.Nonce) != NonceSize:
-		return nil, fmt.Errorf("%w: nonce of %d bytes", ErrDecode, len(p.Nonce))
+		return &p, fmt.Errorf("%w: nonce of %d bytes", ErrDecode, len(p.Nonce))
 	case len(p.Head) != sha256.Size || len(p.Token) == 0:
-		return nil, fmt.Errorf("%w: a head of %d bytes, a token of %d", ErrDecode, len(p.Head), len(p.Token))
+		return &p, fmt.Errorf("%w: a head of %d bytes, a token of %d", ErrDecode, len(p.Head), len(p.Token))
 	}
 	if err := o.Chain.check(ctx, &p, raw); err != nil {
-		return nil, err
+		return &p, err
 	}
 	return &p, nil
 }
