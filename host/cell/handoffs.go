@@ -73,6 +73,13 @@ var (
 // kvHandoffs is handoff.Store on a JetStream KV bucket.
 type kvHandoffs struct{ kv jetstream.KeyValue }
 
+// OpenHandoffs opens (creating) the handoff bucket on nc's servers: a
+// cell does so as it joins its cluster. An R3 bucket forms a raft group of
+// its own; a deployment (or a test) on slow machines may create it first.
+func OpenHandoffs(ctx context.Context, nc *nats.Conn, replicas int) (handoff.Store, error) {
+	return openHandoffs(ctx, nc, replicas)
+}
+
 func openHandoffs(ctx context.Context, nc *nats.Conn, replicas int) (*kvHandoffs, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
