@@ -57,10 +57,11 @@ type holder struct {
 }
 
 // acquire takes the lease of run for this cell and adds its lease entry to
-// w, carrying decision (the placement decision of a takeover; nil for
-// none) under its hash. With no lease store, runs go unleased and holder
-// is nil.
-func (h *Host) acquire(ctx context.Context, run journal.RunID, w *journal.Writer, decision []byte) (*holder, error) {
+// w, carrying request (the placement decision of a takeover, the envelope
+// of a handoff; nil for none) under its hash; takeover says it is a
+// takeover's, for the observer. With no lease store, runs go unleased and
+// holder is nil.
+func (h *Host) acquire(ctx context.Context, run journal.RunID, w *journal.Writer, request []byte, takeover bool) (*holder, error) {
 	if h.deps.Leases == nil {
 		return nil, nil
 	}
@@ -70,8 +71,8 @@ func (h *Host) acquire(ctx context.Context, run journal.RunID, w *journal.Writer
 		return nil, fmt.Errorf("host: lease of %s: %w", run, err)
 	}
 	e := &journal.Entry{Phase: journal.PhaseLease, Epoch: l.Epoch, Time: now.UnixNano()}
-	if decision != nil {
-		e.Request, e.InputHash = decision, journal.Sum(decision)
+	if request != nil {
+		e.Request, e.InputHash = request, journal.Sum(request)
 	}
 	if err := w.Add(e); err != nil {
 		h.deps.Leases.Release(context.WithoutCancel(ctx), l)
@@ -79,7 +80,7 @@ func (h *Host) acquire(ctx context.Context, run journal.RunID, w *journal.Writer
 	}
 	ro := h.deps.runObserver()
 	if ro != nil {
-		ro.Lease(l.Epoch, decision != nil)
+		ro.Lease(l.Epoch, takeover)
 	}
 	o := &holder{leases: h.deps.Leases, lease: l, asked: asked, ttl: h.cfg.LeaseTTL, now: h.deps.Now,
 		lost: make(chan struct{}), stopped: make(chan struct{}), obs: ro}
@@ -240,3 +241,22 @@ func (o *holder) release(ctx context.Context) {
 
 // errReleased is the holder's state once its lease is given up.
 var errReleased = errors.New("host: the run's lease was released")
+
+// yield stops the renewals and returns the lease as it stands, neither
+// released nor lost: the caller hands it to another cell (Host.Yield). The
+// holder writes nothing more.
+func (o *holder) yield() journal.Lease {
+	o.stop()
+	<-o.stopped
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.released = true
+	if o.err == nil {
+		o.err = errYielded
+	}
+	return o.lease
+}
+
+// errYielded is the holder's state once its lease is yielded for a
+// handoff.
+var errYielded = errors.New("host: the run's lease was yielded to be handed to another cell")

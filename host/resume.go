@@ -52,10 +52,20 @@ func (h *Host) TakeOver(ctx context.Context, run journal.RunID, decision []byte)
 	if len(decision) == 0 {
 		return nil, fmt.Errorf("host: take over %s: no placement decision to journal", run)
 	}
-	return h.reopen(ctx, run, decision)
+	return h.reopen(ctx, run, &reopening{request: decision, takeover: true})
 }
 
-func (h *Host) reopen(ctx context.Context, run journal.RunID, decision []byte) (*Started, error) {
+// reopening is what a reopen of a run another cell held adds: the request
+// its lease entry carries (a takeover's placement decision, a handoff's
+// envelope), and, for a handoff, the check of the verified journal before
+// the lease is taken.
+type reopening struct {
+	request  []byte
+	takeover bool
+	check    func(Tail) error
+}
+
+func (h *Host) reopen(ctx context.Context, run journal.RunID, ro *reopening) (*Started, error) {
 	st := h.deps.Store
 	meta, err := st.Meta(ctx, run)
 	if err != nil {
@@ -91,8 +101,19 @@ func (h *Host) reopen(ctx context.Context, run journal.RunID, decision []byte) (
 	if err != nil {
 		return nil, err
 	}
+	var request []byte
+	takeover := false
+	if ro != nil {
+		request, takeover = ro.request, ro.takeover
+		if ro.check != nil {
+			if err := ro.check(Tail{Entries: sum.Entries, Head: sum.Head, Token: hdr.Token}); err != nil {
+				h.live.leave(run)
+				return nil, err
+			}
+		}
+	}
 	w := journal.NewWriter(st, journal.ResumeChain(run, h.deps.Key, sum.Entries-1, sum.Head))
-	lease, err := h.acquire(ctx, run, w, decision)
+	lease, err := h.acquire(ctx, run, w, request, takeover)
 	if err != nil {
 		h.live.leave(run)
 		return nil, err

@@ -460,7 +460,7 @@ func (h *Host) start(ctx context.Context, spec RunSpec, fork *forked) (_ *Starte
 	if err != nil {
 		return nil, err
 	}
-	lease, err := h.acquire(ctx, run, w, nil)
+	lease, err := h.acquire(ctx, run, w, nil, false)
 	if err != nil {
 		h.live.leave(run)
 		return nil, err
@@ -547,6 +547,12 @@ func (h *Host) conclude(ctx context.Context, m *Module, s *session, w *journal.W
 			if err := events.flushTo(w); err == nil {
 				if err := w.Commit(context.WithoutCancel(ctx), stopped, true); err != nil {
 					return res, errors.Join(s.fatal, err)
+				}
+				var y *yieldStop
+				if errors.As(cause, &y) && lease != nil {
+					// Stopped for a handoff: the lease goes to Yield's
+					// caller, not back to the store.
+					y.out <- &Yielded{Lease: lease.yield(), Entries: w.Next(), Head: w.Head(), Token: s.header.Token}
 				}
 			}
 			if cause != nil && cause != context.Canceled {

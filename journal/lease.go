@@ -45,3 +45,14 @@ func (e *HeldError) Error() string {
 	return fmt.Sprintf("run %s is held by cell %x (epoch %d) until %s", e.Lease.Run, e.Lease.Owner, e.Lease.Epoch,
 		time.Unix(0, e.Lease.Expires).UTC().Format(time.RFC3339))
 }
+
+// LeaseHandover is implemented by lease stores that can give a lease to a
+// named cell (a handoff between cells): Hand replaces l, if it is still the
+// current lease (same owner and epoch), by the lease of owner to with the
+// same epoch until expires (Unix ns), and returns it; ErrLeaseLost
+// otherwise. The new owner's Acquire then takes the next epoch at once (the
+// lease is its own), and no other cell can take it before expires.
+// Handing the lease back to its giver is the same call.
+type LeaseHandover interface {
+	Hand(ctx context.Context, l Lease, to []byte, expires int64) (Lease, error)
+}

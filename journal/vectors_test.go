@@ -16,9 +16,11 @@ import (
 	"time"
 
 	"github.com/agentrt/agentrt/abi"
+	"github.com/agentrt/agentrt/host/cell/handoff"
 	"github.com/agentrt/agentrt/internal/golden"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/fxamacker/cbor/v2"
+	"github.com/veraison/go-cose"
 )
 
 // The vectors in testdata/vectors are written by TestGenerateVectors from the
@@ -975,6 +977,34 @@ func generateVectors(tb testing.TB) []*vector {
 	add("lease-decision-hash-mismatch", "hash", 5, trustA(), enc(writeJournal(tb, runX, cellA, takeover(journal.Sum([]byte("another decision"))), nil)),
 		"the resume's lease entry carries a placement decision whose SHA-256 is not its input hash")
 
+	// A handoff: cell A writes under epoch 1 up to its step boundary
+	// (entries 0..4), hands the run to cell B, whose lease entry (epoch 2)
+	// carries A's signed envelope under its hash (shape rule 7), and B
+	// finishes the run.
+	handedOff := func() []journal.Record {
+		plan := leased(2, 2)
+		recs := writeJournal(tb, runX, cellA, plan[:5], nil)
+		head := journal.Sum(recs[4].Entry)
+		env := handoffEnvelope(tb, head)
+		plan[5].e.Request, plan[5].e.InputHash = env, journal.Sum(env)
+		cb := journal.ResumeChain(runX, cellB, 4, head)
+		for i, it := range plan[5:] {
+			it.e.Time = t0.Add(time.Duration(5+i) * time.Millisecond).UnixNano()
+			r, err := cb.Link(it.e)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			if it.seal {
+				r.Seal = cb.Seal()
+			}
+			recs = append(recs, r)
+		}
+		return recs
+	}
+	add("valid-lease-handoff", "valid", 0, trustAB(), enc(handedOff()),
+		"cell A writes entries 0..4 under epoch 1 and hands the run to cell B; B's lease entry (epoch 2)",
+		"carries A's handoff envelope (a COSE_Sign1 naming epoch 1 and entry 4's hash) under its input hash")
+
 	// Round seals: entry 7's commit sealed in one store round with two
 	// commits of run Y, by one signature over the round's Merkle root.
 	roundSealed := func() []journal.Record {
@@ -1130,4 +1160,37 @@ func blobVectors(tb testing.TB) []*vector {
 	}, nil)), "a guest sent a request that is a well-formed blob form naming a blob nobody stored; it hashes to",
 		"its input hash, so it is taken as it is (section 15.3): no blob is read")
 	return vs
+}
+
+// handoffEnvelope is the envelope cell A seals to hand runX to cell B at
+// the journal head given (host/cell/API.md, Handoff envelopes), with a
+// fixed nonce and expiry so that the vector is reproducible (EdDSA
+// signatures are deterministic).
+func handoffEnvelope(tb testing.TB, head []byte) []byte {
+	tb.Helper()
+	p := handoff.Payload{Run: runX, From: pub(cellA), To: pub(cellB),
+		Audience: handoff.AudiencePrefix + hex.EncodeToString(pub(cellB)),
+		Expires:  t0.Add(10 * time.Second).UnixNano(), Nonce: bytes.Repeat([]byte{0x4e}, handoff.NonceSize),
+		Epoch: 1, Head: head, Token: []byte("the run's capability token (opaque here)")}
+	payload, err := abi.Marshal(&p)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	signer, err := cose.NewSigner(cose.AlgorithmEdDSA, cellA)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	msg := cose.Sign1Message{Headers: cose.Headers{Protected: cose.ProtectedHeader{
+		cose.HeaderLabelAlgorithm: cose.AlgorithmEdDSA,
+		cose.HeaderLabelType:      handoff.ContentType,
+		cose.HeaderLabelKeyID:     []byte(pub(cellA)),
+	}}, Payload: payload}
+	if err := msg.Sign(nil, nil, signer); err != nil {
+		tb.Fatal(err)
+	}
+	raw, err := msg.MarshalCBOR()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return raw
 }

@@ -118,6 +118,7 @@ cluster { name: agentrt-accept, listen: %s, routes: [%s] }
 // that its lease ran out unrenewed and stops its run (its log says so),
 // the journal untouched by it. (A deposed holder that did append would be
 // refused by the journal's fencing: journal/storetest, appendIsFenced.)
+// Last, agentrt cell handoff moves a live crawl from one cell to another.
 func TestClusterOfProcessesSurvivesAKilledAndAFrozenCell(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds nats-server and runs 6 processes")
@@ -150,6 +151,9 @@ func TestClusterOfProcessesSurvivesAKilledAndAFrozenCell(t *testing.T) {
 	octx, ocancel := context.WithTimeout(ctx, time.Minute)
 	defer ocancel()
 	if _, err := cell.OpenRegistry(octx, nc, 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cell.OpenHandoffs(octx, nc, 3); err != nil {
 		t.Fatal(err)
 	}
 	cache := t.TempDir()
@@ -310,6 +314,48 @@ func TestClusterOfProcessesSurvivesAKilledAndAFrozenCell(t *testing.T) {
 			return ok && strings.Contains(why, host.ErrLeaseExpired.Error())
 		})
 		check(run, s, 1)
+	})
+	// A crawl on cell 2 moved to cell 1 with agentrt cell handoff while
+	// it is inside a fetch: the command returns once the fetch completed
+	// on cell 2 and cell 1 took the run; cell 1 finishes it, and its
+	// lease entry carries the envelope.
+	t.Run("handoff", func(t *testing.T) {
+		run, s := crawl(2)
+		var out, errb bytes.Buffer
+		cmd := exec.Command(bin, "--data", dirs[2], "cell", "handoff", run.String(), "--to", hex.EncodeToString(pubs[1]))
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cl, err := cell.Dial("unix:" + cell.SocketPath(dirs[2]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, "cell 2 to stop the run for the handoff", time.Minute, func() bool {
+			ri, err := cl.Run(ctx, run.String())
+			return err == nil && ri.Stopping
+		})
+		close(s.release)
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("agentrt cell handoff: %v\n%s", err, errb.String())
+		}
+		if want := "run " + run.String() + " handed to cell " + hex.EncodeToString(pubs[1]); !strings.Contains(out.String(), want) {
+			t.Fatalf("agentrt cell handoff printed %q, want %q", out.String(), want)
+		}
+		completed(run)
+		check(run, s, 2)
+		var last *journal.Entry
+		if err := journal.ReadEntries(ctx, store, run, func(e *journal.Entry, _ *journal.Record) error {
+			if e.Phase == journal.PhaseLease {
+				last = e
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(last.Cell, pubs[1]) || len(last.Request) == 0 || !bytes.Equal(last.InputHash, journal.Sum(last.Request)) {
+			t.Fatalf("cell 1's lease entry carries no envelope")
+		}
 	})
 }
 

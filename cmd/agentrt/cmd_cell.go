@@ -26,7 +26,7 @@ func (c *cli) cellCmd() *cobra.Command {
 		Use:   "cell",
 		Short: "Run this machine's cell as a daemon",
 	}
-	cmd.AddCommand(c.cellServeCmd(), c.cellStatusCmd())
+	cmd.AddCommand(c.cellServeCmd(), c.cellStatusCmd(), c.cellHandoffCmd())
 	return cmd
 }
 

@@ -206,6 +206,14 @@ func (c *Client) Resume(ctx context.Context, run string) (string, error) {
 	return s.RunID, c.call(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(run)+"/resume", nil, &s)
 }
 
+// Handoff moves a run executing on the cell to the cell to (its id or
+// registry name) by a signed handoff, and returns once the destination
+// accepted it, or refused it and the cell resumed the run.
+func (c *Client) Handoff(ctx context.Context, run, to string) (HandoffInfo, error) {
+	var out HandoffInfo
+	return out, c.call(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(run)+"/handoff", HandoffRequest{To: to}, &out)
+}
+
 // ResumeFollow continues a run and streams its events, as SubmitFollow.
 func (c *Client) ResumeFollow(ctx context.Context, run string) (*Stream, error) {
 	resp, err := c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(run)+"/resume?follow=1", nil)

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentrt/agentrt/host/cell/handoff"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/journal/cellkey"
 	"github.com/agentrt/agentrt/journal/jetstore"
@@ -46,6 +47,10 @@ type ClusterOptions struct {
 	// cell descriptor). ID is filled in with the cell's key; Running is
 	// the cell's live runs at each heartbeat.
 	Self placement.Cell
+	// HandoffExpiry is how long a handoff envelope this cell seals stays
+	// valid, and how long the lease it hands over lasts unless the
+	// destination takes it (default 10 s).
+	HandoffExpiry time.Duration
 }
 
 // Cluster is a cell's connection to its cluster.
@@ -56,6 +61,9 @@ type Cluster struct {
 	Store *jetstore.Store
 	// Registry holds the cells' heartbeats.
 	Registry *Registry
+	// handoffs holds the runs' handoff envelope chains and the nonces
+	// accepted (handoffs.go).
+	handoffs *kvHandoffs
 	opts     ClusterOptions
 	// trusted are the peer cells whose entries this cell accepts in a
 	// journal it resumes (DATA/trusted_cells).
@@ -77,6 +85,9 @@ func (o ClusterOptions) withDefaults() (ClusterOptions, error) {
 	}
 	if o.Replicas == 0 {
 		o.Replicas = 1
+	}
+	if o.HandoffExpiry == 0 {
+		o.HandoffExpiry = 10 * time.Second
 	}
 	switch {
 	case o.Embedded && len(o.URLs) > 0:
@@ -149,6 +160,10 @@ func openCluster(ctx context.Context, dir string, o ClusterOptions) (*Cluster, e
 		c.close()
 		return nil, err
 	}
+	if c.handoffs, err = openHandoffs(ctx, c.nc, opts.Replicas); err != nil {
+		c.close()
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -162,6 +177,10 @@ func (c *Cluster) close() error {
 	}
 	return nil
 }
+
+// Handoffs returns the cluster's store of the runs' handoff envelope
+// chains and accepted nonces (handoffs.go).
+func (c *Cluster) Handoffs() handoff.Store { return c.handoffs }
 
 // Trusted returns the peer cells this cell accepts entries from.
 func (c *Cluster) Trusted() []ed25519.PublicKey { return slices.Clone(c.trusted) }
@@ -273,4 +292,7 @@ func (c *Cluster) self(pub ed25519.PublicKey, running int) placement.Cell {
 	return d
 }
 
-var _ journal.Leases = (*jetstore.Store)(nil)
+var (
+	_ journal.Leases        = (*jetstore.Store)(nil)
+	_ journal.LeaseHandover = (*jetstore.Store)(nil)
+)

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/agentrt/agentrt/host"
+	"github.com/agentrt/agentrt/host/cell/handoff"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/journal/badgerstore"
 	"github.com/agentrt/agentrt/replay"
@@ -53,6 +54,20 @@ var errorKinds = []struct {
 	{"shutting_down", ErrShuttingDown},
 	{"admission_refused", ErrAdmissionRefused},
 	{"queue_full", ErrQueueFull},
+	{"no_cluster", ErrNoCluster},
+	{"no_cell", ErrNoCell},
+	{"not_live", host.ErrNotLive},
+	{"handoff_refused", ErrHandoffRefused},
+	{"handoff_decode", handoff.ErrDecode},
+	{"handoff_payload_type", handoff.ErrPayloadType},
+	{"handoff_untrusted", handoff.ErrUntrusted},
+	{"handoff_signature", handoff.ErrSignature},
+	{"handoff_audience", handoff.ErrAudience},
+	{"handoff_expired", handoff.ErrExpired},
+	{"handoff_replayed", handoff.ErrReplayed},
+	{"handoff_epoch", handoff.ErrEpoch},
+	{"handoff_head", handoff.ErrHead},
+	{"handoff_token", handoff.ErrToken},
 }
 
 // Gap is a *journal.GapError as an API error carries it ("gap"): entries

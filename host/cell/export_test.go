@@ -1,9 +1,11 @@
 package cell
 
 import (
+	"crypto/ed25519"
 	"net/http"
 	"time"
 
+	"github.com/agentrt/agentrt/host/cell/handoff"
 	"github.com/agentrt/agentrt/journal"
 )
 
@@ -19,3 +21,13 @@ func SetTriggerLaunchHook(fn func(journal.RunID)) { testHookLaunched = fn }
 
 // Handler exposes the API's routes to the tests, without the guard.
 func (s *Server) Handler() http.Handler { return s.handler() }
+
+// SetHandoffSeal makes s seal its handoff envelopes with fn: the tests
+// send what an attacker or a faulty source would.
+func SetHandoffSeal(s *Server, fn func(ed25519.PrivateKey, handoff.Payload) ([]byte, error)) {
+	if fn == nil {
+		s.sealHandoff.Store(nil)
+		return
+	}
+	s.sealHandoff.Store(&fn)
+}

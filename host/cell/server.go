@@ -2,6 +2,7 @@ package cell
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -11,11 +12,13 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	"github.com/agentrt/agentrt/capability"
 	"github.com/agentrt/agentrt/host"
+	"github.com/agentrt/agentrt/host/cell/handoff"
 	"github.com/agentrt/agentrt/internal/fileread"
 	"github.com/agentrt/agentrt/journal"
 )
@@ -217,6 +220,10 @@ type Server struct {
 	tasks *tasks
 	// sched is the worker pool and the run queue (sched.go).
 	sched *scheduler
+	// sealHandoff, when set, seals the handoff envelopes in place of
+	// handoff.Seal: tests make the envelopes an attacker or a faulty
+	// source would.
+	sealHandoff atomic.Pointer[func(ed25519.PrivateKey, handoff.Payload) ([]byte, error)]
 }
 
 // OnEnd registers fn, which is called, in the run's goroutine, each time a
@@ -521,6 +528,7 @@ func (s *Server) handler() http.Handler {
 		mux.HandleFunc("POST /v1/modules", s.pushModule)
 		mux.HandleFunc("GET /v1/modules/{sha256}", s.getModule)
 		mux.HandleFunc("POST /v1/runs/{run}/resume", s.resume)
+		mux.HandleFunc("POST /v1/runs/{run}/handoff", s.handoffRun)
 		s.taskRoutes(mux)
 	}
 	if s.triggers != nil {
@@ -1019,6 +1027,14 @@ func Hint(err error) string {
 		return "the named limit bounds what a module may cost this cell (README, Limits): build the module within it"
 	case errors.Is(err, host.ErrLimitRaised):
 		return "leave the limit out of the grant's limits section, or lower it"
+	case errors.Is(err, ErrNoCluster):
+		return "a handoff moves a run between the cells of a cluster: start the cells with --nats URL (or --nats-embedded for one box)"
+	case errors.Is(err, ErrNoCell):
+		return "name the destination by its id (GET /v1/cell on it shows it) or by the name in its --describe file; it must be live in the cluster's registry"
+	case errors.Is(err, host.ErrNotLive):
+		return "a handoff moves a run executing on this cell; a stopped run is resumed where you want it (agentrt resume RUN on that cell)"
+	case errors.Is(err, ErrHandoffRefused):
+		return "the run goes on where it was; the destination's log says why it refused, and its trusted_cells must list this cell"
 	}
 	return ""
 }

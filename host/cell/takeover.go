@@ -19,7 +19,8 @@ import (
 // left out; the cell it picks takes the run over (Host.TakeOver, the
 // decision journaled in its lease entry), the others leave it be. Cells
 // that read the registry alike pick alike; two that do not both try, and
-// the lease's compare-and-swap lets one through.
+// the lease's compare-and-swap lets one through. The cell also answers the
+// handoff envelopes sent to it (handoffs.go).
 //
 // A cell without a cluster has nothing to start: StartCluster returns nil.
 func (s *Server) StartCluster(ctx context.Context) error {
@@ -28,6 +29,9 @@ func (s *Server) StartCluster(ctx context.Context) error {
 		return nil
 	}
 	if err := s.heartbeat(ctx); err != nil {
+		return err
+	}
+	if err := s.serveHandoffs(ctx); err != nil {
 		return err
 	}
 	go func() {

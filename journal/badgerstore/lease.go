@@ -92,3 +92,19 @@ func (s *Store) Release(_ context.Context, l journal.Lease) error {
 		return nil
 	}, &done)
 }
+
+// Hand implements journal.LeaseHandover.
+func (s *Store) Hand(_ context.Context, l journal.Lease, to []byte, expires int64) (journal.Lease, error) {
+	next := l
+	next.Owner, next.Expires = bytes.Clone(to), expires
+	err := s.swap(l.Run, func(cur journal.Lease, ok bool) error {
+		if !ok || cur.Epoch != l.Epoch || !bytes.Equal(cur.Owner, l.Owner) {
+			return journal.ErrLeaseLost
+		}
+		return nil
+	}, &next)
+	if err != nil {
+		return journal.Lease{}, err
+	}
+	return next, nil
+}

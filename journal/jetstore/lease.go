@@ -149,3 +149,14 @@ func (s *Store) Lease(ctx context.Context, run journal.RunID) (l journal.Lease, 
 	l, _, ok, err = s.readLease(ctx, run)
 	return l, ok, err
 }
+
+// Hand implements journal.LeaseHandover: an update at the revision read,
+// like a renewal, that names another owner.
+func (s *Store) Hand(ctx context.Context, l journal.Lease, to []byte, expires int64) (journal.Lease, error) {
+	next := l
+	next.Owner, next.Expires = bytes.Clone(to), expires
+	if err := s.change(ctx, l, &next); err != nil {
+		return journal.Lease{}, err
+	}
+	return next, nil
+}

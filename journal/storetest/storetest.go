@@ -623,6 +623,56 @@ func sealWith(t *testing.T, st Store) {
 func RunLeases(t *testing.T, open func(t *testing.T) journal.Leases) {
 	t.Run("ChangeHandsByCompareAndSwap", func(t *testing.T) { leasesCAS(t, open(t)) })
 	t.Run("RacingAcquiresOneWins", func(t *testing.T) { racingAcquires(t, open(t)) })
+	t.Run("HandedToAnotherCell", func(t *testing.T) { leasesHand(t, open(t)) })
+}
+
+// leasesHand: a lease handed to another cell (journal.LeaseHandover) is
+// that cell's to acquire with the next epoch, nobody else's before it
+// expires; a stale holder cannot hand it, and a lease handed back is the
+// giver's again.
+func leasesHand(t *testing.T, st journal.Leases) {
+	hs, ok := st.(journal.LeaseHandover)
+	if !ok {
+		t.Fatalf("%T does not hand leases over (journal.LeaseHandover)", st)
+	}
+	ctx := context.Background()
+	run := journal.NewRunID(time.Now())
+	a, b, c := []byte("cell-a"), []byte("cell-b"), []byte("cell-c")
+	now := time.Unix(2000, 0)
+	la, err := st.Acquire(ctx, run, a, now, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := la
+	stale.Epoch--
+	if _, err := hs.Hand(ctx, stale, b, now.Add(5*time.Second).UnixNano()); !errors.Is(err, journal.ErrLeaseLost) {
+		t.Fatalf("hand by a stale holder: %v, want ErrLeaseLost", err)
+	}
+	handed, err := hs.Hand(ctx, la, b, now.Add(5*time.Second).UnixNano())
+	if err != nil || handed.Epoch != la.Epoch || !bytes.Equal(handed.Owner, b) {
+		t.Fatalf("hand to b: %+v %v", handed, err)
+	}
+	var held *journal.HeldError
+	if _, err := st.Acquire(ctx, run, c, now.Add(time.Second), 10*time.Second); !errors.As(err, &held) || !bytes.Equal(held.Lease.Owner, b) {
+		t.Fatalf("a third cell acquiring a handed lease: %v", err)
+	}
+	if _, err := st.Renew(ctx, la, now.Add(time.Second), 10*time.Second); !errors.Is(err, journal.ErrLeaseLost) {
+		t.Fatalf("the giver renewing after the hand: %v, want ErrLeaseLost", err)
+	}
+	back, err := hs.Hand(ctx, handed, a, now.Add(10*time.Second).UnixNano())
+	if err != nil || !bytes.Equal(back.Owner, a) {
+		t.Fatalf("hand back to a: %+v %v", back, err)
+	}
+	if back, err = hs.Hand(ctx, back, b, now.Add(5*time.Second).UnixNano()); err != nil {
+		t.Fatal(err)
+	}
+	lb, err := st.Acquire(ctx, run, b, now.Add(time.Second), 10*time.Second)
+	if err != nil || lb.Epoch != la.Epoch+1 {
+		t.Fatalf("b acquiring the lease handed to it: %+v %v", lb, err)
+	}
+	if _, err := hs.Hand(ctx, back, a, now.Add(time.Second).UnixNano()); !errors.Is(err, journal.ErrLeaseLost) {
+		t.Fatalf("handing back a lease its receiver acquired: %v, want ErrLeaseLost", err)
+	}
 }
 
 func leasesCAS(t *testing.T, st journal.Leases) {

@@ -10,14 +10,17 @@
 // id, which must be a trusted cell), then the signature, and only then
 // does it parse the payload, and check audience, expiry, destination and
 // the run's envelope chain (a Chain: replayed nonces refused, each
-// envelope naming the one before it).
+// envelope the last of its run's chain and naming the one before it).
 //
 // It never acquires a lease or reads a journal: the caller compares Epoch
-// and Head with the journal it holds.
+// with the run's lease and Head and Token with the run's journal (ErrEpoch,
+// ErrHead, ErrToken), then records the envelope's nonce (Chain.Accept),
+// and only then acquires the lease.
 package handoff
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
@@ -73,10 +76,51 @@ var (
 	ErrAudience = errors.New("handoff: envelope for another cell")
 	// ErrExpired: past its expiry.
 	ErrExpired = errors.New("handoff: envelope expired")
-	// ErrReplayed: its nonce was accepted before, or it does not follow
-	// the run's last envelope.
+	// ErrReplayed: its nonce was accepted before, or it is not the last
+	// envelope of its run's chain, or does not name the one before it.
 	ErrReplayed = errors.New("handoff: envelope replayed")
+
+	// The refusals of the destination's own checks, after Verify.
+
+	// ErrEpoch: the run's lease is not the one the envelope hands over:
+	// another epoch (a stale envelope: the run moved on since), or not
+	// handed to this cell.
+	ErrEpoch = errors.New("handoff: the run's lease is not the one the envelope hands over")
+	// ErrHead: the journal's verified tail is not the head the envelope
+	// names (entries added, lost or forked since it was sealed).
+	ErrHead = errors.New("handoff: the journal's head is not the envelope's")
+	// ErrToken: the envelope's capability token is not the one the run's
+	// journal records in its header.
+	ErrToken = errors.New("handoff: the envelope's capability token is not the run's")
 )
+
+// Reasons names each refusal for the API and the logs, in the order
+// Verify and the destination check them.
+var Reasons = []struct {
+	Name string
+	Err  error
+}{
+	{"decode", ErrDecode},
+	{"payload_type", ErrPayloadType},
+	{"untrusted", ErrUntrusted},
+	{"signature", ErrSignature},
+	{"audience", ErrAudience},
+	{"expired", ErrExpired},
+	{"replayed", ErrReplayed},
+	{"epoch", ErrEpoch},
+	{"head", ErrHead},
+	{"token", ErrToken},
+}
+
+// Reason returns the name of the refusal err is (Reasons), "" for none.
+func Reason(err error) string {
+	for _, r := range Reasons {
+		if errors.Is(err, r.Err) {
+			return r.Name
+		}
+	}
+	return ""
+}
 
 // Seal signs p as an envelope by the source cell key. It fills in From,
 // Audience and a fresh Nonce.
@@ -120,13 +164,17 @@ type Options struct {
 	Trusted []ed25519.PublicKey
 	// Now is the destination's clock.
 	Now time.Time
-	// Chain holds the run's envelopes accepted so far.
+	// Chain holds the runs' envelope chains and the nonces accepted.
 	Chain *Chain
 }
 
-// Verify checks raw as described in the package comment and, when every
-// check passes, appends it to o.Chain and returns its payload.
-func Verify(raw []byte, o Options) (*Payload, error) {
+// Verify checks raw as described in the package comment and returns its
+// payload. It writes nothing: the caller, once its own checks pass,
+// records the envelope's nonce with o.Chain.Accept. An envelope refused
+// after its signature verified is returned with the error, for the caller
+// to name its run when it reports the refusal; nothing else of it may be
+// acted on.
+func Verify(ctx context.Context, raw []byte, o Options) (*Payload, error) {
 	if o.Chain == nil || len(o.Self) != ed25519.PublicKeySize {
 		return nil, errors.New("handoff: Verify needs the cell's key (Self) and its envelope chain (Chain)")
 	}
@@ -163,18 +211,18 @@ func Verify(raw []byte, o Options) (*Payload, error) {
 	}
 	switch {
 	case !bytes.Equal(p.From, from):
-		return nil, fmt.Errorf("%w: signed by %x, the payload names %x as its source", ErrUntrusted, from, p.From)
+		return &p, fmt.Errorf("%w: signed by %x, the payload names %x as its source", ErrUntrusted, from, p.From)
 	case !bytes.Equal(p.To, o.Self) || p.Audience != AudiencePrefix+hex.EncodeToString(o.Self):
-		return nil, fmt.Errorf("%w: for %q, this cell is %s%x", ErrAudience, p.Audience, AudiencePrefix, []byte(o.Self))
+		return &p, fmt.Errorf("%w: for %q, this cell is %s%x", ErrAudience, p.Audience, AudiencePrefix, []byte(o.Self))
 	case o.Now.UnixNano() >= p.Expires:
-		return nil, fmt.Errorf("%w: at %s", ErrExpired, time.Unix(0, p.Expires).UTC().Format(time.RFC3339Nano))
+		return &p, fmt.Errorf("%w: at %s", ErrExpired, time.Unix(0, p.Expires).UTC().Format(time.RFC3339Nano))
 	case len(p.Nonce) != NonceSize:
-		return nil, fmt.Errorf("%w: nonce of %d bytes", ErrDecode, len(p.Nonce))
+		return &p, fmt.Errorf("%w: nonce of %d bytes", ErrDecode, len(p.Nonce))
 	case len(p.Head) != sha256.Size || len(p.Token) == 0:
-		return nil, fmt.Errorf("%w: a head of %d bytes, a token of %d", ErrDecode, len(p.Head), len(p.Token))
+		return &p, fmt.Errorf("%w: a head of %d bytes, a token of %d", ErrDecode, len(p.Head), len(p.Token))
 	}
-	if err := o.Chain.accept(&p, raw); err != nil {
-		return nil, err
+	if err := o.Chain.check(ctx, &p, raw); err != nil {
+		return &p, err
 	}
 	return &p, nil
 }

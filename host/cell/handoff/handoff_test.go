@@ -2,6 +2,7 @@ package handoff_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"errors"
@@ -87,33 +88,64 @@ func (f *fixture) opts(chain *handoff.Chain, now time.Time) handoff.Options {
 		Now: now, Chain: chain}
 }
 
+// record puts raw into the run's chain in store as its source does before
+// sending it, whatever its Prev says.
+func (f *fixture) record(t *testing.T, store *handoff.MemStore, raw []byte) []byte {
+	t.Helper()
+	envs, _ := store.Envelopes(context.Background(), f.run)
+	if err := store.Put(context.Background(), f.run, len(envs), raw); err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
 // TestHandoffAccepted: an envelope for this cell, in time, from a trusted
-// cell, is accepted with every field it was sealed with, and joins the
-// run's chain; the next must name it.
+// cell, recorded in its run's chain, passes with every field it was sealed
+// with; once accepted, its nonce is spent, and the next envelope of the
+// run must name it.
 func TestHandoffAccepted(t *testing.T) {
+	ctx := context.Background()
 	f := newFixture(t)
 	chain := handoff.NewChain()
 	raw := f.seal(t, f.payload(f.dst))
-	p, err := handoff.Verify(raw, f.opts(chain, f.now))
+	if err := chain.Append(ctx, f.run, nil, raw); err != nil {
+		t.Fatal(err)
+	}
+	p, err := handoff.Verify(ctx, raw, f.opts(chain, f.now))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.Run != f.run || p.Epoch != 3 || !bytes.Equal(p.Token, f.token) || !bytes.Equal(p.From, f.src.Public().(ed25519.PublicKey)) {
 		t.Fatalf("payload %+v", p)
 	}
-	if got := chain.Envelopes(f.run); len(got) != 1 || !bytes.Equal(got[0], raw) {
-		t.Fatalf("chain holds %d envelopes", len(got))
+	if err := chain.Accept(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := chain.Accept(ctx, p); !errors.Is(err, handoff.ErrReplayed) {
+		t.Fatalf("accepting its nonce twice: %v, want ErrReplayed", err)
+	}
+	head, err := chain.Head(ctx, f.run)
+	if err != nil || !bytes.Equal(head, handoff.Sum(raw)) {
+		t.Fatalf("chain head %x, %v", head, err)
 	}
 	next := f.payload(f.dst)
-	next.Prev = chain.Head(f.run)
-	if _, err := handoff.Verify(f.seal(t, next), f.opts(chain, f.now)); err != nil {
+	if err := chain.Append(ctx, f.run, nil, f.seal(t, next)); !errors.Is(err, handoff.ErrChainMoved) {
+		t.Fatalf("appending a second first envelope: %v, want ErrChainMoved", err)
+	}
+	next.Prev = head
+	nraw := f.seal(t, next)
+	if err := chain.Append(ctx, f.run, head, nraw); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := handoff.Verify(ctx, nraw, f.opts(chain, f.now)); err != nil {
 		t.Fatalf("the next envelope, naming the first: %v", err)
 	}
 }
 
 // TestHandoffRefusals: each envelope is refused for its one fault, with
-// its own error, and the chain keeps nothing of it.
+// its own error and reason name.
 func TestHandoffRefusals(t *testing.T) {
+	ctx := context.Background()
 	f := newFixture(t)
 	valid := f.seal(t, f.payload(f.dst))
 	tampered := bytes.Clone(valid)
@@ -125,41 +157,60 @@ func TestHandoffRefusals(t *testing.T) {
 	stale.Prev = bytes.Repeat([]byte{7}, 32) // follows an envelope the run never had
 	for _, c := range []struct {
 		name string
-		raw  func(chain *handoff.Chain) []byte
+		raw  func(chain *handoff.Chain, store *handoff.MemStore) []byte
 		want error
 	}{
-		{"Replayed", func(chain *handoff.Chain) []byte {
-			if _, err := handoff.Verify(valid, f.opts(chain, f.now)); err != nil {
+		{"Replayed", func(chain *handoff.Chain, store *handoff.MemStore) []byte {
+			f.record(t, store, valid)
+			p, err := handoff.Verify(ctx, valid, f.opts(chain, f.now))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := chain.Accept(ctx, p); err != nil {
 				t.Fatal(err)
 			}
 			return valid
 		}, handoff.ErrReplayed},
-		{"NotFollowingTheChain", func(*handoff.Chain) []byte { return f.seal(t, stale) }, handoff.ErrReplayed},
-		{"SentToAnotherCell", func(*handoff.Chain) []byte { return f.seal(t, f.payload(f.other)) }, handoff.ErrAudience},
-		{"Expired", func(*handoff.Chain) []byte { return f.seal(t, expired) }, handoff.ErrExpired},
+		{"NotFollowingTheChain", func(_ *handoff.Chain, store *handoff.MemStore) []byte {
+			return f.record(t, store, f.seal(t, stale))
+		}, handoff.ErrReplayed},
+		{"NeverRecordedBySource", func(*handoff.Chain, *handoff.MemStore) []byte { return f.seal(t, f.payload(f.dst)) }, handoff.ErrReplayed},
+		{"NotTheLastOfTheChain", func(_ *handoff.Chain, store *handoff.MemStore) []byte {
+			first := f.record(t, store, f.seal(t, f.payload(f.dst)))
+			next := f.payload(f.dst)
+			next.Prev = handoff.Sum(first)
+			f.record(t, store, f.seal(t, next))
+			return first
+		}, handoff.ErrReplayed},
+		{"SentToAnotherCell", func(_ *handoff.Chain, store *handoff.MemStore) []byte {
+			return f.record(t, store, f.seal(t, f.payload(f.other)))
+		}, handoff.ErrAudience},
+		{"Expired", func(_ *handoff.Chain, store *handoff.MemStore) []byte { return f.record(t, store, f.seal(t, expired)) }, handoff.ErrExpired},
 		// A handoff's very payload, signed by the same cell key under the
 		// typ of a capability token link: it is not taken for an envelope.
-		{"ConfusedPayloadType", func(*handoff.Chain) []byte { return f.retyped(t, valid, capability.ContentType) }, handoff.ErrPayloadType},
-		{"TamperedByte", func(*handoff.Chain) []byte { return tampered }, handoff.ErrSignature},
-		{"UntrustedSigner", func(*handoff.Chain) []byte {
+		{"ConfusedPayloadType", func(_ *handoff.Chain, store *handoff.MemStore) []byte {
+			return f.record(t, store, f.retyped(t, valid, capability.ContentType))
+		}, handoff.ErrPayloadType},
+		{"TamperedByte", func(_ *handoff.Chain, store *handoff.MemStore) []byte { return f.record(t, store, tampered) }, handoff.ErrSignature},
+		{"UntrustedSigner", func(_ *handoff.Chain, store *handoff.MemStore) []byte {
 			raw, err := handoff.Seal(f.other, f.payload(f.dst))
 			if err != nil {
 				t.Fatal(err)
 			}
-			return raw
+			return f.record(t, store, raw)
 		}, handoff.ErrUntrusted},
-		{"NotCOSE", func(*handoff.Chain) []byte { return []byte("handoff") }, handoff.ErrDecode},
+		{"NotCOSE", func(*handoff.Chain, *handoff.MemStore) []byte { return []byte("handoff") }, handoff.ErrDecode},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			chain := handoff.NewChain()
-			raw := c.raw(chain)
-			before := len(chain.Envelopes(f.run))
-			_, err := handoff.Verify(raw, f.opts(chain, f.now))
+			store := handoff.NewMemStore()
+			chain := handoff.ChainOn(store)
+			raw := c.raw(chain, store)
+			_, err := handoff.Verify(ctx, raw, f.opts(chain, f.now))
 			if !errors.Is(err, c.want) {
 				t.Fatalf("Verify: %v, want %v", err, c.want)
 			}
-			if n := len(chain.Envelopes(f.run)); n != before {
-				t.Fatalf("a refused envelope joined the chain (%d → %d)", before, n)
+			if got := handoff.Reason(err); got == "" || handoff.Reason(c.want) != got {
+				t.Fatalf("Reason: %q, want %q", got, handoff.Reason(c.want))
 			}
 		})
 	}
