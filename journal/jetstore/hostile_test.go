@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -148,5 +150,47 @@ func TestDeletedLeaseKeyIsRefused(t *testing.T) {
 	}
 	if _, err := st.Acquire(ctx, run, []byte("b"), now.Add(time.Minute), time.Second); err == nil || !strings.Contains(err.Error(), "was deleted") {
 		t.Fatalf("acquire over a deleted lease key: %v", err)
+	}
+}
+
+// TestStoresOpenedTogetherReadTheirLeases opens stores on one lease bucket
+// at the same moment, as the cells of a cluster started together do, and
+// has each take and renew a lease. Once a bucket's config was updated by
+// every opener, one store could be left bound to direct gets another had
+// just switched off, and no server answered its lease reads ("no
+// responders"); none may be.
+func TestStoresOpenedTogetherReadTheirLeases(t *testing.T) {
+	ctx := context.Background()
+	srv := jstest.Server(t)
+	for round := range 5 {
+		const n = 6
+		stores := make([]*jetstore.Store, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			nc := jstest.Connect(t, srv)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				stores[i], errs[i] = jetstore.Open(ctx, nc, jetstore.Options{
+					Stream: fmt.Sprintf("J%d", round), Prefix: fmt.Sprintf("j%d", round), LeaseBucket: fmt.Sprintf("L%d", round)})
+			}()
+		}
+		wg.Wait()
+		for i, st := range stores {
+			if errs[i] != nil {
+				t.Fatalf("round %d, store %d: open: %v", round, i, errs[i])
+			}
+			var run journal.RunID
+			run[0], run[1] = byte(round), byte(i)
+			now := time.Now()
+			l, err := st.Acquire(ctx, run, []byte{byte(i)}, now, time.Minute)
+			if err != nil {
+				t.Fatalf("round %d, store %d: acquire: %v", round, i, err)
+			}
+			if _, err := st.Renew(ctx, l, now, time.Minute); err != nil {
+				t.Fatalf("round %d, store %d: renew: %v", round, i, err)
+			}
+		}
 	}
 }

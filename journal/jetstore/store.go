@@ -216,17 +216,8 @@ func open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 	if err != nil {
 		return nil, fmt.Errorf("jetstore: open stream %s on %s: %w (the servers need JetStream enabled, version 2.12 or later for atomic batches)", opts.Stream, nc.ConnectedUrlRedacted(), err)
 	}
-	leases, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      opts.LeaseBucket,
-		Description: "agentrt run leases: compare-and-swap on revisions, never deleted",
-		History:     1,
-		Storage:     jetstream.FileStorage,
-		Replicas:    opts.Replicas,
-	})
+	leases, err := openLeases(ctx, js, opts)
 	if err != nil {
-		return nil, fmt.Errorf("jetstore: open lease bucket %s: %w", opts.LeaseBucket, err)
-	}
-	if leases, err = leaderReads(ctx, js, leases, opts.LeaseBucket); err != nil {
 		return nil, err
 	}
 	return &Store{
@@ -307,25 +298,53 @@ func (s *Store) scan(ctx context.Context, subj string, fn func(*jetstream.RawStr
 	}
 }
 
+// openLeases binds the lease bucket, creating it when there is none, with
+// direct gets off (leaderReads).
+//
+// A bucket that exists is bound, never updated: an update of a KV
+// bucket's config turns direct gets back on, and a cell starting beside
+// another would switch them on under the other's handle, or bind its own
+// handle to direct gets just before the other switched them off, and then
+// ask for leases in a way no server answers ("no responders").
+func openLeases(ctx context.Context, js jetstream.JetStream, opts Options) (jetstream.KeyValue, error) {
+	_, err := js.KeyValue(ctx, opts.LeaseBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		_, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      opts.LeaseBucket,
+			Description: "agentrt run leases: compare-and-swap on revisions, never deleted",
+			History:     1,
+			Storage:     jetstream.FileStorage,
+			Replicas:    opts.Replicas,
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			err = nil // another cell created it meanwhile
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("jetstore: open lease bucket %s: %w", opts.LeaseBucket, err)
+	}
+	return leaderReads(ctx, js, opts.LeaseBucket)
+}
+
 // leaderReads turns off direct gets on the lease bucket's stream, which
-// a KV bucket has by default, and returns the bucket bound again: a direct
-// get may be answered by a replica that is behind (one that just came
-// back), and a holder reading its own lease from it would find an older
-// one and take its lease for lost. Reads then go to the stream's leader.
-func leaderReads(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, bucket string) (jetstream.KeyValue, error) {
+// a KV bucket has by default, and binds the bucket: a direct get may be
+// answered by a replica that is behind (one that just came back), and a
+// holder reading its own lease from it would find an older one and take
+// its lease for lost. Reads then go to the stream's leader. The handle is
+// bound after direct gets are off, whoever turned them off.
+func leaderReads(ctx context.Context, js jetstream.JetStream, bucket string) (jetstream.KeyValue, error) {
 	st, err := js.Stream(ctx, "KV_"+bucket)
 	if err != nil {
 		return nil, fmt.Errorf("jetstore: lease bucket %s: %w", bucket, err)
 	}
-	cfg := st.CachedInfo().Config
-	if !cfg.AllowDirect && !cfg.MirrorDirect {
-		return kv, nil
+	if cfg := st.CachedInfo().Config; cfg.AllowDirect || cfg.MirrorDirect {
+		cfg.AllowDirect, cfg.MirrorDirect = false, false
+		if _, err := js.UpdateStream(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("jetstore: lease bucket %s: turn direct gets off: %w", bucket, err)
+		}
 	}
-	cfg.AllowDirect, cfg.MirrorDirect = false, false
-	if _, err := js.UpdateStream(ctx, cfg); err != nil {
-		return nil, fmt.Errorf("jetstore: lease bucket %s: turn direct gets off: %w", bucket, err)
-	}
-	if kv, err = js.KeyValue(ctx, bucket); err != nil {
+	kv, err := js.KeyValue(ctx, bucket)
+	if err != nil {
 		return nil, fmt.Errorf("jetstore: lease bucket %s: %w", bucket, err)
 	}
 	return kv, nil
