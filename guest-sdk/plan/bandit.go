@@ -23,7 +23,7 @@ type Bandit struct {
 	// Arms are the strategies, by name.
 	Arms []string
 	// Host is the host (nil: SDK()).
-	Host Host
+	Host Memory
 }
 
 // Arm is the record of one strategy: how often it was chosen and recorded,
@@ -34,7 +34,7 @@ type Arm struct {
 	Reward float64 `json:"reward"`
 }
 
-func (b *Bandit) host() Host {
+func (b *Bandit) host() Memory {
 	if b.Host == nil {
 		return SDK()
 	}
@@ -193,7 +193,7 @@ type Cost struct {
 // "plan/reflection/<goal>/<n>", n counting the goal's reflections from 1
 // (six digits, so that kv lists them in order). It returns the record and
 // its key.
-func Reflect(h Host, goal, strategy string, r *Result, err error) (*Reflection, string, error) {
+func Reflect(h Memory, goal, strategy string, r *Result, err error) (*Reflection, string, error) {
 	if h == nil {
 		h = SDK()
 	}

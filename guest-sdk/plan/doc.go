@@ -62,7 +62,7 @@
 // a replay chooses the same. Reflect writes a Reflection (what ran, its
 // outcome, its cost, the strategy) to kv after a plan.
 //
-// Every function reaches the host through a Host; SDK is the one agents
-// use. The package must never read the clock, the environment or Go's
+// Every function reaches the host through a Host or a Memory; SDK is the
+// one agents use. The package must never read the clock, the environment or Go's
 // global random source for a decision: only what the journal records.
 package plan

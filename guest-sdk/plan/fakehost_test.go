@@ -137,7 +137,12 @@ func (f *fakeHost) Await(run string) (*agent.Outcome, error) {
 	return r.(*agent.Outcome), nil
 }
 
-func (f *fakeHost) RequestApproval(action, group string) (*agent.Approval, error) {
+// approver is a step's Approver: approval.request to group for action.
+func (f *fakeHost) approver(group, action string) plan.Approver {
+	return func() (*agent.Approval, error) { return f.requestApproval(action, group) }
+}
+
+func (f *fakeHost) requestApproval(action, group string) (*agent.Approval, error) {
 	r, err := f.do("approval", group+": "+action, func() (any, error) {
 		if why, ok := f.denied[group]; ok {
 			return &agent.Approval{Approved: false, Reason: why}, nil
@@ -227,4 +232,7 @@ func (f *fakeHost) Budget() (uint64, uint64, error) {
 	return b[0], b[1], nil
 }
 
-var _ plan.Host = (*fakeHost)(nil)
+var (
+	_ plan.Host   = (*fakeHost)(nil)
+	_ plan.Memory = (*fakeHost)(nil)
+)

@@ -23,9 +23,9 @@ type Step struct {
 	// Undo is the step's compensation: it is given the step's output and
 	// runs at a rollback if the step completed.
 	Undo func(out []byte) error
-	// Approval, when set, is asked before the step runs; a denial sends a
-	// replan signal.
-	Approval *Approval
+	// Approval, when set, is asked before the step runs (ApproveBy asks
+	// the cell's approvers); a denial sends a replan signal.
+	Approval Approver
 }
 
 // Child is a sub-agent step: the module the cell holds under the SHA-256
@@ -37,12 +37,6 @@ type Child struct {
 	Input  func(in Inputs) ([]byte, error)
 	Caps   string
 	Budget string
-}
-
-// Approval asks Group's approvers to approve Action before a step runs.
-type Approval struct {
-	Group  string
-	Action string
 }
 
 // Inputs are the outputs of a step's dependencies, by step id.
@@ -422,12 +416,12 @@ func (r *Result) wave(ready []Step) ([]StepError, *StepError) {
 			approved = append(approved, s)
 			continue
 		}
-		a, err := r.host.RequestApproval(s.Approval.Action, s.Approval.Group)
+		a, err := s.Approval()
 		switch {
 		case err != nil:
 			fail(StepError{Step: s.ID, Status: "failed", Err: "approval: " + err.Error()})
 		case !a.Approved:
-			fail(StepError{Step: s.ID, Status: "denied", Err: "approval denied by " + s.Approval.Group + ": " + a.Reason})
+			fail(StepError{Step: s.ID, Status: "denied", Err: "approval denied: " + a.Reason})
 		default:
 			approved = append(approved, s)
 		}

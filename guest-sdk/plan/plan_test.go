@@ -330,9 +330,9 @@ func TestReplanOnDeniedApproval(t *testing.T) {
 	f.denied["ops"] = "vetoed by bob"
 	var order []string
 	deploy := local(&order, "deploy")
-	deploy.Approval = &plan.Approval{Group: "ops", Action: "deploy to prod"}
+	deploy.Approval = f.approver("ops", "deploy to prod")
 	review := local(&order, "review")
-	review.Approval = &plan.Approval{Group: "qa", Action: "mark reviewed"}
+	review.Approval = f.approver("qa", "mark reviewed")
 	var got plan.Signal
 	r, err := plan.Execute([]plan.Step{review, deploy}, plan.Options{Host: f, Replan: func(sig plan.Signal, st *plan.State) ([]plan.Step, error) {
 		got = sig
@@ -341,7 +341,7 @@ func TestReplanOnDeniedApproval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != (plan.Signal{Kind: plan.ApprovalDenied, Step: "deploy", Reason: "approval denied by ops: vetoed by bob"}) {
+	if got != (plan.Signal{Kind: plan.ApprovalDenied, Step: "deploy", Reason: "approval denied: vetoed by bob"}) {
 		t.Fatalf("signal %+v", got)
 	}
 	if !reflect.DeepEqual(order, []string{"review", "staging"}) || !reflect.DeepEqual(r.Done, order) {
