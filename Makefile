@@ -56,12 +56,15 @@ examples: build deps
 	$(AGENTRT) build examples/repo-report -o $(BUILD)/repo-report.wasm
 	$(AGENTRT) build examples/research-agent -o $(BUILD)/research-agent.wasm
 	$(AGENTRT) build examples/mcp-notes -o $(BUILD)/mcp-notes.wasm
+	$(AGENTRT) build examples/team -o $(BUILD)/team.wasm
+	for c in fetch count write; do $(AGENTRT) build examples/team/$$c -o $(BUILD)/team-$$c.wasm || exit 1; done
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/mcp-notes-server ./examples/mcp-notes/server
 
 ## demo: run the crawler example on the embedded store, show its journal, replay and verify it;
 ## then the research agent against the fake model provider on loopback (no network, no API key);
 ## then the mcp-notes agent with its notes MCP server, launched under the sandbox, and the research
-## agent in its MCP mode with the same server.
+## agent in its MCP mode with the same server; then the team planner in a cell daemon, with three
+## sub-agents of different powers and a rolled-back step.
 demo: examples
 	$(GO) build -o $(BIN)/siteserver ./examples/crawler/siteserver
 	$(GO) build -o $(BIN)/fakellm ./cmd/fakellm

@@ -16,6 +16,8 @@ agentrt="$root/bin/agentrt"
 site=$!
 fake=
 fake_mcp=
+fake_team=
+cell=
 trap 'kill $site $fake $fake_mcp 2>/dev/null || true' EXIT INT TERM
 for _ in 1 2 3 4 5 6 7 8 9 10; do
 	[ -s "$root/.demo/site.url" ] && break
@@ -123,5 +125,35 @@ sed "s#{{fake}}#$fake_mcp_url#" examples/research-agent/llm.yaml > "$data/llm.ya
 "$agentrt" run build/research-agent.wasm --grant "$root/.demo/research-mcp-grant.yaml" \
 	--input '{"question":"How does a server drop a repeated request?","model":"fake-mini","mcp":"notes"}'
 echo "(the note the model saved through the server: $(cat "$root/.demo/notes/effects.txt"))"
+echo
+echo "== the team planner (examples/team), in a cell daemon: three sub-agents with different powers"
+"$root/bin/fakellm" --script examples/team/script.yaml > "$root/.demo/fake-team.url" &
+fake_team=$!
+for _ in 1 2 3 4 5 6 7 8 9 10; do
+	[ -s "$root/.demo/fake-team.url" ] && break
+	sleep 0.2
+done
+fake_team_url=$(head -n 1 "$root/.demo/fake-team.url")
+[ -n "$fake_team_url" ] || { echo "demo: the fake provider did not start" >&2; exit 1; }
+sed "s#{{fake}}#$fake_team_url#" examples/team/llm.yaml > "$data/llm.yaml"
+FAKELLM_API_KEY=sk-fake-team "$agentrt" cell serve > "$root/.demo/cell.log" 2>&1 &
+cell=$!
+trap 'kill $site $fake $fake_mcp $fake_team $cell 2>/dev/null || true' EXIT INT TERM
+for _ in $(seq 1 100); do
+	[ -S "$data/agentrt.sock" ] && break
+	sleep 0.1
+done
+fetch=$("$agentrt" module push build/team-fetch.wasm 2>/dev/null)
+count=$("$agentrt" module push build/team-count.wasm 2>/dev/null)
+write=$("$agentrt" module push build/team-write.wasm 2>/dev/null)
+# The team parks while it awaits its children: agentrt run then returns
+# (status 75) and agentrt events --follow waits for the run's end.
+"$agentrt" run build/team.wasm --grant examples/team/grant.yaml \
+	--input "{\"site\":\"$site_base\",\"model\":\"fake-mini\",\"modules\":{\"fetch\":\"$fetch\",\"count\":\"$count\",\"write\":\"$write\"}}" \
+	> "$root/.demo/team.out" 2>&1 || [ $? = 75 ]
+team=$(sed -n 's/^run \([0-9a-f]*\) executing.*/\1/p' "$root/.demo/team.out")
+[ -n "$team" ] || { cat "$root/.demo/team.out" >&2; exit 1; }
+"$agentrt" events "$team" --follow > /dev/null
+"$agentrt" logs "$team"
 echo
 "$agentrt" runs

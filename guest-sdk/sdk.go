@@ -19,12 +19,12 @@ const ModulePath = "github.com/agentrt/agentrt/guest-sdk"
 // that was never required).
 const Version = "v0.0.0-00010101000000-000000000000"
 
-// The Go SDK is this module (go.mod, agent/, abi/); the C SDK is its
+// The Go SDK is this module (go.mod, agent/, abi/, plan/); the C SDK is its
 // headers (agentrt.h, and agentrt_loop.h, the loop controller); the Rust SDK is the crate's manifest and sources (what cargo
 // builds; its test driver stays out). Test files come along: the go
 // command never compiles a dependency's tests.
 //
-//go:embed go.mod agent/*.go abi/*.go c/*.h rust/Cargo.toml rust/src
+//go:embed go.mod agent/*.go abi/*.go plan/*.go c/*.h rust/Cargo.toml rust/src
 var source embed.FS
 
 // Source returns the SDK's files, with paths relative to guest-sdk/: the
