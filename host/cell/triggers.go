@@ -46,6 +46,12 @@ type triggerSet struct {
 	clk  clock.Clock
 	logf func(string, ...any)
 
+	// looking serializes the metric triggers' looks (the periodic one and
+	// the one after each run's end): each reads the clock and the counters
+	// and moves the edges under it, so that a slow look with older counters
+	// cannot lower an edge a newer one raised, and fire it twice.
+	looking sync.Mutex
+
 	mu      sync.Mutex
 	all     map[string]*liveTrigger
 	started bool

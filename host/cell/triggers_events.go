@@ -188,6 +188,8 @@ func (t *triggerSet) lookMetrics() {
 	if len(metrics) == 0 || t.isClosed() {
 		return
 	}
+	t.looking.Lock()
+	defer t.looking.Unlock()
 	now := t.clk.Now()
 	for _, lt := range metrics {
 		e := lt.spec.Expr
