@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/internal/wasmbuild"
@@ -100,6 +101,13 @@ func (e *Env) Stderr(t testing.TB, run journal.RunID) string {
 	return b.String()
 }
 
+// testCompile are the compile limits of the tests' engines: the default
+// ones but for the time, since a Go guest compiled under the race detector
+// on a loaded 2-core machine took over the 30 s a host allows, and these
+// tests are not about that limit (host's compile-limit tests make engines
+// of their own).
+var testCompile = host.CompileLimits{Timeout: 10 * time.Minute}
+
 var (
 	engineOnce sync.Once
 	engine     *host.Engine
@@ -114,7 +122,7 @@ func EngineKind() string { return os.Getenv("AGENTRT_TEST_ENGINE") }
 // it closes when t ends.
 func NewEngine(t testing.TB, kind string) *host.Engine {
 	t.Helper()
-	e, err := host.NewEngine(context.Background(), host.EngineConfig{Kind: kind, CacheDir: filepath.Join(os.TempDir(), "agentrt-test-cache")})
+	e, err := host.NewEngine(context.Background(), host.EngineConfig{Kind: kind, CacheDir: filepath.Join(os.TempDir(), "agentrt-test-cache"), Compile: testCompile})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +135,7 @@ func NewEngine(t testing.TB, kind string) *host.Engine {
 func SharedEngine(t testing.TB) *host.Engine {
 	engineOnce.Do(func() {
 		var err error
-		engine, err = host.NewEngine(context.Background(), host.EngineConfig{Kind: EngineKind(), CacheDir: filepath.Join(os.TempDir(), "agentrt-test-cache")})
+		engine, err = host.NewEngine(context.Background(), host.EngineConfig{Kind: EngineKind(), CacheDir: filepath.Join(os.TempDir(), "agentrt-test-cache"), Compile: testCompile})
 		if err != nil {
 			t.Fatal(err)
 		}
