@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentrt/agentrt/examples/crawler/site"
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/host/cell"
 	"github.com/agentrt/agentrt/internal/testutil"
@@ -130,30 +127,8 @@ func TestClusterPeerTakesOverACutOffHolder(t *testing.T) {
 	dirs, cellKeys := testutil.TrustingCells(t, 2)
 	pubs := testutil.PublicKeys(cellKeys)
 
-	var mu sync.Mutex
-	keys := map[string]int{}
-	reached, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		keys[r.Header.Get("Idempotency-Key")]++
-		mu.Unlock()
-		if r.URL.Path == "/replay" {
-			first := false
-			once.Do(func() { first = true })
-			if first {
-				close(reached)
-				select { // A's fetch: it never gets an answer
-				case <-release:
-				case <-r.Context().Done():
-				}
-				return
-			}
-		}
-		site.Handler().ServeHTTP(w, r)
-	}))
-	defer web.Close()
-	defer close(release)
+	// A's fetch of /replay is held, and never answered while A lives.
+	web := newGatedSite(t)
 
 	a := openClusterCell(t, dirs[0], link.URL(), time.Second, placement.Cell{Name: "a"})
 	runID, err := a.client.Submit(ctx, cell.Submission{Module: module, Name: "crawler", Grant: string(grant),
@@ -166,7 +141,7 @@ func TestClusterPeerTakesOverACutOffHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-reached:
+	case <-web.reached:
 	case <-time.After(time.Minute):
 		t.Fatal("the crawl never reached /replay")
 	}
@@ -237,13 +212,7 @@ func TestClusterPeerTakesOverACutOffHolder(t *testing.T) {
 	if err := placement.Recheck(d); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	for k, n := range keys {
-		if k == "" || n != 1 {
-			t.Errorf("idempotency key %q sent %d times", k, n)
-		}
-	}
-	mu.Unlock()
+	web.exactlyOnce(t)
 
 	// The bundle verifies offline, with both keys, and not with B's alone.
 	var bundle bytes.Buffer

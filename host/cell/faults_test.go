@@ -2,16 +2,12 @@ package cell_test
 
 import (
 	"context"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/agentrt/agentrt/examples/crawler/site"
 	"github.com/agentrt/agentrt/host/cell"
 	"github.com/agentrt/agentrt/internal/testutil"
 	"github.com/agentrt/agentrt/journal"
@@ -42,29 +38,7 @@ func TestFaultStreamLeaderKilledMidRun(t *testing.T) {
 	dirs, cellKeys := testutil.TrustingCells(t, 1)
 	pubs := testutil.PublicKeys(cellKeys)
 
-	var mu sync.Mutex
-	keys := map[string]int{}
-	reached, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		keys[r.Header.Get("Idempotency-Key")]++
-		mu.Unlock()
-		if r.URL.Path == "/replay" {
-			first := false
-			once.Do(func() { first = true })
-			if first {
-				close(reached)
-				select {
-				case <-release:
-				case <-r.Context().Done():
-					return
-				}
-			}
-		}
-		site.Handler().ServeHTTP(w, r)
-	}))
-	defer web.Close()
+	web := newGatedSite(t)
 
 	a := openClusterCellWith(t, dirs[0], cell.ClusterOptions{URLs: []string{jstest.URL(servers...)}, Replicas: 3,
 		Heartbeat: 200 * time.Millisecond, Self: placement.Cell{Name: "a"}}, 3*time.Second)
@@ -78,14 +52,14 @@ func TestFaultStreamLeaderKilledMidRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-reached:
+	case <-web.reached:
 	case <-time.After(time.Minute):
 		t.Fatal("the crawl never reached /replay")
 	}
 	leader := journalLeader(t, servers)
 	t.Logf("stopping nats-server %s, the leader of the journal stream", leader.Name())
 	jstest.Stop(leader)
-	close(release)
+	web.open()
 	waitFor(t, "the run to complete", func() bool {
 		m, err := a.cell.Journal.Meta(ctx, run)
 		return err == nil && m.Status == journal.StatusCompleted
@@ -93,13 +67,7 @@ func TestFaultStreamLeaderKilledMidRun(t *testing.T) {
 	if _, err := journal.VerifyStore(ctx, a.cell.Journal, run, journal.TrustKeys(pubs...)); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	for k, n := range keys {
-		if k == "" || n != 1 {
-			t.Errorf("idempotency key %q sent %d times", k, n)
-		}
-	}
+	web.exactlyOnce(t)
 }
 
 // journalLeader returns the server leading the journal stream (JOURNAL).
