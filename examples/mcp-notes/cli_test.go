@@ -45,7 +45,7 @@ func newCell(t *testing.T, env ...string) *cell {
 	if err := os.WriteFile(mod, testutil.BuildGo(t, "examples/mcp-notes"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return &cell{t: t, bin: program(t, "./cmd/agentrt"), data: t.TempDir(), env: append(os.Environ(), env...), mod: mod}
+	return &cell{t: t, bin: testutil.BuildProgram(t, "./cmd/agentrt"), data: t.TempDir(), env: append(os.Environ(), env...), mod: mod}
 }
 
 func (c *cell) cmd(args ...string) *exec.Cmd {
@@ -216,7 +216,7 @@ func TestMCPNotesHTTPCredential(t *testing.T) {
 // counts).
 func TestMCPNotesKilledMidCall(t *testing.T) {
 	needSandbox(t)
-	server := program(t, "./examples/mcp-notes/server")
+	server := testutil.BuildProgram(t, "./examples/mcp-notes/server")
 	for _, idempotent := range []bool{true, false} {
 		name := map[bool]string{true: "idempotent", false: "not-idempotent"}[idempotent]
 		t.Run(name, func(t *testing.T) {

@@ -10,10 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -30,49 +28,13 @@ import (
 // launched under bubblewrap (so they run on Linux); or the same server
 // over streamable HTTP in this test process.
 
-var buildDir string
-
 // TestMain lets the test binary serve as the sandbox helper, as agentrt
 // does, and removes what it built.
 func TestMain(m *testing.M) {
 	sandbox.HelperMain()
-	dir, err := os.MkdirTemp("", "mcp-notes-test-")
-	if err != nil {
-		panic(err)
-	}
-	buildDir = dir
 	code := m.Run()
-	os.RemoveAll(dir)
+	testutil.RemovePrograms()
 	os.Exit(code)
-}
-
-var built sync.Map // package -> *buildResult
-
-type buildResult struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// program builds the Go command pkg (relative to the repository root)
-// once per test binary, statically, and returns its path.
-func program(t *testing.T, pkg string) string {
-	t.Helper()
-	v, _ := built.LoadOrStore(pkg, &buildResult{})
-	b := v.(*buildResult)
-	b.once.Do(func() {
-		b.path = filepath.Join(buildDir, strings.ReplaceAll(strings.Trim(pkg, "./"), "/", "-"))
-		cmd := exec.Command("go", "build", "-o", b.path, pkg)
-		cmd.Dir = testutil.RepoRoot()
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
-		}
-	})
-	if b.err != nil {
-		t.Fatal(b.err)
-	}
-	return b.path
 }
 
 func needSandbox(t *testing.T) {
@@ -241,7 +203,7 @@ func verifyOffline(t *testing.T, env *testutil.Env, run journal.RunID) []byte {
 // exported bundle verifies offline.
 func TestMCPNotesStdio(t *testing.T) {
 	needSandbox(t)
-	server := program(t, "./examples/mcp-notes/server")
+	server := testutil.BuildProgram(t, "./examples/mcp-notes/server")
 	dir := notesDir(t)
 	env := testutil.NewEnv(t, host.Deps{}, host.Config{})
 	code := testutil.BuildGo(t, "examples/mcp-notes")
@@ -364,7 +326,7 @@ func gone(t *testing.T, s, when string) {
 // cancelled, and the server with every process of its sandbox is gone.
 func TestMCPNotesCancelKillsServer(t *testing.T) {
 	needSandbox(t)
-	server := program(t, "./examples/mcp-notes/server")
+	server := testutil.BuildProgram(t, "./examples/mcp-notes/server")
 	dir := notesDir(t)
 	slow := fifo(t, dir, "slow")
 	env := testutil.NewEnv(t, host.Deps{}, host.Config{})

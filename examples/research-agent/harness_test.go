@@ -23,40 +23,15 @@ import (
 // fake provider and the crawler's site on loopback (in this test process,
 // which outlives the agentrt processes the crash test kills).
 
-var (
-	cliOnce sync.Once
-	cliPath string
-	cliErr  error
-)
+// cli is the agentrt command, built once per test binary.
+func cli(t *testing.T) string { return testutil.BuildProgram(t, "./cmd/agentrt") }
 
-// cli builds cmd/agentrt once per test binary and returns its path.
-func cli(t *testing.T) string {
-	t.Helper()
-	cliOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "research-agent-cli-")
-		if err != nil {
-			cliErr = err
-			return
-		}
-		cliPath = filepath.Join(dir, "agentrt")
-		cmd := exec.Command("go", "build", "-o", cliPath, "./cmd/agentrt")
-		cmd.Dir = testutil.RepoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			cliErr = &buildError{out: out, err: err}
-		}
-	})
-	if cliErr != nil {
-		t.Fatalf("go build ./cmd/agentrt: %v", cliErr)
-	}
-	return cliPath
+// TestMain removes the binaries the tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testutil.RemovePrograms()
+	os.Exit(code)
 }
-
-type buildError struct {
-	out []byte
-	err error
-}
-
-func (e *buildError) Error() string { return e.err.Error() + "\n" + string(e.out) }
 
 // module writes the agent, built from source, into a temporary file.
 func module(t *testing.T) string {

@@ -32,40 +32,15 @@ import (
 // the fake model provider on loopback, in this test process, which
 // outlives the daemon the crash test kills.
 
-var (
-	cliOnce sync.Once
-	cliPath string
-	cliErr  error
-)
+// cli is the agentrt command, built once per test binary.
+func cli(t *testing.T) string { return testutil.BuildProgram(t, "./cmd/agentrt") }
 
-// cli builds cmd/agentrt once per test binary.
-func cli(t *testing.T) string {
-	t.Helper()
-	cliOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "team-cli-")
-		if err != nil {
-			cliErr = err
-			return
-		}
-		cliPath = filepath.Join(dir, "agentrt")
-		cmd := exec.Command("go", "build", "-o", cliPath, "./cmd/agentrt")
-		cmd.Dir = testutil.RepoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			cliErr = &buildError{out, err}
-		}
-	})
-	if cliErr != nil {
-		t.Fatalf("go build ./cmd/agentrt: %v", cliErr)
-	}
-	return cliPath
+// TestMain removes the binaries the tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testutil.RemovePrograms()
+	os.Exit(code)
 }
-
-type buildError struct {
-	out []byte
-	err error
-}
-
-func (e *buildError) Error() string { return e.err.Error() + "\n" + string(e.out) }
 
 func exampleFile(name string) string {
 	return filepath.Join(testutil.RepoRoot(), "examples", "team", name)
