@@ -155,16 +155,14 @@ func (h *harness) takeovers(ctx context.Context, cli string, p *natsProcs) ([]Fi
 			c.kill()
 		}
 	}()
-	// The cells start one after the other: jetstore.Open turns the
-	// lease bucket's direct gets on (CreateOrUpdateKeyValue) and off
-	// again (leaderReads), and a store opened while another does so can
-	// keep a bucket handle that reads by direct get, which no server
-	// answers any more: every lease read of that cell fails with "no
-	// responders" (seen here with three cells started at once).
-	for i, c := range cells {
+	// The cells start together, as a cluster's do (jetstore binds the
+	// lease bucket after its direct gets are off, whoever opens it first).
+	for _, c := range cells {
 		if err := c.start(cli, cache, p.url()); err != nil {
 			return nil, err
 		}
+	}
+	for i, c := range cells {
 		if err := waitFor(fmt.Sprintf("cell %d in the registry", i), 2*time.Minute, func() (bool, error) {
 			if c.exited() {
 				return false, fmt.Errorf("bench: cell %d exited: %s", i, c.log)

@@ -215,7 +215,7 @@ func OpenRegistry(ctx context.Context, nc *nats.Conn, replicas int) (*Registry, 
 	if err != nil {
 		return nil, fmt.Errorf("cell: registry: %w", err)
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kv, err := jetstore.OpenBucket(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      RegistryBucket,
 		Description: "agentrt cell registry: each cell's heartbeat (placement descriptor)",
 		History:     1,

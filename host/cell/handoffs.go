@@ -16,6 +16,7 @@ import (
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/host/cell/handoff"
 	"github.com/agentrt/agentrt/journal"
+	"github.com/agentrt/agentrt/journal/jetstore"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -85,7 +86,7 @@ func openHandoffs(ctx context.Context, nc *nats.Conn, replicas int) (*kvHandoffs
 	if err != nil {
 		return nil, fmt.Errorf("cell: handoffs: %w", err)
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kv, err := jetstore.OpenBucket(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      HandoffBucket,
 		Description: "agentrt handoff envelopes (per run, a chain) and the nonces accepted",
 		History:     1,

@@ -300,30 +300,37 @@ func (s *Store) scan(ctx context.Context, subj string, fn func(*jetstream.RawStr
 
 // openLeases binds the lease bucket, creating it when there is none, with
 // direct gets off (leaderReads).
-//
-// A bucket that exists is bound, never updated: an update of a KV
-// bucket's config turns direct gets back on, and a cell starting beside
-// another would switch them on under the other's handle, or bind its own
-// handle to direct gets just before the other switched them off, and then
-// ask for leases in a way no server answers ("no responders").
 func openLeases(ctx context.Context, js jetstream.JetStream, opts Options) (jetstream.KeyValue, error) {
-	_, err := js.KeyValue(ctx, opts.LeaseBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		_, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      opts.LeaseBucket,
-			Description: "agentrt run leases: compare-and-swap on revisions, never deleted",
-			History:     1,
-			Storage:     jetstream.FileStorage,
-			Replicas:    opts.Replicas,
-		})
-		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			err = nil // another cell created it meanwhile
-		}
-	}
+	_, err := OpenBucket(ctx, js, jetstream.KeyValueConfig{
+		Bucket:      opts.LeaseBucket,
+		Description: "agentrt run leases: compare-and-swap on revisions, never deleted",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    opts.Replicas,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("jetstore: open lease bucket %s: %w", opts.LeaseBucket, err)
 	}
 	return leaderReads(ctx, js, opts.LeaseBucket)
+}
+
+// OpenBucket binds the KV bucket cfg names, and creates it as cfg says
+// when there is none. A bucket that exists is bound as it is, never
+// updated: the cells of a cluster open the same buckets as they start,
+// often together, and an update by each would be a change of the bucket's
+// stream for each (on R3, a raft proposal each), and would turn a lease
+// bucket's direct gets back on under the other cells' handles. A bucket
+// another opener created meanwhile is bound.
+func OpenBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, cfg.Bucket)
+	if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return kv, err
+	}
+	kv, err = js.CreateKeyValue(ctx, cfg)
+	if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return js.KeyValue(ctx, cfg.Bucket)
+	}
+	return kv, err
 }
 
 // leaderReads turns off direct gets on the lease bucket's stream, which
