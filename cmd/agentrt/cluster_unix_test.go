@@ -283,7 +283,7 @@ func TestClusterOfProcessesSurvivesAKilledAndAFrozenCell(t *testing.T) {
 		if _, err := replay.ExportTo(ctx, store, run, keys[peer], replay.EngineSettings{}, &bundle); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := replay.VerifyBundle(ctx, bundle.Bytes(), replay.VerifyOptions{Trusted: pubs}); err != nil {
+		if _, err := replay.VerifyBundle(ctx, bundle.Bytes(), replay.VerifyOptions{Engine: testutil.SharedEngine(t), Trusted: pubs}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -3,7 +3,6 @@ package cell_test
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -18,7 +17,6 @@ import (
 	"github.com/agentrt/agentrt/internal/clock"
 	"github.com/agentrt/agentrt/internal/testutil"
 	"github.com/agentrt/agentrt/journal"
-	"github.com/agentrt/agentrt/replay"
 )
 
 // familyReport is the family agent's output (host/testdata/agents/family).
@@ -245,14 +243,7 @@ func TestSpawnAwaitChildren(t *testing.T) {
 
 	// Every journal of the family verifies and replays, offline.
 	for _, run := range append([]journal.RunID{parent}, mustIDs(t, r.Spawned[0].Run, r.Spawned[1].Run)...) {
-		var buf bytes.Buffer
-		if _, err := replay.ExportTo(context.Background(), p.cell.Store, run, p.cell.Key, replay.EngineSettings{}, &buf); err != nil {
-			t.Fatal(err)
-		}
-		rep, err := replay.VerifyBundle(context.Background(), buf.Bytes(), replay.VerifyOptions{Trusted: []ed25519.PublicKey{p.cell.Public()}})
-		if err != nil || !rep.OK {
-			t.Fatalf("run %s: verify: %v", run, err)
-		}
+		p.verifies(run)
 	}
 }
 

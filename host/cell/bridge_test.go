@@ -119,7 +119,7 @@ func (p *parkCell) verifies(run journal.RunID) {
 	if _, err := replay.ExportTo(context.Background(), p.cell.Store, run, p.cell.Key, replay.EngineSettings{}, &buf); err != nil {
 		p.t.Fatal(err)
 	}
-	rep, err := replay.VerifyBundle(context.Background(), buf.Bytes(), replay.VerifyOptions{Trusted: []ed25519.PublicKey{p.cell.Public()}})
+	rep, err := replay.VerifyBundle(context.Background(), buf.Bytes(), replay.VerifyOptions{Engine: testutil.SharedEngine(p.t), Trusted: []ed25519.PublicKey{p.cell.Public()}})
 	if err != nil || !rep.OK {
 		p.t.Fatalf("run %s: verify: %v", run, err)
 	}

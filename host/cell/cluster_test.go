@@ -219,10 +219,10 @@ func TestClusterPeerTakesOverACutOffHolder(t *testing.T) {
 	if _, err := replay.ExportTo(ctx, b.cell.Journal, run, b.cell.Key, replay.EngineSettings{}, &bundle); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := replay.VerifyBundle(ctx, bundle.Bytes(), replay.VerifyOptions{Trusted: pubs}); err != nil {
+	if _, err := replay.VerifyBundle(ctx, bundle.Bytes(), replay.VerifyOptions{Engine: testutil.SharedEngine(t), Trusted: pubs}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = replay.VerifyBundle(ctx, bundle.Bytes(), replay.VerifyOptions{Trusted: pubs[1:]})
+	_, err = replay.VerifyBundle(ctx, bundle.Bytes(), replay.VerifyOptions{Engine: testutil.SharedEngine(t), Trusted: pubs[1:]})
 	if !errors.Is(err, journal.ErrUntrusted) {
 		t.Fatalf("bundle verified with B's key alone: %v", err)
 	}

@@ -284,7 +284,7 @@ func TestHandoffMovesALiveCrawl(t *testing.T) {
 	if _, err := replay.ExportTo(ctx, b.cell.Journal, run, b.cell.Key, replay.EngineSettings{}, &bundle); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := replay.VerifyBundle(ctx, bundle.Bytes(), replay.VerifyOptions{Trusted: hc.pubs[:2]}); err != nil {
+	if _, err := replay.VerifyBundle(ctx, bundle.Bytes(), replay.VerifyOptions{Engine: testutil.SharedEngine(t), Trusted: hc.pubs[:2]}); err != nil {
 		t.Fatal(err)
 	}
 

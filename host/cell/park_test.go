@@ -422,13 +422,13 @@ func TestAuditOfAnApprovedRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := replay.VerifyBundle(ctx, buf.Bytes(), replay.VerifyOptions{Trusted: trusted, Approvers: all})
+	rep, err := replay.VerifyBundle(ctx, buf.Bytes(), replay.VerifyOptions{Engine: testutil.SharedEngine(t), Trusted: trusted, Approvers: all})
 	if err != nil || !rep.OK || rep.Approvals == nil || rep.Approvals.Votes != 2 || !rep.Approvals.ApproversTrusted {
 		t.Fatalf("verify: %v %+v", err, rep.Approvals)
 	}
 	// An auditor who trusts only bob and carol: alice's vote is not theirs.
 	some, _ := approval.ParseTrust([]byte(bob.line() + carol.line()))
-	_, err = replay.VerifyBundle(ctx, buf.Bytes(), replay.VerifyOptions{Trusted: trusted, Approvers: some})
+	_, err = replay.VerifyBundle(ctx, buf.Bytes(), replay.VerifyOptions{Engine: testutil.SharedEngine(t), Trusted: trusted, Approvers: some})
 	if replay.Class(err) != "approval" || !strings.Contains(err.Error(), "alice") {
 		t.Fatalf("with alice untrusted: %v", err)
 	}
@@ -451,7 +451,7 @@ func TestAuditOfAnApprovedRun(t *testing.T) {
 	// One byte of the first vote's signature, in the journal as stored.
 	changed := tamperVote(t, b, seq)
 	data, _ := changed.Marshal()
-	_, err = replay.VerifyBundle(ctx, data, replay.VerifyOptions{Trusted: trusted, Approvers: all})
+	_, err = replay.VerifyBundle(ctx, data, replay.VerifyOptions{Engine: testutil.SharedEngine(t), Trusted: trusted, Approvers: all})
 	var ae *replay.AuditError
 	if !errors.As(err, &ae) || (replay.Class(err) != "chain" && replay.Class(err) != "hash") || !ae.HasSeq || ae.Seq != uint64(seq+1) && ae.Seq != uint64(seq) {
 		t.Fatalf("a changed vote byte: %v", err)
@@ -460,7 +460,7 @@ func TestAuditOfAnApprovedRun(t *testing.T) {
 	changed = tamperVote(t, b, seq)
 	relink(t, changed, seq, p.cell.Key)
 	data, _ = changed.Marshal()
-	_, err = replay.VerifyBundle(ctx, data, replay.VerifyOptions{Trusted: trusted, Approvers: all})
+	_, err = replay.VerifyBundle(ctx, data, replay.VerifyOptions{Engine: testutil.SharedEngine(t), Trusted: trusted, Approvers: all})
 	if !errors.As(err, &ae) || replay.Class(err) != "approval" || ae.Seq != uint64(seq) || !strings.Contains(err.Error(), "vote 0") {
 		t.Fatalf("a forged vote under the cell's seals: %v", err)
 	}
