@@ -163,12 +163,27 @@ const (
 	openRetry   = 100 * time.Millisecond
 )
 
+// errNoLeader is a replicated stream's state before its raft group has
+// elected a leader: a write to it then finds no responders.
+var errNoLeader = errors.New("jetstore: the stream has no leader yet")
+
+// leads returns errNoLeader while the stream info describes has a cluster
+// and no leader in it: Open waits for one, so that the first commit of a
+// store just opened is not refused for want of it.
+func leads(info *jetstream.StreamInfo) error {
+	if info != nil && info.Cluster != nil && info.Cluster.Leader == "" {
+		return fmt.Errorf("%w: stream %s", errNoLeader, info.Config.Name)
+	}
+	return nil
+}
+
 // notReady reports whether err says the servers could not answer yet: no
-// answer in time, no responders, or a JetStream API error of the 5xx kind
-// (no meta leader, temporarily unavailable).
+// answer in time, no responders, a stream without a leader yet, or a
+// JetStream API error of the 5xx kind (no meta leader, temporarily
+// unavailable).
 func notReady(err error) bool {
 	var api *jetstream.APIError
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+	return errors.Is(err, errNoLeader) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
 		(errors.As(err, &api) && api.Code >= 500)
 }
@@ -215,6 +230,9 @@ func open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 	}
 	if err != nil {
 		return nil, fmt.Errorf("jetstore: open stream %s on %s: %w (the servers need JetStream enabled, version 2.12 or later for atomic batches)", opts.Stream, nc.ConnectedUrlRedacted(), err)
+	}
+	if err := leads(stream.CachedInfo()); err != nil {
+		return nil, err
 	}
 	leases, err := openLeases(ctx, js, opts)
 	if err != nil {
@@ -343,6 +361,9 @@ func leaderReads(ctx context.Context, js jetstream.JetStream, bucket string) (je
 	st, err := js.Stream(ctx, "KV_"+bucket)
 	if err != nil {
 		return nil, fmt.Errorf("jetstore: lease bucket %s: %w", bucket, err)
+	}
+	if err := leads(st.CachedInfo()); err != nil {
+		return nil, err
 	}
 	if cfg := st.CachedInfo().Config; cfg.AllowDirect || cfg.MirrorDirect {
 		cfg.AllowDirect, cfg.MirrorDirect = false, false
