@@ -76,7 +76,11 @@ demo: examples
 ## and the host and replay suites again with every run on wasmtime.
 test: deps
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v /journal/jetstore) $(SDK)
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./journal/... | grep -v /journal/jetstore) ./host/ ./host/caps/... ./host/cell/
+	@# The dashboard's tests (TestUI*: pages rendered, a headless Chromium)
+	@# run once, in the first pass: they add little concurrency of their own
+	@# and are slow under the race detector (a browser, and guests compiled
+	@# with the detector's overhead).
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -skip '^TestUI' $$($(GO) list ./journal/... | grep -v /journal/jetstore) ./host/ ./host/caps/... ./host/cell/
 	@# The JetStream store's tests run alone: their 3-server clusters live in
 	@# the test process, and starved of CPU by the packages beside them a
 	@# server misses its raft heartbeats and is taken for offline.
