@@ -772,17 +772,18 @@ func (p *parser) origin() *Origin {
 	return o
 }
 
-// trace reads a header's trace: its trace id and span id (Entry.check
-// checks their sizes).
+// trace reads a header's trace: its trace id and span id, each a byte
+// string or null as abi.Unmarshal takes them (Entry.check checks their
+// sizes).
 func (p *parser) trace() *TraceRef {
 	t := new(TraceRef)
 	if p.head(majorMap) != 2 || p.key(0, 1) != 1 {
 		p.bad = true
 		return t
 	}
-	t.ID = p.bytes()
+	t.ID = p.nullable()
 	p.key(1, 2)
-	t.Span = p.bytes()
+	t.Span = p.nullable()
 	return t
 }
 
