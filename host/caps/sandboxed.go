@@ -5,6 +5,7 @@ package caps
 
 import (
 	"fmt"
+	slashpath "path"
 	"regexp"
 	"strconv"
 	"strings"
@@ -66,4 +67,58 @@ func CheckEnv(env map[string]string) error {
 		}
 	}
 	return nil
+}
+
+var winAbsRE = regexp.MustCompile(`^[A-Za-z]:[\\/]`)
+
+// IsWindowsAbs reports whether p is an absolute Windows path, such as
+// C:\tools or C:/tools.
+func IsWindowsAbs(p string) bool { return winAbsRE.MatchString(p) }
+
+// IsWholeHost reports whether the path p is the root of a file system:
+// "/", or a Windows drive such as C:\.
+func IsWholeHost(p string) bool {
+	return p == "/" || winAbsRE.MatchString(p) && len(strings.TrimRight(p, `\/`)) <= 2
+}
+
+// CheckGrantPath requires an absolute, clean path, in the syntax of
+// either family: a grant recorded on Linux is checked again wherever it is
+// replayed or audited. field names the path in the error.
+func CheckGrantPath(field, p string) error {
+	switch {
+	case p == "":
+		return fmt.Errorf("%s: a path is required", field)
+	case strings.ContainsRune(p, 0) || !utf8.ValidString(p):
+		return fmt.Errorf("%s: the path must be UTF-8 without NUL", field)
+	case strings.HasPrefix(p, "/"):
+		if slashpath.Clean(p) != p {
+			return fmt.Errorf("%s: %q is not clean; write it as %q", field, p, slashpath.Clean(p))
+		}
+	case winAbsRE.MatchString(p):
+		if strings.Contains(strings.ReplaceAll(p, "/", `\`), `\..`) {
+			return fmt.Errorf("%s: %q contains '..'", field, p)
+		}
+	default:
+		return fmt.Errorf("%s: %q is not absolute; give the full path", field, p)
+	}
+	return nil
+}
+
+// WithinAny reports whether the absolute path p is one of roots or lies
+// beneath one, in each root's syntax (Windows paths compare without case
+// and with either separator).
+func WithinAny(p string, roots []string) bool {
+	for _, r := range roots {
+		if winAbsRE.MatchString(r) {
+			pp, rr := strings.ToLower(strings.ReplaceAll(p, "/", `\`)), strings.ToLower(strings.TrimRight(strings.ReplaceAll(r, "/", `\`), `\`))
+			if pp == rr || strings.HasPrefix(pp, rr+`\`) {
+				return true
+			}
+			continue
+		}
+		if r == "/" && strings.HasPrefix(p, "/") || p == r || strings.HasPrefix(p, r+"/") {
+			return true
+		}
+	}
+	return false
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -88,7 +89,7 @@ func LoadCredentials(path string) (map[string]Credential, error) {
 			if (src.Env == "") == (src.File == "") {
 				return nil, fmt.Errorf("%s: credential %s: header %s takes exactly one of env: VAR or file: PATH (the file holds where the secret is, never the secret)", path, name, h)
 			}
-			if src.File != "" && !strings.HasPrefix(src.File, "/") {
+			if src.File != "" && !filepath.IsAbs(src.File) {
 				return nil, fmt.Errorf("%s: credential %s: header %s: file %q is not absolute", path, name, h, src.File)
 			}
 			if strings.ContainsAny(src.Prefix, "\r\n") {

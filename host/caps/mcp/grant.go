@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
-	slashpath "path"
 	"regexp"
 	"slices"
 	"strings"
@@ -228,7 +227,7 @@ func checkNames(field string, names []string) ([]string, error) {
 }
 
 func (st *Stdio) check() error {
-	if err := checkGrantPath("exec", st.Exec); err != nil {
+	if err := caps.CheckGrantPath("exec", st.Exec); err != nil {
 		return err
 	}
 	for i, a := range st.Args {
@@ -237,16 +236,16 @@ func (st *Stdio) check() error {
 		}
 	}
 	for i, p := range st.Read {
-		if err := checkGrantPath(fmt.Sprintf("read[%d]", i), p); err != nil {
+		if err := caps.CheckGrantPath(fmt.Sprintf("read[%d]", i), p); err != nil {
 			return err
 		}
 	}
 	for i, p := range st.Write {
-		if err := checkGrantPath(fmt.Sprintf("write[%d]", i), p); err != nil {
+		if err := caps.CheckGrantPath(fmt.Sprintf("write[%d]", i), p); err != nil {
 			return err
 		}
-		if p == "/" {
-			return fmt.Errorf("write[%d]: \"/\" would make the whole host writable; list only the directories the server writes", i)
+		if caps.IsWholeHost(p) {
+			return fmt.Errorf("write[%d]: %q would make the whole host writable; list only the directories the server writes", i, p)
 		}
 	}
 	if st.Network != "" && st.Network != "none" {
@@ -257,21 +256,6 @@ func (st *Stdio) check() error {
 	}
 	_, err := st.Limits.parse()
 	return err
-}
-
-// checkGrantPath requires an absolute, clean path.
-func checkGrantPath(field, p string) error {
-	switch {
-	case p == "":
-		return fmt.Errorf("%s: a path is required", field)
-	case strings.ContainsRune(p, 0) || !utf8.ValidString(p):
-		return fmt.Errorf("%s: the path must be UTF-8 without NUL", field)
-	case !strings.HasPrefix(p, "/"):
-		return fmt.Errorf("%s: %q is not absolute; give the full path", field, p)
-	case slashpath.Clean(p) != p:
-		return fmt.Errorf("%s: %q is not clean; write it as %q", field, p, slashpath.Clean(p))
-	}
-	return nil
 }
 
 // parseServerURL checks an http server's URL.

@@ -574,7 +574,7 @@ func (in *instance) launch(ctx context.Context, s *Server) (*conn, error) {
 		Limits: sandbox.Limits{CPU: lim.cpu, Wall: lim.wall, Memory: lim.memory, Processes: lim.procs,
 			Output: stdioOutput},
 	}
-	if !withinAny(st.Exec, st.Read) {
+	if !caps.WithinAny(st.Exec, st.Read) {
 		spec.ReadOnly = append(spec.ReadOnly, st.Exec)
 	}
 	for _, p := range st.Read {
@@ -646,19 +646,11 @@ func reachesData(st *Stdio, data string) string {
 	paths := append(append([]string{st.Exec}, st.Read...), st.Write...)
 	for _, p := range paths {
 		rp := real(p)
-		if withinAny(rp, []string{rd}) || withinAny(rd, []string{rp}) {
+		if caps.WithinAny(rp, []string{rd}) || caps.WithinAny(rd, []string{rp}) {
 			return fmt.Sprintf("path %q reaches the cell's data directory %s, which holds its keys, API token and store: no mcp server may see it; nothing was launched", p, data)
 		}
 	}
 	return ""
-}
-
-// withinAny reports whether the absolute path p is one of roots or lies
-// beneath one.
-func withinAny(p string, roots []string) bool {
-	return slices.ContainsFunc(roots, func(r string) bool {
-		return r == "/" || p == r || strings.HasPrefix(p, r+"/")
-	})
 }
 
 // lineWriter passes what a server writes to its stderr to the run's

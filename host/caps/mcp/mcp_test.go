@@ -368,6 +368,8 @@ func TestGrantCheck(t *testing.T) {
 		{Server{Name: "n", Stdio: &Stdio{Exec: "bin/x"}, Tools: []string{"a"}}, "is not absolute"},
 		{Server{Name: "n", Stdio: &Stdio{Exec: "/bin/x", Network: "all"}, Tools: []string{"a"}}, "write network: none"},
 		{Server{Name: "n", Stdio: &Stdio{Exec: "/bin/x", Write: []string{"/"}}, Tools: []string{"a"}}, "whole host writable"},
+		{Server{Name: "n", Stdio: &Stdio{Exec: `C:\srv\x.exe`, Write: []string{`D:\`}}, Tools: []string{"a"}}, "whole host writable"},
+		{Server{Name: "n", Stdio: &Stdio{Exec: `C:\srv\..\x.exe`}, Tools: []string{"a"}}, "contains '..'"},
 		{Server{Name: "n", Stdio: &Stdio{Exec: "/bin/x", Limits: Limits{Memory: "1MiB"}}, Tools: []string{"a"}}, "too little"},
 		{Server{Name: "n", Stdio: &Stdio{Exec: "/bin/x"}, Credential: "c", Tools: []string{"a"}}, "a stdio server gets no credential"},
 	} {

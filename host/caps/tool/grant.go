@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	slashpath "path"
 	"regexp"
 	"strings"
 	"time"
@@ -183,27 +182,27 @@ func (g *Grant) Check() error {
 }
 
 func (t *Spec) check() error {
-	if err := checkGrantPath("exec", t.Exec); err != nil {
+	if err := caps.CheckGrantPath("exec", t.Exec); err != nil {
 		return err
 	}
 	for i, p := range t.Read {
-		if err := checkGrantPath(fmt.Sprintf("read[%d]", i), p); err != nil {
+		if err := caps.CheckGrantPath(fmt.Sprintf("read[%d]", i), p); err != nil {
 			return err
 		}
 	}
 	for i, p := range t.Write {
-		if err := checkGrantPath(fmt.Sprintf("write[%d]", i), p); err != nil {
+		if err := caps.CheckGrantPath(fmt.Sprintf("write[%d]", i), p); err != nil {
 			return err
 		}
-		if p == "/" || winAbsRE.MatchString(p) && len(strings.TrimRight(p, `\/`)) <= 2 {
+		if caps.IsWholeHost(p) {
 			return fmt.Errorf("write[%d]: %q would make the whole host writable; list only the directories the tool writes, or use workspace: true", i, p)
 		}
 	}
 	if t.Workdir != "" {
-		if err := checkGrantPath("workdir", t.Workdir); err != nil {
+		if err := caps.CheckGrantPath("workdir", t.Workdir); err != nil {
 			return err
 		}
-		if !withinAny(t.Workdir, t.Read) && !withinAny(t.Workdir, t.Write) {
+		if !caps.WithinAny(t.Workdir, t.Read) && !caps.WithinAny(t.Workdir, t.Write) {
 			return fmt.Errorf("workdir: %q is not inside a read or write path, so it would not exist in the sandbox", t.Workdir)
 		}
 	}
@@ -280,31 +279,6 @@ func compileArgPattern(p string) (*regexp.Regexp, error) {
 	return re, nil
 }
 
-var winAbsRE = regexp.MustCompile(`^[A-Za-z]:[\\/]`)
-
-// checkGrantPath requires an absolute, clean path, in the syntax of either
-// family: a grant recorded on Linux is checked again wherever it is
-// replayed or audited.
-func checkGrantPath(field, p string) error {
-	switch {
-	case p == "":
-		return fmt.Errorf("%s: a path is required", field)
-	case strings.ContainsRune(p, 0) || !utf8.ValidString(p):
-		return fmt.Errorf("%s: the path must be UTF-8 without NUL", field)
-	case strings.HasPrefix(p, "/"):
-		if slashpath.Clean(p) != p {
-			return fmt.Errorf("%s: %q is not clean; write it as %q", field, p, slashpath.Clean(p))
-		}
-	case winAbsRE.MatchString(p):
-		if strings.Contains(strings.ReplaceAll(p, "/", `\`), `\..`) {
-			return fmt.Errorf("%s: %q contains '..'", field, p)
-		}
-	default:
-		return fmt.Errorf("%s: %q is not absolute; give the full path", field, p)
-	}
-	return nil
-}
-
 // toolLimits are Limits parsed.
 type toolLimits struct {
 	cpu, wall                            time.Duration
@@ -351,24 +325,6 @@ func (l *Limits) parse() (*toolLimits, error) {
 		return nil, fmt.Errorf("limits.procs: %d is too few for the sandbox's helper to start; give at least %d, or 0 for no limit", l.Procs, caps.MinSandboxProcs)
 	}
 	return out, nil
-}
-
-// withinAny reports whether the absolute path p is one of roots or lies
-// beneath one, in p's syntax (Windows paths compare without case).
-func withinAny(p string, roots []string) bool {
-	for _, r := range roots {
-		if winAbsRE.MatchString(r) {
-			pp, rr := strings.ToLower(strings.ReplaceAll(p, "/", `\`)), strings.ToLower(strings.TrimRight(strings.ReplaceAll(r, "/", `\`), `\`))
-			if pp == rr || strings.HasPrefix(pp, rr+`\`) {
-				return true
-			}
-			continue
-		}
-		if r == "/" && strings.HasPrefix(p, "/") || p == r || strings.HasPrefix(p, r+"/") {
-			return true
-		}
-	}
-	return false
 }
 
 // lookup returns the tool named name, or nil.

@@ -475,7 +475,7 @@ func (in *instance) serve(ctx context.Context, c *caps.Call) (abi.Status, []byte
 		Limits: sandbox.Limits{CPU: lim.cpu, Wall: lim.wall, Memory: lim.memory, Processes: lim.procs,
 			Output: lim.output, FileSize: lim.fileSize, Disk: lim.disk},
 	}
-	if !withinAny(t.Exec, t.Read) {
+	if !caps.WithinAny(t.Exec, t.Read) {
 		spec.ReadOnly = append(spec.ReadOnly, t.Exec)
 	}
 	for _, rp := range t.Read {
