@@ -103,6 +103,9 @@ func main() {
 		os.Exit(1)
 	}
 	printTable(os.Stdout, rep)
+	for _, n := range rep.Notes {
+		fmt.Println(n)
+	}
 	fmt.Printf("wrote %s\n", *out)
 }
 
@@ -179,11 +182,7 @@ func run(ctx context.Context, agentrt string, steps, reps int, levels []int) (*R
 
 	// 1: one at a time, in process.
 	logf("one at a time, in process")
-	a1, err := repeat(reps, 1, steps, func(r, i int) error { return ip.run(ctx, fmt.Sprintf("seq-%d", r)) })
-	if err != nil {
-		return nil, err
-	}
-	d1, err := dbosInProcess(dctx, reps, 1, steps)
+	a1, d1, err := compare(reps, 1, steps, func(r, i int) error { return ip.run(ctx, fmt.Sprintf("seq-%d", r)) }, dbosRun(dctx, steps))
 	if err != nil {
 		return nil, err
 	}
@@ -204,11 +203,7 @@ func run(ctx context.Context, agentrt string, steps, reps int, levels []int) (*R
 	if err := command(ctx, "", agentrt, runArgs...); err != nil { // the warm-up: the disk cache of compiled code
 		return nil, err
 	}
-	a2, err := cli(ctx, reps, steps, agentrt, runArgs...)
-	if err != nil {
-		return nil, err
-	}
-	d2, err := cli(ctx, reps, steps, dbosBin, "-db", pg.URL, "-steps", strconv.Itoa(steps))
+	a2, d2, err := compare(reps, 1, steps, process(ctx, agentrt, runArgs...), process(ctx, dbosBin, "-db", pg.URL, "-steps", strconv.Itoa(steps)))
 	if err != nil {
 		return nil, err
 	}
@@ -229,39 +224,44 @@ func run(ctx context.Context, agentrt string, steps, reps int, levels []int) (*R
 	if err := dm.run(ctx, "warmup"); err != nil {
 		return nil, err
 	}
-	a3, err := repeat(reps, 1, steps, func(r, i int) error { return dm.run(ctx, fmt.Sprintf("seq-%d", r)) })
+	a3, d3, err := compare(reps, 1, steps, func(r, i int) error { return dm.run(ctx, fmt.Sprintf("seq-%d", r)) }, dbosRun(dctx, steps))
 	if err != nil {
 		return nil, err
 	}
-	r3 := row("3", "one at a time, through the daemon", "agentrt: a run of the Go agent submitted to an agentrt cell serve process on its unix socket by module_sha256 (pushed once, compiled and kept by the daemon, warmed by one run) and followed to its end (POST /v1/runs?follow=1), from the request to the end line; DBOS: figure 1's in-process workflow (DBOS has no daemon).", a3, d1)
+	r3 := row("3", "one at a time, through the daemon", "agentrt: a run of the Go agent submitted to an agentrt cell serve process on its unix socket by module_sha256 (pushed once, compiled and kept by the daemon, warmed by one run) and followed to its end (POST /v1/runs?follow=1), from the request to the end line; DBOS: figure 1's in-process workflow, measured again in turns with these runs (DBOS has no daemon).", a3, d3)
 	latencyGoal(&r3)
 	rep.Rows = append(rep.Rows, r3)
 
 	for _, n := range levels {
 		logf("%d at once, in process", n)
-		an, err := repeat(reps, n, steps, func(r, i int) error { return ip.run(ctx, fmt.Sprintf("c%d-%d-%d", n, r, i)) })
-		if err != nil {
-			return nil, err
-		}
-		dn, err := dbosInProcess(dctx, reps, n, steps)
+		an, dn, err := compare(reps, n, steps, func(r, i int) error { return ip.run(ctx, fmt.Sprintf("c%d-%d-%d", n, r, i)) }, dbosRun(dctx, steps))
 		if err != nil {
 			return nil, err
 		}
 		rep.Rows = append(rep.Rows, row(fmt.Sprintf("%da", n), fmt.Sprintf("%d at once, in process", n), fmt.Sprintf(
 			"%d goroutines each running figure 1's run (agentrt: one host and badgerstore, each run its own kv namespace; DBOS: one DBOS context, its default pool): throughput = %d x %d steps / the wall time from the first start to the last end; per step: the median run's wall time / %d.", n, n, steps, steps), an, dn))
 		logf("%d at once, through the daemon", n)
-		am, err := repeat(reps, n, steps, func(r, i int) error { return dm.run(ctx, fmt.Sprintf("d%d-%d-%d", n, r, i)) })
+		am, dm2, err := compare(reps, n, steps, func(r, i int) error { return dm.run(ctx, fmt.Sprintf("d%d-%d-%d", n, r, i)) }, dbosRun(dctx, steps))
 		if err != nil {
 			return nil, err
 		}
 		rm := row(fmt.Sprintf("%db", n), fmt.Sprintf("%d at once, through the daemon", n), fmt.Sprintf(
-			"%d clients submitting figure 3's run at once to the daemon, each following its run to its end; DBOS: figure %da's in-process workflows.", n, n), am, dn)
+			"%d clients submitting figure 3's run at once to the daemon, each following its run to its end; DBOS: figure %da's in-process workflows, measured again in turns with these runs.", n, n), am, dm2)
 		if n == 16 {
 			rm.Goal = "throughput >= 10x DBOS"
 			met := rm.ThroughputRatio >= 10
 			rm.Met = &met
 		}
 		rep.Rows = append(rep.Rows, rm)
+	}
+	var busy []string
+	for _, r := range rep.Rows {
+		if r.Agentrt.MachineBusy > 0.9 || r.DBOS.MachineBusy > 0.9 {
+			busy = append(busy, fmt.Sprintf("%s (agentrt %.0f%%, DBOS %.0f%%)", r.ID, 100*r.Agentrt.MachineBusy, 100*r.DBOS.MachineBusy))
+		}
+	}
+	if len(busy) > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("WARNING: the machine's CPUs were more than 90%% busy while these rows ran (any process, this one included): %s. Both sides were bounded by the CPU the machine could give them; rerun on an idle machine before drawing conclusions.", strings.Join(busy, ", ")))
 	}
 	rep.LoadAfter = loadAvg()
 	rep.DurationS = time.Since(start).Seconds()
@@ -319,16 +319,16 @@ func printTable(w io.Writer, rep *Report) {
 	fmt.Fprintf(w, "agentrt beside %s on PostgreSQL %s (fsync %s, synchronous_commit %s), %d steps a run, medians of %d;\n%d CPUs, load average %s before, %s after; a write + fsync %.0f us; the Go agent %.1f MB\n",
 		rep.DBOS, rep.Postgres, rep.PGSettings["fsync"], rep.PGSettings["synchronous_commit"], rep.Steps, rep.Reps,
 		rep.CPUs, rep.LoadBefore, rep.LoadAfter, rep.FsyncUS, float64(rep.AgentBytes)/1e6)
-	fmt.Fprintf(w, "%-4s %-34s | %-30s | %-30s | %-30s | %s\n", "", "", "per step, us", "throughput, steps/s", "a whole run, ms", "goal")
-	fmt.Fprintf(w, "%-4s %-34s | %9s %9s %10s | %9s %9s %10s | %9s %9s %10s |\n", "fig", "", "agentrt", "DBOS", "agentrt/DBOS",
-		"agentrt", "DBOS", "agentrt/DBOS", "agentrt", "DBOS", "agentrt/DBOS")
+	fmt.Fprintf(w, "%-4s %-34s | %-30s | %-30s | %-30s | %-9s | %s\n", "", "", "per step, us", "throughput, steps/s", "a whole run, ms", "CPU busy", "goal")
+	fmt.Fprintf(w, "%-4s %-34s | %9s %9s %10s | %9s %9s %10s | %9s %9s %10s | %-9s |\n", "fig", "", "agentrt", "DBOS", "ratio",
+		"agentrt", "DBOS", "ratio", "agentrt", "DBOS", "ratio", "a / d")
 	for _, r := range rep.Rows {
 		goal := ""
 		if r.Met != nil {
 			goal = r.Goal + ": " + map[bool]string{true: "met", false: "MISSED"}[*r.Met]
 		}
-		fmt.Fprintf(w, "%-4s %-34s | %9.0f %9.0f %11.2fx | %9.0f %9.0f %11.2fx | %9.1f %9.1f %11.2fx | %s\n", r.ID, r.Name,
+		fmt.Fprintf(w, "%-4s %-34s | %9.0f %9.0f %9.2fx | %9.0f %9.0f %9.2fx | %9.1f %9.1f %9.2fx | %3.0f%%/%3.0f%% | %s\n", r.ID, r.Name,
 			r.Agentrt.PerStepUS, r.DBOS.PerStepUS, r.PerStepRatio, r.Agentrt.StepsPerS, r.DBOS.StepsPerS, r.ThroughputRatio,
-			r.Agentrt.RunMS, r.DBOS.RunMS, r.RunRatio, goal)
+			r.Agentrt.RunMS, r.DBOS.RunMS, r.RunRatio, 100*r.Agentrt.MachineBusy, 100*r.DBOS.MachineBusy, goal)
 	}
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"errors"
+	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"testing"
 
 	"github.com/agentrt/agentrt/host"
@@ -65,5 +67,33 @@ func TestGrantYAMLIsTheKVGrant(t *testing.T) {
 	}
 	if g.Run == nil || g.KV == nil || g.KV.Namespace != "seq-3" || g.HTTP != nil {
 		t.Fatalf("grant %+v, want run and kv in namespace seq-3 alone", g)
+	}
+}
+
+// The two sides take turns, a repetition each, so that the machine's
+// other work falls on both.
+func TestCompareTakesTurns(t *testing.T) {
+	var order []string
+	a := func(r, i int) error { order = append(order, "a"+strconv.Itoa(r)); return nil }
+	d := func(r, i int) error { order = append(order, "d"+strconv.Itoa(r)); return nil }
+	as, ds, err := compare(3, 1, 10, a, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"a0", "d0", "a1", "d1", "a2", "d2"}; !slices.Equal(order, want) {
+		t.Fatalf("order %v, want %v", order, want)
+	}
+	if len(as.RunMSSamples) != 3 || len(ds.RunMSSamples) != 3 {
+		t.Fatalf("samples: agentrt %d, DBOS %d, want 3 each", len(as.RunMSSamples), len(ds.RunMSSamples))
+	}
+}
+
+func TestCPUTimes(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("/proc/stat is Linux's")
+	}
+	busy, total := cpuTimes()
+	if total == 0 || busy > total {
+		t.Fatalf("busy %d of %d jiffies, want a share of a positive total", busy, total)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -34,41 +35,109 @@ type Side struct {
 	// wall time (the first start to the last end).
 	StepsPerS float64 `json:"steps_per_s"`
 	// RunMS is the median run's wall time, in milliseconds.
-	RunMS            float64   `json:"run_ms"`
+	RunMS float64 `json:"run_ms"`
+	// MachineBusy is the share of the machine's CPU time that was busy
+	// (any process, this one included) while this side's repetitions ran,
+	// from /proc/stat; -1 where it cannot be read. Near 1, the figure was
+	// bounded by the CPUs the machine could give.
+	MachineBusy      float64   `json:"machine_cpu_busy"`
 	PerStepSamples   []float64 `json:"per_step_us_samples"`
 	StepsPerSSamples []float64 `json:"steps_per_s_samples"`
 	RunMSSamples     []float64 `json:"run_ms_samples"`
+	busy, total      uint64
 }
 
-// repeat runs reps batches of conc runs of one(rep, i) at once and
-// summarizes them for runs of steps steps each.
-func repeat(reps, conc, steps int, one func(rep, i int) error) (Side, error) {
+// batch runs run i of repetition rep.
+type batch func(rep, i int) error
+
+// add runs one repetition: conc runs of one at once, of steps steps each.
+func (s *Side) add(rep, conc, steps int, one batch) error {
+	busy0, total0 := cpuTimes()
+	walls := make([]time.Duration, conc)
+	errs := make([]error, conc)
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for i := range conc {
+		wg.Go(func() {
+			s := time.Now()
+			errs[i] = one(rep, i)
+			walls[i] = time.Since(s)
+		})
+	}
+	wg.Wait()
+	total := time.Since(t0)
+	busy1, total1 := cpuTimes()
+	s.busy, s.total = s.busy+busy1-busy0, s.total+total1-total0
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	slices.Sort(walls)
+	med := walls[len(walls)/2]
+	s.PerStepSamples = append(s.PerStepSamples, float64(med.Nanoseconds())/1e3/float64(steps))
+	s.StepsPerSSamples = append(s.StepsPerSSamples, float64(conc*steps)/total.Seconds())
+	s.RunMSSamples = append(s.RunMSSamples, float64(med.Nanoseconds())/1e6)
+	return nil
+}
+
+// settle sets the medians.
+func (s *Side) settle() {
+	s.PerStepUS, s.StepsPerS, s.RunMS = median(s.PerStepSamples), median(s.StepsPerSSamples), median(s.RunMSSamples)
+	s.MachineBusy = -1
+	if s.total > 0 {
+		s.MachineBusy = float64(s.busy) / float64(s.total)
+	}
+}
+
+// repeat runs reps repetitions of conc runs at once.
+func repeat(reps, conc, steps int, one batch) (Side, error) {
 	var s Side
 	for r := range reps {
-		walls := make([]time.Duration, conc)
-		errs := make([]error, conc)
-		var wg sync.WaitGroup
-		t0 := time.Now()
-		for i := range conc {
-			wg.Go(func() {
-				s := time.Now()
-				errs[i] = one(r, i)
-				walls[i] = time.Since(s)
-			})
-		}
-		wg.Wait()
-		total := time.Since(t0)
-		if err := errors.Join(errs...); err != nil {
+		if err := s.add(r, conc, steps, one); err != nil {
 			return s, err
 		}
-		slices.Sort(walls)
-		med := walls[len(walls)/2]
-		s.PerStepSamples = append(s.PerStepSamples, float64(med.Nanoseconds())/1e3/float64(steps))
-		s.StepsPerSSamples = append(s.StepsPerSSamples, float64(conc*steps)/total.Seconds())
-		s.RunMSSamples = append(s.RunMSSamples, float64(med.Nanoseconds())/1e6)
 	}
-	s.PerStepUS, s.StepsPerS, s.RunMS = median(s.PerStepSamples), median(s.StepsPerSSamples), median(s.RunMSSamples)
+	s.settle()
 	return s, nil
+}
+
+// compare measures agentrt (a) and DBOS (d) in turns, a repetition of
+// each after the other, so that a change in the machine's other work
+// falls on both.
+func compare(reps, conc, steps int, a, d batch) (Side, Side, error) {
+	var as, ds Side
+	for r := range reps {
+		if err := as.add(r, conc, steps, a); err != nil {
+			return as, ds, fmt.Errorf("agentrt: %w", err)
+		}
+		if err := ds.add(r, conc, steps, d); err != nil {
+			return as, ds, fmt.Errorf("DBOS: %w", err)
+		}
+	}
+	as.settle()
+	ds.settle()
+	return as, ds, nil
+}
+
+// cpuTimes reads the machine's busy and total CPU time (jiffies) from
+// /proc/stat; zeros where there is none.
+func cpuTimes() (busy, total uint64) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 6 || f[0] != "cpu" {
+		return 0, 0
+	}
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseUint(v, 10, 64)
+		total += n
+		if i != 3 && i != 4 { // idle, iowait
+			busy += n
+		}
+	}
+	return busy, total
 }
 
 func median(v []float64) float64 {
@@ -242,14 +311,14 @@ func (d *daemon) stop() {
 	}
 }
 
-// dbosInProcess runs reps batches of conc workflows on one DBOS context.
-func dbosInProcess(ctx dbos.Context, reps, conc, steps int) (Side, error) {
-	return repeat(reps, conc, steps, func(int, int) error { return dbosflow.Run(ctx, steps) })
+// dbosRun is a batch of workflows on one DBOS context.
+func dbosRun(ctx dbos.Context, steps int) batch {
+	return func(int, int) error { return dbosflow.Run(ctx, steps) }
 }
 
-// cli times whole processes, one at a time.
-func cli(ctx context.Context, reps, steps int, name string, args ...string) (Side, error) {
-	return repeat(reps, 1, steps, func(int, int) error {
+// process is a batch of whole processes.
+func process(ctx context.Context, name string, args ...string) batch {
+	return func(int, int) error {
 		cmd := exec.CommandContext(ctx, name, args...)
 		cmd.Env = cleanEnv()
 		out, err := cmd.CombinedOutput()
@@ -257,7 +326,7 @@ func cli(ctx context.Context, reps, steps int, name string, args ...string) (Sid
 			return fmt.Errorf("%s: %v\n%s", filepath.Base(name), err, out)
 		}
 		return nil
-	})
+	}
 }
 
 // cleanEnv is this process's environment less agentrt's own variables,
