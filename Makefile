@@ -17,7 +17,7 @@ TEST_TIMEOUT ?= 25m
 # by import path.
 SDK := github.com/agentrt/agentrt/guest-sdk/...
 
-.PHONY: all deps build examples demo test test-cluster check bench ui fuzz clean
+.PHONY: all deps build examples demo test test-cluster check bench bench-peers ui fuzz clean
 
 all: build
 
@@ -116,6 +116,22 @@ check:
 ## bench: measure the durable path against its floors; writes bench/results.json and bench/results.md.
 bench: deps
 	$(GO) run -tags wasmtime ./bench/cmd/agentrt-bench -out bench/results.json
+
+## bench-peers: agentrt beside DBOS Transact Go (v1.8.0) on PostgreSQL at the same durability: 100-step
+## workflows and agents one at a time (in process, whole processes) and 16 and 64 at once (in process,
+## through agentrt cell serve). Installs Debian's postgresql with apt-get when run as root and it is
+## missing; starts its own server on loopback in a temporary folder. Writes bench/peers.json. Not
+## part of make test or CI. See bench/README.md.
+bench-peers: build
+	@if ! command -v pg_ctl >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "bench-peers: installing postgresql with apt-get"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null || exit 1; \
+	  else \
+	    echo "bench-peers: PostgreSQL is missing: sudo apt-get install postgresql"; exit 1; \
+	  fi; \
+	fi
+	cd bench/peers && $(GO) run ./cmd/peers-bench -agentrt $(CURDIR)/$(AGENTRT) -out $(CURDIR)/bench/peers.json
 
 ## ui: the dashboard's tests, in headless Chromium too, keeping its screenshots in build/ui/;
 ## and the p95 of a timeline page of a 100 000-call journal (goal: under 200 ms).
