@@ -46,6 +46,13 @@ type handoffCluster struct {
 
 func newHandoffCluster(t *testing.T) *handoffCluster {
 	t.Helper()
+	return newHandoffClusterSched(t, nil)
+}
+
+// newHandoffClusterSched is newHandoffCluster with the scheduler options
+// of each cell named in sched ("a", "b" or "c").
+func newHandoffClusterSched(t *testing.T, sched map[string]cell.SchedulerOptions) *handoffCluster {
+	t.Helper()
 	module := testutil.BuildGo(t, "examples/crawler")
 	grant, err := os.ReadFile(filepath.Join(testutil.RepoRoot(), "examples/crawler/grant.yaml"))
 	if err != nil {
@@ -57,8 +64,8 @@ func newHandoffCluster(t *testing.T) *handoffCluster {
 	for i, name := range []string{"a", "b", "c"} {
 		// Envelopes last a minute: long enough for a test to replay one
 		// before it expires.
-		hc.cells = append(hc.cells, openClusterCellWith(t, dirs[i], cell.ClusterOptions{URLs: []string{srv.ClientURL()},
-			Heartbeat: 100 * time.Millisecond, Self: placement.Cell{Name: name}, HandoffExpiry: time.Minute}, 5*time.Second))
+		hc.cells = append(hc.cells, openClusterCellSched(t, dirs[i], cell.ClusterOptions{URLs: []string{srv.ClientURL()},
+			Heartbeat: 100 * time.Millisecond, Self: placement.Cell{Name: name}, HandoffExpiry: time.Minute}, 5*time.Second, sched[name]))
 	}
 	if hc.nc, err = nats.Connect(srv.ClientURL()); err != nil {
 		t.Fatal(err)
@@ -428,6 +435,42 @@ func TestHandoffRefusals(t *testing.T) {
 				t.Fatal("cell b executes the run")
 			}
 		})
+	}
+}
+
+// TestHandoffRefusedByAdmission hands a live crawl from a to b, whose
+// scheduler admits only runs with a model_calls ceiling (the crawl's grant
+// sets none): b's admission refuses the run as it would refuse its
+// submission, before it takes the lease, and says why; a takes its lease
+// back and finishes the crawl, each page fetched once. Nothing of b is in
+// the journal, and b counts the refusal.
+func TestHandoffRefusedByAdmission(t *testing.T) {
+	ctx := context.Background()
+	hc := newHandoffClusterSched(t, map[string]cell.SchedulerOptions{"b": {RunBudget: "model_calls=10"}})
+	a, b := hc.cells[0], hc.cells[1]
+	g := newGatedSite(t)
+	run := hc.crawlInFlight(t, g)
+	_, err := hc.handOff(t, g, run, "b")
+	if !errors.Is(err, cell.ErrHandoffRefused) || !errors.Is(err, handoff.ErrAdmission) {
+		t.Fatalf("handoff to a cell that does not admit the run: %v, want refused for admission", err)
+	}
+	waitFor(t, "cell b to log the refusal", func() bool {
+		return b.logged("handoff: refused an envelope for run " + run.String() + " (admission)")
+	})
+	if got := b.srv.SchedulerStats().Refused[cell.RefusedBudget]; got != 1 {
+		t.Fatalf("cell b counted %d budget refusals, want 1", got)
+	}
+	hc.completed(t, run)
+	g.exactlyOnce(t)
+	sum, leases, _ := leaseEntries(t, a.cell.Journal, run, hc.pubs[0])
+	if len(sum.Cells) != 1 || len(leases) != 2 || leases[1].Epoch != 2 || leases[1].Request != nil {
+		t.Fatalf("seals %v, %d lease entries: want a's alone, its resume after the refusal the second", sum.Cells, len(leases))
+	}
+	if l, ok, err := a.cell.Cluster.Store.Lease(ctx, run); err != nil || !ok || !bytes.Equal(l.Owner, hc.pubs[0]) {
+		t.Fatalf("lease after the run: %+v %v %v", l, ok, err)
+	}
+	if b.cell.Host.Live(run) {
+		t.Fatal("cell b executes the run")
 	}
 }
 
