@@ -12,8 +12,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -41,6 +43,7 @@ type handoffCluster struct {
 	module  []byte
 	grant   []byte
 	nc      *nats.Conn
+	natsURL string
 	untrust ed25519.PrivateKey
 }
 
@@ -60,7 +63,7 @@ func newHandoffClusterSched(t *testing.T, sched map[string]cell.SchedulerOptions
 	}
 	srv := jstest.Server(t)
 	dirs, keys := testutil.TrustingCells(t, 3)
-	hc := &handoffCluster{pubs: testutil.PublicKeys(keys), module: module, grant: grant}
+	hc := &handoffCluster{pubs: testutil.PublicKeys(keys), module: module, grant: grant, natsURL: srv.ClientURL()}
 	for i, name := range []string{"a", "b", "c"} {
 		// Envelopes last a minute: long enough for a test to replay one
 		// before it expires.
@@ -471,6 +474,63 @@ func TestHandoffRefusedByAdmission(t *testing.T) {
 	}
 	if b.cell.Host.Live(run) {
 		t.Fatal("cell b executes the run")
+	}
+}
+
+// TestHandoffSubjectUnreachableByAgent: an agent of cell a granted http to
+// 127.0.0.1 and localhost (any port), where the cluster's NATS server
+// listens, tries to reach the bus with what it was granted: a GET of the
+// server's port, and a request whose method, path and body are NATS
+// protocol publishing to cell b's handoff subject, by address and by
+// name. Each is denied before a byte is sent, naming the NATS server, and
+// cell b receives nothing on its handoff subject.
+func TestHandoffSubjectUnreachableByAgent(t *testing.T) {
+	hc := newHandoffCluster(t)
+	a := hc.cells[0]
+	u, err := url.Parse(hc.natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject := cell.HandoffSubject(hc.pubs[1])
+	got := make(chan *nats.Msg, 4)
+	sub, err := hc.nc.ChanSubscribe(subject, got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	pub := "CONNECT {}\r\nPUB " + subject + " 4\r\nfake\r\n"
+	reqs := []map[string]any{
+		{"url": "http://" + u.Host + "/"},
+		{"method": "PUB", "url": "http://" + u.Host + "/" + subject, "body": pub},
+		{"method": "POST", "url": "http://localhost:" + u.Port() + "/", "body": pub},
+	}
+	in, _ := json.Marshal(reqs)
+	g := &host.Grant{Run: &host.RunGrant{}, HTTP: &host.HTTPGrant{Hosts: []string{"127.0.0.1", "localhost"}}}
+	res, err := a.cell.Host.Run(context.Background(), host.RunSpec{Code: testutil.BuildGo(t, "host/testdata/agents/egress"), Grant: g, Input: in})
+	if err != nil || res.Status != journal.StatusCompleted {
+		t.Fatalf("run: %v %+v", err, res)
+	}
+	var lines []string
+	if err := json.Unmarshal(res.Output, &lines); err != nil || len(lines) != len(reqs) {
+		t.Fatalf("output %s: %v", res.Output, err)
+	}
+	for i, l := range lines {
+		if !strings.HasPrefix(l, "denied: ") || !strings.Contains(l, "(the cluster's NATS server on 127.0.0.1:"+u.Port()+")") {
+			t.Errorf("request %d: the agent got %q, want a denial naming the NATS server", i+1, l)
+		}
+	}
+	// A message on b's subject, were one sent, is delivered before the
+	// one this test sends last on the same connection.
+	if err := hc.nc.Publish(subject, []byte("marker")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-got:
+		if string(m.Data) != "marker" {
+			t.Fatalf("cell b's handoff subject received %q from the agent", m.Data)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the marker never arrived")
 	}
 }
 
