@@ -551,6 +551,16 @@ func (b *budgetJournal) add(e *journal.Entry) {
 
 // ceilings returns the run's ceilings: its grant's, lowered by its
 // run.limit calls.
+// ceilingsOf returns the ceilings of a run resumed from b under grant g:
+// its last snapshot's, tightened by g's and the limits journaled since.
+func (b *budgetJournal) ceilingsOf(g *Grant) budget.Ceilings {
+	var c budget.Ceilings
+	if b.snapshot != nil {
+		c = b.snapshot.Ceilings
+	}
+	return c.Tighter(b.ceilings(g))
+}
+
 func (b *budgetJournal) ceilings(g *Grant) budget.Ceilings {
 	c := runCeilings(g)
 	for _, r := range b.limits {
@@ -590,7 +600,7 @@ func (s *session) rebuildBudget(b *budgetJournal, doubt bool, doubtStep uint64) 
 	if b.snapshot != nil {
 		snap = *b.snapshot
 	}
-	snap.Ceilings = snap.Ceilings.Tighter(b.ceilings(s.grant))
+	snap.Ceilings = b.ceilingsOf(s.grant)
 	keep := func(budget.Reservation) budget.Resolution { return budget.Resolution{Kind: budget.ResolveKeep} }
 	l, resolved, err := budget.RebuildFrom(snap, b.lastStep, ops, keep)
 	if err != nil {

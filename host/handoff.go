@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/agentrt/agentrt/host/budget"
 	"github.com/agentrt/agentrt/journal"
 )
 
@@ -82,7 +83,22 @@ type Tail struct {
 	// Token is the capability token the run's header records: the run's
 	// authority, which the run keeps.
 	Token []byte
+
+	h        *Host
+	run      journal.RunID
+	header   *journal.Header
+	ceilings budget.Ceilings
 }
+
+// Admit asks this cell's policy whether the run may be admitted, as
+// Started.Admit does for a run that starts here: a receiving cell asks it
+// before it takes the lease, so that a refusal leaves the run with its
+// source.
+func (t Tail) Admit() error { return t.h.admit(t.run, t.header) }
+
+// Ceilings returns the run's budget ceilings, as Started.Ceilings will
+// once the run is received: its grant's, lowered by its journal.
+func (t Tail) Ceilings() budget.Ceilings { return t.ceilings }
 
 // Receive is Reopen for a run another cell handed to this one: the
 // journal is verified (seals of this cell or a trusted peer, the tail

@@ -74,36 +74,39 @@ const AdmitAction = "agent.spawn"
 // Agent and its Cell) and as resource, the base context with nothing
 // spent. A cell without a policy engine admits every run. It returns the
 // decision's reason as an error when it is a denial.
-func (st *Started) Admit() error {
-	eng := st.h.deps.Policy
+func (st *Started) Admit() error { return st.h.admit(st.Run, st.s.header) }
+
+// admit is the policy's admission of run, whose header is hdr.
+func (h *Host) admit(run journal.RunID, hdr *journal.Header) error {
+	eng := h.deps.Policy
 	if eng == nil {
 		return nil
 	}
-	cell := hex.EncodeToString(st.h.deps.Key.Public().(ed25519.PublicKey)[:8])
-	agent := st.s.header.ModuleName
+	cell := hex.EncodeToString(h.deps.Key.Public().(ed25519.PublicKey)[:8])
+	agent := hdr.ModuleName
 	if agent == "" {
 		agent = "agent"
 	}
-	runUID := types.NewEntityUID(entRun, types.String(st.Run.String()))
+	runUID := types.NewEntityUID(entRun, types.String(run.String()))
 	agentUID := types.NewEntityUID(entAgent, types.String(agent))
 	cellUID := types.NewEntityUID(entCell, types.String(cell))
 	ents := types.EntityMap{
 		runUID: {UID: runUID, Parents: types.NewEntityUIDSet(agentUID, cellUID),
-			Attributes: types.NewRecord(types.RecordMap{"id": types.String(st.Run.String())})},
+			Attributes: types.NewRecord(types.RecordMap{"id": types.String(run.String())})},
 		agentUID: {UID: agentUID, Attributes: types.NewRecord(types.RecordMap{"name": types.String(agent),
-			"module_sha256": types.String(hex.EncodeToString(st.s.header.ModuleSHA256))})},
+			"module_sha256": types.String(hex.EncodeToString(hdr.ModuleSHA256))})},
 		cellUID: {UID: cellUID, Attributes: types.NewRecord(types.RecordMap{"name": types.String(cell),
-			"clearance": types.Long(st.h.deps.Clearance)})},
+			"clearance": types.Long(h.deps.Clearance)})},
 	}
 	mode := "unattended"
-	if st.h.deps.Approver != nil {
+	if h.deps.Approver != nil {
 		mode = "interactive"
 	}
 	ctx := types.RecordMap{
 		"mode":      types.String(mode),
 		"spent":     types.NewRecord(types.RecordMap{"calls": types.Long(0), "tokens": types.Long(0), "micros": types.Long(0)}),
-		"clearance": types.Long(st.h.deps.Clearance),
-		"time":      types.Long(st.h.deps.Now().Unix()),
+		"clearance": types.Long(h.deps.Clearance),
+		"time":      types.Long(h.deps.Now().Unix()),
 	}
 	d := eng.Decide(policy.Request{Principal: runUID, Action: AdmitAction, Resource: runUID, Context: types.NewRecord(ctx), Entities: ents})
 	if d.Allowed {

@@ -106,7 +106,8 @@ func (h *Host) reopen(ctx context.Context, run journal.RunID, ro *reopening) (*S
 	if ro != nil {
 		request, takeover = ro.request, ro.takeover
 		if ro.check != nil {
-			if err := ro.check(Tail{Entries: sum.Entries, Head: sum.Head, Token: hdr.Token}); err != nil {
+			t := Tail{Entries: sum.Entries, Head: sum.Head, Token: hdr.Token, h: h, run: run, header: hdr, ceilings: rec.budget.ceilingsOf(grant)}
+			if err := ro.check(t); err != nil {
 				h.live.leave(run)
 				return nil, err
 			}

@@ -7,12 +7,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/host/cell/handoff"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/journal/cellkey"
@@ -165,6 +170,58 @@ func openCluster(ctx context.Context, dir string, o ClusterOptions) (*Cluster, e
 		return nil, err
 	}
 	return c, nil
+}
+
+// guardServers registers the addresses of the cluster's NATS servers (the
+// URLs given, the servers the connection discovered, the one it is
+// connected to) in ls, the addresses the http capability never connects
+// to, whatever a grant names: an agent granted a host the servers listen
+// on (127.0.0.1, any port) does not reach the cluster's bus, and through
+// it the cells' handoff subjects, their leases and their journals. A name
+// is registered as the addresses it resolves to now.
+func (c *Cluster) guardServers(ctx context.Context, ls *host.ListenerSet) {
+	if c.embedded != nil {
+		return // in process, no port
+	}
+	const what = "the cluster's NATS server"
+	seen := map[string]bool{}
+	add := func(hostport string) {
+		h, p, err := net.SplitHostPort(hostport)
+		if err != nil {
+			return
+		}
+		port, err := strconv.ParseUint(p, 10, 16)
+		if err != nil {
+			return
+		}
+		ips := []netip.Addr{}
+		if ip, err := netip.ParseAddr(h); err == nil {
+			ips = append(ips, ip)
+		} else {
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			ips, _ = net.DefaultResolver.LookupNetIP(rctx, "ip", h)
+			cancel()
+		}
+		for _, ip := range ips {
+			ap := netip.AddrPortFrom(ip.Unmap(), uint16(port))
+			if !seen[ap.String()] {
+				seen[ap.String()] = true
+				ls.Add(what, net.TCPAddrFromAddrPort(ap))
+			}
+		}
+	}
+	for _, u := range append(c.nc.Servers(), c.nc.DiscoveredServers()...) {
+		if pu, err := url.Parse(u); err == nil {
+			hp := pu.Host
+			if pu.Port() == "" {
+				hp = net.JoinHostPort(pu.Hostname(), strconv.Itoa(nats.DefaultPort))
+			}
+			add(hp)
+		}
+	}
+	if a := c.nc.ConnectedAddr(); a != "" {
+		add(a)
+	}
 }
 
 func (c *Cluster) close() error {

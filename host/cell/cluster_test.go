@@ -57,13 +57,20 @@ func openClusterCell(t *testing.T, dir, url string, ttl time.Duration, self plac
 // openClusterCellWith is openClusterCell with the cluster options given.
 func openClusterCellWith(t *testing.T, dir string, copts cell.ClusterOptions, ttl time.Duration) *clusterCell {
 	t.Helper()
+	return openClusterCellSched(t, dir, copts, ttl, cell.SchedulerOptions{})
+}
+
+// openClusterCellSched is openClusterCellWith with the server's scheduler
+// options given.
+func openClusterCellSched(t *testing.T, dir string, copts cell.ClusterOptions, ttl time.Duration, sched cell.SchedulerOptions) *clusterCell {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	c, err := cell.Open(ctx, dir, cell.Options{NoCache: true, LeaseTTL: ttl, Cluster: &copts})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cc := &clusterCell{cell: c}
-	cc.srv = cell.NewServer(c, cell.ServerOptions{Logf: func(f string, a ...any) { cc.logf(f, a...); t.Logf(f, a...) }})
+	cc.srv = cell.NewServer(c, cell.ServerOptions{Logf: func(f string, a ...any) { cc.logf(f, a...); t.Logf(f, a...) }, Scheduler: sched})
 	c.AddSink(cc.srv.Sink)
 	ln, err := cell.ListenSocket(cell.SocketPath(dir))
 	if err != nil {

@@ -68,6 +68,7 @@ var errorKinds = []struct {
 	{"handoff_epoch", handoff.ErrEpoch},
 	{"handoff_head", handoff.ErrHead},
 	{"handoff_token", handoff.ErrToken},
+	{"handoff_admission", handoff.ErrAdmission},
 }
 
 // Gap is a *journal.GapError as an API error carries it ("gap"): entries

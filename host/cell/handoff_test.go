@@ -12,8 +12,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -41,10 +43,18 @@ type handoffCluster struct {
 	module  []byte
 	grant   []byte
 	nc      *nats.Conn
+	natsURL string
 	untrust ed25519.PrivateKey
 }
 
 func newHandoffCluster(t *testing.T) *handoffCluster {
+	t.Helper()
+	return newHandoffClusterSched(t, nil)
+}
+
+// newHandoffClusterSched is newHandoffCluster with the scheduler options
+// of each cell named in sched ("a", "b" or "c").
+func newHandoffClusterSched(t *testing.T, sched map[string]cell.SchedulerOptions) *handoffCluster {
 	t.Helper()
 	module := testutil.BuildGo(t, "examples/crawler")
 	grant, err := os.ReadFile(filepath.Join(testutil.RepoRoot(), "examples/crawler/grant.yaml"))
@@ -53,12 +63,12 @@ func newHandoffCluster(t *testing.T) *handoffCluster {
 	}
 	srv := jstest.Server(t)
 	dirs, keys := testutil.TrustingCells(t, 3)
-	hc := &handoffCluster{pubs: testutil.PublicKeys(keys), module: module, grant: grant}
+	hc := &handoffCluster{pubs: testutil.PublicKeys(keys), module: module, grant: grant, natsURL: srv.ClientURL()}
 	for i, name := range []string{"a", "b", "c"} {
 		// Envelopes last a minute: long enough for a test to replay one
 		// before it expires.
-		hc.cells = append(hc.cells, openClusterCellWith(t, dirs[i], cell.ClusterOptions{URLs: []string{srv.ClientURL()},
-			Heartbeat: 100 * time.Millisecond, Self: placement.Cell{Name: name}, HandoffExpiry: time.Minute}, 5*time.Second))
+		hc.cells = append(hc.cells, openClusterCellSched(t, dirs[i], cell.ClusterOptions{URLs: []string{srv.ClientURL()},
+			Heartbeat: 100 * time.Millisecond, Self: placement.Cell{Name: name}, HandoffExpiry: time.Minute}, 5*time.Second, sched[name]))
 	}
 	if hc.nc, err = nats.Connect(srv.ClientURL()); err != nil {
 		t.Fatal(err)
@@ -428,6 +438,99 @@ func TestHandoffRefusals(t *testing.T) {
 				t.Fatal("cell b executes the run")
 			}
 		})
+	}
+}
+
+// TestHandoffRefusedByAdmission hands a live crawl from a to b, whose
+// scheduler admits only runs with a model_calls ceiling (the crawl's grant
+// sets none): b's admission refuses the run as it would refuse its
+// submission, before it takes the lease, and says why; a takes its lease
+// back and finishes the crawl, each page fetched once. Nothing of b is in
+// the journal, and b counts the refusal.
+func TestHandoffRefusedByAdmission(t *testing.T) {
+	ctx := context.Background()
+	hc := newHandoffClusterSched(t, map[string]cell.SchedulerOptions{"b": {RunBudget: "model_calls=10"}})
+	a, b := hc.cells[0], hc.cells[1]
+	g := newGatedSite(t)
+	run := hc.crawlInFlight(t, g)
+	_, err := hc.handOff(t, g, run, "b")
+	if !errors.Is(err, cell.ErrHandoffRefused) || !errors.Is(err, handoff.ErrAdmission) {
+		t.Fatalf("handoff to a cell that does not admit the run: %v, want refused for admission", err)
+	}
+	waitFor(t, "cell b to log the refusal", func() bool {
+		return b.logged("handoff: refused an envelope for run " + run.String() + " (admission)")
+	})
+	if got := b.srv.SchedulerStats().Refused[cell.RefusedBudget]; got != 1 {
+		t.Fatalf("cell b counted %d budget refusals, want 1", got)
+	}
+	hc.completed(t, run)
+	g.exactlyOnce(t)
+	sum, leases, _ := leaseEntries(t, a.cell.Journal, run, hc.pubs[0])
+	if len(sum.Cells) != 1 || len(leases) != 2 || leases[1].Epoch != 2 || leases[1].Request != nil {
+		t.Fatalf("seals %v, %d lease entries: want a's alone, its resume after the refusal the second", sum.Cells, len(leases))
+	}
+	if l, ok, err := a.cell.Cluster.Store.Lease(ctx, run); err != nil || !ok || !bytes.Equal(l.Owner, hc.pubs[0]) {
+		t.Fatalf("lease after the run: %+v %v %v", l, ok, err)
+	}
+	if b.cell.Host.Live(run) {
+		t.Fatal("cell b executes the run")
+	}
+}
+
+// TestHandoffSubjectUnreachableByAgent: an agent of cell a granted http to
+// 127.0.0.1 and localhost (any port), where the cluster's NATS server
+// listens, tries to reach the bus with what it was granted: a GET of the
+// server's port, and a request whose method, path and body are NATS
+// protocol publishing to cell b's handoff subject, by address and by
+// name. Each is denied before a byte is sent, naming the NATS server, and
+// cell b receives nothing on its handoff subject.
+func TestHandoffSubjectUnreachableByAgent(t *testing.T) {
+	hc := newHandoffCluster(t)
+	a := hc.cells[0]
+	u, err := url.Parse(hc.natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject := cell.HandoffSubject(hc.pubs[1])
+	got := make(chan *nats.Msg, 4)
+	sub, err := hc.nc.ChanSubscribe(subject, got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	pub := "CONNECT {}\r\nPUB " + subject + " 4\r\nfake\r\n"
+	reqs := []map[string]any{
+		{"url": "http://" + u.Host + "/"},
+		{"method": "PUB", "url": "http://" + u.Host + "/" + subject, "body": pub},
+		{"method": "POST", "url": "http://localhost:" + u.Port() + "/", "body": pub},
+	}
+	in, _ := json.Marshal(reqs)
+	g := &host.Grant{Run: &host.RunGrant{}, HTTP: &host.HTTPGrant{Hosts: []string{"127.0.0.1", "localhost"}}}
+	res, err := a.cell.Host.Run(context.Background(), host.RunSpec{Code: testutil.BuildGo(t, "host/testdata/agents/egress"), Grant: g, Input: in})
+	if err != nil || res.Status != journal.StatusCompleted {
+		t.Fatalf("run: %v %+v", err, res)
+	}
+	var lines []string
+	if err := json.Unmarshal(res.Output, &lines); err != nil || len(lines) != len(reqs) {
+		t.Fatalf("output %s: %v", res.Output, err)
+	}
+	for i, l := range lines {
+		if !strings.HasPrefix(l, "denied: ") || !strings.Contains(l, "(the cluster's NATS server on 127.0.0.1:"+u.Port()+")") {
+			t.Errorf("request %d: the agent got %q, want a denial naming the NATS server", i+1, l)
+		}
+	}
+	// A message on b's subject, were one sent, is delivered before the
+	// one this test sends last on the same connection.
+	if err := hc.nc.Publish(subject, []byte("marker")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-got:
+		if string(m.Data) != "marker" {
+			t.Fatalf("cell b's handoff subject received %q from the agent", m.Data)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the marker never arrived")
 	}
 }
 

@@ -394,6 +394,12 @@ func (s *Server) receiveHandoff(ctx context.Context, raw []byte) (journal.RunID,
 			return fmt.Errorf("%w: the envelope carries a token of %d bytes (SHA-256 %x), the run's header one of %d (%x)",
 				handoff.ErrToken, len(p.Token), handoff.Sum(p.Token), len(t.Token), handoff.Sum(t.Token))
 		}
+		// The run arrives as a submission does: this cell's admission
+		// decides, before the lease is taken, so that a refused run
+		// stays with its source.
+		if err := s.sched.admitReceived(p.Run, t); err != nil {
+			return fmt.Errorf("%w: %w", handoff.ErrAdmission, err)
+		}
 		return chain.Accept(ctx, p)
 	})
 	if err != nil {

@@ -255,13 +255,40 @@ func checkPriority(p int) error {
 // journaled as failed and released. spawn says st is a child, whose budget
 // its parent's carve bounds and which the queue bound does not refuse.
 func (sc *scheduler) admit(ctx context.Context, st *host.Started, spawn bool) error {
+	reason, err := sc.decide(st.Admit, st.Ceilings, spawn)
+	if err == nil {
+		return nil
+	}
+	aerr := &AdmissionError{Reason: reason, Run: st.Run, Err: err}
+	if jerr := st.Refuse(ctx, "admission refused ("+reason+"): "+err.Error()); jerr != nil {
+		return errors.Join(aerr, jerr)
+	}
+	return aerr
+}
+
+// admitReceived decides whether run, handed to this cell by another, is
+// admitted as a submission would be (policy, budget, queue bound), from
+// its verified tail, before the run's lease is taken: a refused run is
+// not journaled here, and stays with the cell that handed it.
+func (sc *scheduler) admitReceived(run journal.RunID, t host.Tail) error {
+	reason, err := sc.decide(t.Admit, t.Ceilings, false)
+	if err != nil {
+		return &AdmissionError{Reason: reason, Run: run, Err: err}
+	}
+	return nil
+}
+
+// decide is the admission decision, counted: the policy's (policy), the
+// run budget against the run's ceilings, the queue bound; spawn skips
+// the last two.
+func (sc *scheduler) decide(policy func() error, ceilings func() budget.Ceilings, spawn bool) (string, error) {
 	t0 := time.Now()
-	reason, err := "", st.Admit()
+	reason, err := "", policy()
 	if err != nil {
 		reason = RefusedPolicy
 	}
 	if err == nil && sc.limited && !spawn {
-		if err = withinBudget(st.Ceilings(), sc.runBudget); err != nil {
+		if err = withinBudget(ceilings(), sc.runBudget); err != nil {
 			reason = RefusedBudget
 		}
 	}
@@ -280,14 +307,7 @@ func (sc *scheduler) admit(ctx context.Context, st *host.Started, spawn bool) er
 	}
 	sc.admitTime += time.Since(t0)
 	sc.mu.Unlock()
-	if err == nil {
-		return nil
-	}
-	aerr := &AdmissionError{Reason: reason, Run: st.Run, Err: err}
-	if jerr := st.Refuse(ctx, "admission refused ("+reason+"): "+err.Error()); jerr != nil {
-		return errors.Join(aerr, jerr)
-	}
-	return aerr
+	return reason, err
 }
 
 // withinBudget returns why ceilings c exceed the allocation max.

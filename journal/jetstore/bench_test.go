@@ -2,6 +2,7 @@ package jetstore_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,8 +32,45 @@ func BenchmarkAppend(b *testing.B) {
 			b.Run("fenced", func(b *testing.B) { benchFenced(b, nc, c.r, 1) })
 			b.Run("fenced8", func(b *testing.B) { benchFenced(b, nc, c.r, 8) })
 			b.Run("publish", func(b *testing.B) { benchPublish(b, nc, c.r) })
+			b.Run("fenced16runs", func(b *testing.B) { benchFencedRuns(b, nc, c.r, 16) })
 		})
 	}
+}
+
+// benchFencedRuns commits one entry a commit to each of runs runs at once,
+// one writer a run, as a cell's runs do; an op is one commit, and
+// appends/s counts them all.
+func benchFencedRuns(b *testing.B, nc *nats.Conn, replicas, runs int) {
+	ctx := context.Background()
+	st := opener(nc, replicas)(b)
+	per := (b.N + runs - 1) / runs
+	chains := make([][]journal.Record, runs)
+	ids := make([]journal.RunID, runs)
+	for i := range runs {
+		ids[i] = journal.NewRunID(time.Now().Add(time.Duration(i) * time.Millisecond))
+		chains[i] = storetest.Chain(b, ids[i], per)
+	}
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	errs := make(chan error, runs)
+	for i := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range per {
+				if err := st.Commit(ctx, &journal.Batch{Run: ids[i], Next: uint64(n), Records: chains[i][n : n+1], Durable: true}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(per*runs)/b.Elapsed().Seconds(), "appends/s")
 }
 
 // benchFenced commits k entries a commit; an op is one commit.

@@ -138,11 +138,11 @@ func (s *Store) Commit(ctx context.Context, b *journal.Batch) error {
 		return err
 	}
 	k := uint64(len(b.Records))
-	ack, err := s.publish(ctx, msgs)
+	last, err := s.send(ctx, b.Run, msgs, k)
 	switch {
 	case err == nil:
 		if k > 0 {
-			s.setTail(b.Run, tail{n: b.Next + k, seq: ack.Sequence - ack.BatchSize + k})
+			s.setTail(b.Run, tail{n: b.Next + k, seq: last})
 		}
 		if b.Meta != nil && b.Meta.Status != journal.StatusRunning {
 			s.dropTail(b.Run) // a finished run is not written again; a resume reads its tail afresh
@@ -208,6 +208,126 @@ func isDefinite(err error) bool {
 func tooBusy(err error) bool {
 	c := apiCode(err)
 	return c == jetstreamext.JSErrCodeAtomicPublishTooManyInflight || c == jetstreamext.JSErrCodeBatchPublishTooManyInflight
+}
+
+// A commit waiting to be sent (group commit). On one server (R1) the
+// servers stage each atomic batch in a file store of its own, created and
+// deleted with a handful of fsyncs (journal/SPEC.md 16.2): a batch costs
+// the same whatever it holds. So while one batch is in flight, the
+// commits that arrive meanwhile wait, and go together in the next: each
+// keeps its own fence (on its run's records subject), and the servers
+// apply them all or none. Commits of one run never share a batch (the
+// second's fence would be refused within the batch).
+type pending struct {
+	run  journal.RunID
+	msgs []*nats.Msg
+	k    uint64 // the commit's records, its first messages
+	done chan sent
+}
+
+// sent is the outcome of a pending commit: the stream sequence of its
+// last record (when it has records), or the error of its batch.
+type sent struct {
+	last uint64
+	err  error
+}
+
+// send commits msgs, the batch of a commit to run whose first k messages
+// are its records, in an atomic batch of their own or with others
+// (pending), and returns the stream sequence of the last record.
+func (s *Store) send(ctx context.Context, run journal.RunID, msgs []*nats.Msg, k uint64) (uint64, error) {
+	p := &pending{run: run, msgs: msgs, k: k, done: make(chan sent, 1)}
+	s.gmu.Lock()
+	s.queue = append(s.queue, p)
+	lead := !s.leading
+	s.leading = true
+	s.gmu.Unlock()
+	if lead {
+		s.lead(ctx)
+	}
+	// A commit handed to a batch is not abandoned: the batch may be
+	// applied, and its outcome is the commit's (each request of it is
+	// bounded by Options.Timeout).
+	r := <-p.done
+	return r.last, r.err
+}
+
+// lead sends the commits waiting, as many as fit one batch, and hands
+// the lead on to a goroutine of its own while more wait: a caller does
+// not stay to send the commits of others.
+func (s *Store) lead(ctx context.Context) {
+	s.gmu.Lock()
+	var group, rest []*pending
+	size := 0
+	runs := map[journal.RunID]bool{}
+	for _, p := range s.queue {
+		if runs[p.run] || (len(group) > 0 && size+len(p.msgs) > s.opts.MaxBatch) {
+			rest = append(rest, p)
+			continue
+		}
+		runs[p.run] = true
+		size += len(p.msgs)
+		group = append(group, p)
+	}
+	s.queue = rest
+	s.gmu.Unlock()
+
+	s.flush(ctx, group)
+
+	s.gmu.Lock()
+	if len(s.queue) == 0 {
+		s.leading = false
+		s.gmu.Unlock()
+		return
+	}
+	s.gmu.Unlock()
+	go s.lead(context.WithoutCancel(ctx))
+}
+
+// flush sends group as one atomic batch and tells each commit its
+// outcome. A batch the servers refuse is sent again commit by commit, so
+// that a commit's conflict or refusal is its own, never its neighbours'.
+// A batch without an answer is each commit's unknown outcome: all or
+// none of it is on the stream, which each commit resolves on its own
+// run.
+func (s *Store) flush(ctx context.Context, group []*pending) {
+	one := func(p *pending) {
+		ack, err := s.publish(ctx, p.msgs)
+		if err != nil {
+			p.done <- sent{err: err}
+			return
+		}
+		p.done <- sent{last: ack.Sequence - ack.BatchSize + p.k}
+	}
+	if len(group) == 1 {
+		one(group[0])
+		return
+	}
+	// The batch carries other callers' commits: the leader's context
+	// ending does not cut them (each request stays bounded).
+	ctx = context.WithoutCancel(ctx)
+	var msgs []*nats.Msg
+	for _, p := range group {
+		msgs = append(msgs, p.msgs...)
+	}
+	ack, err := s.publish(ctx, msgs)
+	switch {
+	case err == nil:
+		first := ack.Sequence - ack.BatchSize + 1
+		at := uint64(0)
+		for _, p := range group {
+			p.done <- sent{last: first + at + p.k - 1}
+			at += uint64(len(p.msgs))
+		}
+	case isDefinite(err):
+		for _, p := range group {
+			one(p)
+		}
+	default:
+		for _, p := range group {
+			p.done <- sent{err: err}
+		}
+	}
 }
 
 // publish sends msgs as one atomic batch. A batch refused because the

@@ -194,3 +194,31 @@ func TestStoresOpenedTogetherReadTheirLeases(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordPastAStaleHeadIsNamed: a record published on a run's records
+// subject outside a commit (no head names it) is not taken for a live
+// writer's commit: reads stop with the head named stale, after the
+// entries the head names.
+func TestRecordPastAStaleHeadIsNamed(t *testing.T) {
+	ctx := context.Background()
+	nc := jstest.Connect(t, jstest.Server(t))
+	st := opener(nc, 1)(t)
+	run := journal.NewRunID(time.Now())
+	recs := storetest.Chain(t, run, 3)
+	if err := st.Commit(ctx, &journal.Batch{Run: run, Records: recs[:2]}); err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	m := &nats.Msg{Subject: "j1." + run.String(), Header: nats.Header{"Agentrt-Seq": []string{"2"}}, Data: journal.AppendRecord(nil, &recs[2])}
+	if _, err := js.PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	err := st.Records(ctx, run, 0, func(uint64, []byte) error { n++; return nil })
+	if !errors.Is(err, journal.ErrIncomplete) || !strings.Contains(err.Error(), "head record is stale") {
+		t.Fatalf("records past their head: %v, want the head named stale", err)
+	}
+	if n != 2 {
+		t.Fatalf("%d records delivered, want the 2 the head names", n)
+	}
+}

@@ -3,6 +3,7 @@ package jetstore
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -43,21 +44,31 @@ func (s *Store) Head(ctx context.Context, run journal.RunID) (uint64, error) {
 
 // Records implements journal.Store. It reads the run's head record first
 // and then the run's records subject from its start, one message per
-// record, and returns a *journal.GapError (after the records it could
-// read) when the records skip entries, end before the head or go past it,
-// or when the last entry is not the one the head names; a message that is
-// not a record of the run at its place is a *RecordError.
+// record, up to the entries that head names: a run another store is
+// writing meanwhile is read as it stood at that head (a consistent
+// prefix), and a record past the head is taken for a later commit once a
+// head read again names it. It returns a *journal.GapError (after the
+// records it could read) when the records skip entries or end before the
+// head, or when the last entry is not the one the head names; records
+// past a head that stays behind them are journal.ErrIncomplete (a stale
+// head); a message that is not a record of the run at its place is a
+// *RecordError.
 func (s *Store) Records(ctx context.Context, run journal.RunID, from uint64, fn func(uint64, []byte) error) error {
 	h, err := s.readHead(ctx, run)
 	if err != nil {
 		return err
 	}
-	next, stopped := uint64(0), false
+	next, stopped, past := uint64(0), false, false
 	var last []byte
 	err = s.scan(ctx, s.subj.records(run), func(m *jetstream.RawStreamMsg) error {
 		seq, err := recordSeq(run, m, next)
 		if err != nil {
 			return err
+		}
+		if seq == h.Len && next == h.Len {
+			// A commit after the head was read: the prefix is whole.
+			past = true
+			return errPastHead
 		}
 		switch {
 		case seq > next:
@@ -76,11 +87,27 @@ func (s *Store) Records(ctx context.Context, run journal.RunID, from uint64, fn 
 		}
 		return nil
 	})
+	if past && errors.Is(err, errPastHead) {
+		err = nil
+		now, herr := s.readHead(ctx, run)
+		switch {
+		case herr != nil:
+			return herr
+		case now.Len <= h.Len:
+			// No commit names the record past the head: the head is
+			// stale, which Reaches names.
+			next++
+		}
+	}
 	if err != nil || stopped {
 		return err
 	}
 	return h.Reaches(run, h.ok, next, last, "on the stream")
 }
+
+// errPastHead stops a scan of a run's records at the first one past the
+// head read before it.
+var errPastHead = errors.New("jetstore: a record past the head")
 
 // Meta implements journal.Store.
 func (s *Store) Meta(ctx context.Context, run journal.RunID) (journal.RunMeta, error) {

@@ -112,6 +112,12 @@ type Store struct {
 	// inflight bounds the atomic batches this store has open at once
 	// (the server takes 50 a stream).
 	inflight chan struct{}
+
+	// gmu guards the group commit (commit.go, pending): the commits
+	// waiting for the next batch, and whether a sender leads.
+	gmu     sync.Mutex
+	queue   []*pending
+	leading bool
 }
 
 // tail is where a run's journal ends: n entries, the last of them the

@@ -91,6 +91,7 @@ func link(t testing.TB, run journal.RunID, key ed25519.PrivateKey, n int) (*jour
 func Run(t *testing.T, open func(t *testing.T) journal.Store) {
 	tests := append(fencingTests(), []storeTest{
 		{"RecordsFromTheMiddleOfABatch", recordsFromTheMiddle},
+		{"RecordsOfALiveRunAreAPrefix", recordsOfALiveRun},
 		{"RunsNewestFirstAndMeta", runsNewestFirst},
 		{"ModulesAreContentAddressed", modulesContentAddressed},
 		{"KVCommitsWithTheRecords", kvCommitsWithRecords},
@@ -364,6 +365,70 @@ func recordsFromTheMiddle(t *testing.T, st Store) {
 	if got := seqs(t, st, journal.NewRunID(time.Now()), 0); len(got) != 0 {
 		t.Fatalf("an unknown run has records %v", got)
 	}
+}
+
+// recordsOfALiveRun: a reader reads a run's records again and again while
+// a writer commits to it, one entry and then two a commit. Every read
+// gets the journal up to some commit, whole and in order (a consistent
+// prefix), never an error because the writer moved on while it read.
+func recordsOfALiveRun(t *testing.T, st Store) {
+	ctx := context.Background()
+	run := journal.NewRunID(time.Now())
+	const total = 30
+	recs := Chain(t, run, total)
+	done := make(chan error, 1)
+	go func() {
+		for next := 0; next < total; {
+			k := 1 + next%2
+			if next+k > total {
+				k = total - next
+			}
+			if err := st.Commit(ctx, &journal.Batch{Run: run, Next: uint64(next), Records: recs[next : next+k], Durable: true}); err != nil {
+				done <- fmt.Errorf("commit at entry %d: %w", next, err)
+				return
+			}
+			next += k
+		}
+		done <- nil
+	}()
+	read := func() int {
+		t.Helper()
+		n := 0
+		err := st.Records(ctx, run, 0, func(seq uint64, raw []byte) error {
+			if seq != uint64(n) {
+				return fmt.Errorf("entry %d delivered after %d entries", seq, n)
+			}
+			if !bytes.Equal(raw, journal.AppendRecord(nil, &recs[seq])) {
+				return fmt.Errorf("entry %d is not the record the writer committed", seq)
+			}
+			n++
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("a read of the live run after %d entries: %v", n, err)
+		}
+		return n
+	}
+	reads, last := 0, 0
+	for writing := true; writing; reads++ {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			writing = false
+		default:
+		}
+		n := read()
+		if n < last {
+			t.Fatalf("read %d got %d entries, an earlier read %d", reads, n, last)
+		}
+		last = n
+	}
+	if n := read(); n != total {
+		t.Fatalf("after the writer finished, a read got %d entries of %d", n, total)
+	}
+	t.Logf("%d reads while the writer committed", reads)
 }
 
 func runsNewestFirst(t *testing.T, st Store) {

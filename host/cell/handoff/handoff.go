@@ -92,6 +92,10 @@ var (
 	// ErrToken: the envelope's capability token is not the one the run's
 	// journal records in its header.
 	ErrToken = errors.New("handoff: the envelope's capability token is not the run's")
+	// ErrAdmission: the destination's scheduler does not admit the run
+	// (its policy, its run budget, its queue full), as it would refuse a
+	// submission of it.
+	ErrAdmission = errors.New("handoff: the destination does not admit the run")
 )
 
 // Reasons names each refusal for the API and the logs, in the order
@@ -110,6 +114,7 @@ var Reasons = []struct {
 	{"epoch", ErrEpoch},
 	{"head", ErrHead},
 	{"token", ErrToken},
+	{"admission", ErrAdmission},
 }
 
 // Reason returns the name of the refusal err is (Reasons), "" for none.
