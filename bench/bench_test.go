@@ -119,7 +119,7 @@ func TestQuickHarness(t *testing.T) {
 	if runtime.GOOS == "linux" {
 		want = append(want, "16a")
 	}
-	want = append(want, "16b", "16c", "17a")
+	want = append(want, "16b", "16c", "17a", "17c")
 	if runtime.GOOS == "linux" {
 		want = append(want, "18a", "18b")
 	}
@@ -606,5 +606,35 @@ func TestLLMFigures(t *testing.T) {
 	}
 	if f := byID["15a"]; f.Floor == nil || f.Value*10 > f.Floor.Value {
 		t.Errorf("the conversation's journal is %v MB against %+v: payloads by hash should keep it under a tenth of the requests", f.Value, f.Floor)
+	}
+}
+
+// TestDaemonStartFigure runs figure 17 alone, at quick sizes and without
+// the Go agent, and checks its shape: 17a one submission at a time with
+// its floor, 17c bursts of 16 (loop.wat standing in for the Go agent),
+// every run counted, the submissions by bytes timed for 17c.
+func TestDaemonStartFigure(t *testing.T) {
+	cfg := QuickConfig()
+	h := &harness{cfg: cfg, root: t.TempDir(), log: io.Discard, guests: guests(t, false)}
+	figs, err := h.daemonStart(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(figs) != 2 || figs[0].ID != "17a" || figs[1].ID != "17c" {
+		t.Fatalf("figures %+v", figs)
+	}
+	for _, f := range figs {
+		f.settle()
+		if f.Value <= 0 || f.Met == nil || len(f.Samples) != cfg.Reps || f.Extra["p99 ms"] < f.Value ||
+			f.Extra["start stamped p50 ms"] <= 0 || f.Extra["first call p50 ms"] <= 0 {
+			t.Errorf("figure %s: %+v", f.ID, f)
+		}
+	}
+	if a := figs[0]; a.Floor == nil || a.Floor.Value <= 0 || a.Extra["runs per repetition"] != float64(cfg.DaemonStarts) {
+		t.Errorf("17a: %+v", a)
+	}
+	c := figs[1]
+	if c.Floor != nil || c.Extra["runs per repetition"] != float64(burst) || c.Extra["by bytes p50 ms"] <= 0 {
+		t.Errorf("17c: %+v", c)
 	}
 }

@@ -3,7 +3,9 @@ package host_test
 import (
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -67,4 +69,39 @@ func TestConcurrentRunsShareRoundsAndVerify(t *testing.T) {
 		t.Fatalf("no commit of %d concurrent runs shared a round", n)
 	}
 	t.Logf("%d of %d commits sealed in shared rounds", roundSeals, n*52)
+}
+
+// TestInstantiationsBounded: runs started together instantiate their
+// modules at most GOMAXPROCS at a time, and every one of them completes.
+// Many large instantiations at once shared the cores with each other and
+// with the daemon's API, and every run started late (bench figure 17c).
+func TestInstantiationsBounded(t *testing.T) {
+	ctx := context.Background()
+	eng, err := host.NewEngine(ctx, host.EngineConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close(ctx)
+	peak := host.CountInstantiations(eng)
+	env := testutil.NewEnvOn(t, eng, host.Deps{}, host.Config{})
+	code := testutil.BuildWAT(t, "host/testdata/wat/loop.wat")
+	n := 4 * runtime.GOMAXPROCS(0)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			res, err := env.Host.Run(ctx, host.RunSpec{Code: code})
+			if err == nil && res.Status != journal.StatusCompleted {
+				err = fmt.Errorf("run %s ended %s: %v", res.Run, res.Status, res.Err)
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if got := peak(); got < 1 || got > runtime.GOMAXPROCS(0) {
+		t.Fatalf("%d instantiations at once; want 1 to GOMAXPROCS (%d)", got, runtime.GOMAXPROCS(0))
+	}
 }

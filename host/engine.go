@@ -79,6 +79,14 @@ type Engine struct {
 	// a time, so that modules submitted together queue instead of taking
 	// every core of the host.
 	compiling chan struct{}
+	// instantiating holds a token for every instantiation under way: at
+	// most GOMAXPROCS. Instantiating a large module (a Go agent) takes
+	// milliseconds of CPU and allocation; many at once (a burst of
+	// submissions) shared the cores between them and with the daemon's
+	// API, and every run started late (bench figure 17c: 16 Go agents at
+	// once waited 0.8 s for their start to be answered, 0.17 s with the
+	// bound, on a loaded 2-core machine).
+	instantiating chan struct{}
 	// background counts compilations still running after their caller
 	// gave up on them (CompileLimits.Timeout); Close waits for them, since
 	// a runtime closed under a compilation panics when it finishes.
@@ -218,7 +226,8 @@ func NewEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
 		return nil, err
 	}
 	return &Engine{kind: cfg.Kind, rt: rt, limits: cfg.Compile, maxPages: cfg.MemoryLimitPages,
-		compiling: make(chan struct{}, max(1, runtime.NumCPU()/2)), compiled: map[compileKey]*compiling{}, keep: cfg.KeepCompiled}, nil
+		compiling: make(chan struct{}, max(1, runtime.NumCPU()/2)), instantiating: make(chan struct{}, max(1, runtime.GOMAXPROCS(0))),
+		compiled: map[compileKey]*compiling{}, keep: cfg.KeepCompiled}, nil
 }
 
 // EngineAvailable reports whether this binary has the engine kind: wazero

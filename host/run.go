@@ -684,7 +684,12 @@ func (e *Engine) execute(ctx context.Context, m *Module, s *session) error {
 // instance runs one segment of session s in a fresh instance of m (see
 // execute for what it returns); s.next is set when a checkpoint ended it.
 func (e *Engine) instance(ctx context.Context, m *Module, s *session) error {
+	// No context bounds the wait: a token is held for one instantiation,
+	// which runs no guest code, and a run stopped meanwhile stops at its
+	// first call as before.
+	e.instantiating <- struct{}{}
 	inst, err := e.rt.instantiate(ctx, m, s)
+	<-e.instantiating
 	if err != nil {
 		return fmt.Errorf("host: instantiate: %w", err)
 	}
