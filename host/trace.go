@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Tracing (Deps.Tracer). A traced run has a span of its own for each
@@ -31,8 +32,8 @@ import (
 // semantic conventions (GenAISemconv). Never a request or a response,
 // unless Deps.TracePayloads asks for them.
 //
-// With no tracer, the host makes no span and the path of a call pays one
-// nil check.
+// With no tracer (or the API's no-op one, noop.TracerProvider), the host
+// makes no span and the path of a call pays one nil check.
 
 // GenAISemconv is the version of the OpenTelemetry semantic conventions
 // the spans follow, the GenAI ones of llm calls included; the tracer's
@@ -83,6 +84,10 @@ type tracer struct {
 
 func newTracer(d *Deps) *tracer {
 	if d.Tracer == nil {
+		return nil
+	}
+	if _, ok := d.Tracer.(noop.TracerProvider); ok {
+		// Spans that go nowhere: the host makes none.
 		return nil
 	}
 	t := &tracer{
