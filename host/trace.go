@@ -26,6 +26,9 @@ import (
 // records the trace id and the run's span id (journal/SPEC.md §6.3). A
 // resumed run's span is a child of the recorded one, in the same trace.
 // Calls a resume or a fork answers from a journal are not traced again.
+// A call's span is made when the call is done, stamped with the time it
+// started: a span processor sees it start and end at once, and the context
+// a capability serves the call in holds the run's span.
 //
 // What a span holds of a call: its op, class, step, ABI status, the hash of
 // its request, and for llm calls the attributes of the OpenTelemetry GenAI

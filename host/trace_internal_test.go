@@ -13,6 +13,7 @@ import (
 	"github.com/agentrt/agentrt/journal"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // BenchmarkCallSpan is what tracing adds to one journaled effect (a
@@ -85,4 +86,15 @@ func BenchmarkCallSpan(b *testing.B) {
 		}
 		b.ReportMetric(float64(cputime.Process()-cpu)/float64(b.N), "cpu-ns/op")
 	})
+}
+
+// TestNoopTracerIsOff: a host given the API's no-op tracer provider traces
+// nothing, as one given none: its calls gather no span.
+func TestNoopTracerIsOff(t *testing.T) {
+	if tr := newTracer(&Deps{Tracer: noop.NewTracerProvider()}); tr != nil {
+		t.Fatalf("a no-op provider made a tracer: %+v", tr)
+	}
+	if tr := newTracer(&Deps{Tracer: sdktrace.NewTracerProvider()}); tr == nil {
+		t.Fatal("the SDK's provider made no tracer")
+	}
 }
