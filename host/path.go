@@ -8,7 +8,6 @@ import (
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/host/caps"
 	"github.com/agentrt/agentrt/journal"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // livePath journals every call and dispatches it. This is the path every
@@ -52,10 +51,10 @@ type livePath struct {
 	conv string
 	// obs, when set, is told of each call's outcome and each commit.
 	obs Observer
-	// tr, when set, traces the calls; span is the span of the call being
-	// journaled.
+	// tr, when set, traces the calls; span gathers the span of the call
+	// being journaled.
 	tr   *tracer
-	span trace.Span
+	span callSpan
 }
 
 // Observer is told of what runs do, for metrics. Its methods are called
@@ -111,8 +110,8 @@ func (p *livePath) serve(ctx context.Context, s *session, c *Call, h caps.Handle
 	p.gate, p.conv = gate, h.Conversation
 	defer func() { p.conv = "" }()
 	if p.tr != nil {
-		ctx, p.span = p.tr.startCall(ctx, s.run, c)
-		defer func() { p.span.End(); p.span = nil }()
+		p.tr.startCall(&p.span, s.run, c)
+		defer p.tr.endCall(ctx, &p.span)
 	}
 	if d != nil {
 		return p.record(ctx, c, true, d.Status, d.Body)
@@ -126,8 +125,8 @@ func (p *livePath) serve(ctx context.Context, s *session, c *Call, h caps.Handle
 		if err := p.w.Add(intent); err != nil {
 			return 0, nil, err
 		}
-		if p.span != nil {
-			p.span.SetAttributes(AttrIntentSeq.Int64(int64(p.w.Next() - 1)))
+		if p.span.on {
+			p.span.intent = int64(p.w.Next() - 1)
 		}
 	}
 	return p.dispatch(ctx, s, c, h, true, nil)
@@ -227,8 +226,8 @@ func (p *livePath) add(c *Call, withRequest bool, status abi.Status, resp []byte
 	if err := p.w.Add(e); err != nil {
 		return err
 	}
-	if p.span != nil {
-		p.tr.outcome(p.span, c, status, resp, p.w.Next()-1, p.w.Head())
+	if p.span.on {
+		p.tr.outcome(&p.span, c, status, resp, p.w.Next()-1, p.w.Head())
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"time"
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/host/caps/llm"
@@ -14,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Tracing (Deps.Tracer). A traced run has a span of its own for each
@@ -24,14 +26,17 @@ import (
 // records the trace id and the run's span id (journal/SPEC.md §6.3). A
 // resumed run's span is a child of the recorded one, in the same trace.
 // Calls a resume or a fork answers from a journal are not traced again.
+// A call's span is made when the call is done, stamped with the time it
+// started: a span processor sees it start and end at once, and the context
+// a capability serves the call in holds the run's span.
 //
 // What a span holds of a call: its op, class, step, ABI status, the hash of
 // its request, and for llm calls the attributes of the OpenTelemetry GenAI
 // semantic conventions (GenAISemconv). Never a request or a response,
 // unless Deps.TracePayloads asks for them.
 //
-// With no tracer, the host makes no span and the path of a call pays one
-// nil check.
+// With no tracer (or the API's no-op one, noop.TracerProvider), the host
+// makes no span and the path of a call pays one nil check.
 
 // GenAISemconv is the version of the OpenTelemetry semantic conventions
 // the spans follow, the GenAI ones of llm calls included; the tracer's
@@ -76,18 +81,28 @@ type tracer struct {
 	t        trace.Tracer
 	payloads bool
 	llm      *llm.Providers
+	// kinds are the span kinds' start options, made once.
+	kinds [trace.SpanKindConsumer + 1]trace.SpanStartOption
 }
 
 func newTracer(d *Deps) *tracer {
 	if d.Tracer == nil {
 		return nil
 	}
-	return &tracer{
+	if _, ok := d.Tracer.(noop.TracerProvider); ok {
+		// Spans that go nowhere: the host makes none.
+		return nil
+	}
+	t := &tracer{
 		t: d.Tracer.Tracer(TracerName, trace.WithSchemaURL(semconv.SchemaURL),
 			trace.WithInstrumentationAttributes(attribute.Int("agentrt.abi", int(abi.Version)))),
 		payloads: d.TracePayloads,
 		llm:      d.LLM,
 	}
+	for k := range t.kinds {
+		t.kinds[k] = trace.WithSpanKind(trace.SpanKind(k))
+	}
+	return t
 }
 
 // startRun starts the span of an execution of run. recorded, when set, is
@@ -141,28 +156,90 @@ func endRun(span trace.Span, w *journal.Writer, res *Result, err error) {
 	span.End()
 }
 
-// startCall starts the span of call c of run. An llm.complete's span is
-// named and attributed as the GenAI conventions say.
-func (t *tracer) startCall(ctx context.Context, run journal.RunID, c *Call) (context.Context, trace.Span) {
-	kind := trace.SpanKindInternal
-	if c.Op.Class == abi.Effect {
-		kind = trace.SpanKindClient
+// callSpan is what the span of the call being journaled says, gathered as
+// the call goes: the span is made when the call is done, with its start
+// time and every attribute at once. The SDK then sizes the span's
+// attributes once, the two hashes' hex is one string between them, the run
+// id's attribute is made once per execution, and the buffers are the
+// path's, kept from call to call.
+type callSpan struct {
+	on      bool
+	start   time.Time
+	name    string
+	kind    trace.SpanKind
+	step    uint64
+	op      *abi.Op
+	intent  int64 // the intent entry's seq; -1: none
+	done    bool  // an outcome entry was added
+	seq     uint64
+	status  abi.Status
+	run     journal.RunID
+	runAttr attribute.KeyValue
+	// hex holds the input hash's hex, then the outcome entry's hash's
+	// from inputHex on.
+	hex      []byte
+	inputHex int
+	// extra holds the GenAI and payload attributes; attrs the span's.
+	extra, attrs []attribute.KeyValue
+}
+
+// startCall begins the span of call c of run, in cs. An llm.complete's
+// span is named and attributed as the GenAI conventions say.
+func (t *tracer) startCall(cs *callSpan, run journal.RunID, c *Call) {
+	if cs.runAttr.Key == "" || cs.run != run {
+		cs.run, cs.runAttr = run, AttrRunID.String(run.String())
 	}
-	attrs := make([]attribute.KeyValue, 0, 16)
-	attrs = append(attrs, AttrRunID.String(run.String()), AttrStep.Int64(int64(c.Step)), AttrOp.String(c.Op.Name),
-		AttrOpClass.String(c.Op.Class.String()), AttrInputHash.String(hex.EncodeToString(c.InputHash())))
-	name := c.Op.Name
+	cs.on, cs.start, cs.name, cs.step, cs.op = true, time.Now(), c.Op.Name, c.Step, c.Op
+	cs.kind = trace.SpanKindInternal
+	if c.Op.Class == abi.Effect {
+		cs.kind = trace.SpanKindClient
+	}
+	cs.intent, cs.done = -1, false
+	cs.hex = hex.AppendEncode(cs.hex[:0], c.InputHash())
+	cs.inputHex = len(cs.hex)
+	cs.extra = cs.extra[:0]
 	if c.Op.Cap == abi.CapLLM && c.Op.Code == abi.OpLLMComplete && !c.TooLarge {
 		var req abi.LLMRequest
 		if abi.Unmarshal(c.Request, &req) == nil {
-			name = "chat " + req.Model
-			attrs = t.genAIRequest(attrs, &req)
+			cs.name = "chat " + req.Model
+			cs.extra = t.genAIRequest(cs.extra, &req)
 		}
 	}
 	if t.payloads && !c.TooLarge {
-		attrs = payload(attrs, AttrRequest, AttrReqSize, c.Request)
+		cs.extra = payload(cs.extra, AttrRequest, AttrReqSize, c.Request)
 	}
-	return t.t.Start(ctx, name, trace.WithAttributes(attrs...), trace.WithSpanKind(kind))
+}
+
+// endCall makes and ends the span cs gathered, a child of ctx's span.
+func (t *tracer) endCall(ctx context.Context, cs *callSpan) {
+	if !cs.on {
+		return
+	}
+	cs.on = false
+	hexes := string(cs.hex)
+	a := append(cs.attrs[:0], cs.runAttr, AttrStep.Int64(int64(cs.step)), AttrOp.String(cs.op.Name),
+		AttrOpClass.String(cs.op.Class.String()), AttrInputHash.String(hexes[:cs.inputHex]))
+	if cs.intent >= 0 {
+		a = append(a, AttrIntentSeq.Int64(cs.intent))
+	}
+	failed := cs.done && cs.status != abi.StatusOK
+	if cs.done {
+		a = append(a, AttrSeq.Int64(int64(cs.seq)), AttrEntryHash.String(hexes[cs.inputHex:]), AttrStatus.String(cs.status.String()))
+		if failed {
+			a = append(a, semconv.ErrorTypeKey.String(cs.status.String()))
+		}
+	}
+	a = append(a, cs.extra...)
+	_, span := t.t.Start(ctx, cs.name, trace.WithTimestamp(cs.start), trace.WithAttributes(a...), t.kinds[cs.kind])
+	if failed {
+		span.SetStatus(codes.Error, cs.status.String())
+	}
+	span.End()
+	// The SDK copied the attributes: the buffers serve the next call, the
+	// payloads' strings let go.
+	clear(a)
+	cs.attrs = a[:0]
+	clear(cs.extra)
 }
 
 // genAIRequest adds the GenAI attributes of an llm request.
@@ -204,34 +281,32 @@ func (t *tracer) providerName(name string) attribute.KeyValue {
 }
 
 // genAIResponse adds the GenAI attributes of an llm answer.
-func (t *tracer) genAIResponse(span trace.Span, r *abi.LLMResponse) {
-	span.SetAttributes(semconv.GenAIResponseID(r.ID), semconv.GenAIResponseModel(r.Model),
+func (t *tracer) genAIResponse(attrs []attribute.KeyValue, r *abi.LLMResponse) []attribute.KeyValue {
+	attrs = append(attrs, semconv.GenAIResponseID(r.ID), semconv.GenAIResponseModel(r.Model),
 		semconv.GenAIResponseFinishReasons(r.StopReason),
 		semconv.GenAIUsageInputTokens(int(r.Usage.Input)), semconv.GenAIUsageOutputTokens(int(r.Usage.Output)))
 	if r.Usage.CacheRead > 0 {
-		span.SetAttributes(semconv.GenAIUsageCacheReadInputTokens(int(r.Usage.CacheRead)))
+		attrs = append(attrs, semconv.GenAIUsageCacheReadInputTokens(int(r.Usage.CacheRead)))
 	}
 	if r.Usage.CacheWrite > 0 {
-		span.SetAttributes(semconv.GenAIUsageCacheCreationInputTokens(int(r.Usage.CacheWrite)))
+		attrs = append(attrs, semconv.GenAIUsageCacheCreationInputTokens(int(r.Usage.CacheWrite)))
 	}
 	if t.llm != nil && r.Provider != "" {
-		span.SetAttributes(t.providerName(r.Provider))
+		attrs = append(attrs, t.providerName(r.Provider))
 	}
 	if t.payloads {
-		span.SetAttributes(semconv.GenAIOutputMessagesKey.String(genAIMessages([]abi.LLMMessage{{Role: abi.RoleAssistant, Content: r.Content}})))
+		attrs = append(attrs, semconv.GenAIOutputMessagesKey.String(genAIMessages([]abi.LLMMessage{{Role: abi.RoleAssistant, Content: r.Content}})))
 	}
+	return attrs
 }
 
-// outcome records on a call's span its journaled outcome: the entry's seq
-// and hash, its status and, for llm calls, the answer's GenAI attributes.
-func (t *tracer) outcome(span trace.Span, c *Call, status abi.Status, resp []byte, seq uint64, hash []byte) {
-	span.SetAttributes(AttrSeq.Int64(int64(seq)), AttrEntryHash.String(hex.EncodeToString(hash)), AttrStatus.String(status.String()))
-	if status != abi.StatusOK {
-		span.SetStatus(codes.Error, status.String())
-		span.SetAttributes(semconv.ErrorTypeKey.String(status.String()))
-	}
+// outcome records in cs the call's journaled outcome: the entry's seq and
+// hash, its status and, for llm calls, the answer's GenAI attributes.
+func (t *tracer) outcome(cs *callSpan, c *Call, status abi.Status, resp []byte, seq uint64, hash []byte) {
+	cs.done, cs.seq, cs.status = true, seq, status
+	cs.hex = hex.AppendEncode(cs.hex[:cs.inputHex], hash)
 	if t.payloads {
-		span.SetAttributes(payload(nil, AttrResponse, AttrRespSize, resp)...)
+		cs.extra = payload(cs.extra, AttrResponse, AttrRespSize, resp)
 	}
 	if c.Op.Cap != abi.CapLLM || status != abi.StatusOK {
 		return
@@ -242,12 +317,12 @@ func (t *tracer) outcome(span trace.Span, c *Call, status abi.Status, resp []byt
 		// batches, the last of which holds the whole response.
 		var r abi.LLMResponse
 		if c.Op.Code == abi.OpLLMComplete && abi.Unmarshal(resp, &r) == nil && r.Model != "" {
-			t.genAIResponse(span, &r)
+			cs.extra = t.genAIResponse(cs.extra, &r)
 			return
 		}
 		var b abi.LLMBatch
 		if abi.Unmarshal(resp, &b) == nil && b.Response != nil {
-			t.genAIResponse(span, b.Response)
+			cs.extra = t.genAIResponse(cs.extra, b.Response)
 		}
 	}
 }

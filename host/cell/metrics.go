@@ -4,7 +4,9 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentrt/agentrt/abi"
@@ -46,6 +48,14 @@ type Metrics struct {
 	verify   *prometheus.CounterVec
 	store    journal.Store
 	stopSync func()
+
+	// callChild caches calls' children by callKey, and commitChild
+	// commits' by durable (0 false, 1 true): a call's metrics then cost a
+	// lookup of a small key and an atomic add, not a hash of its label
+	// values and the vector's lock. A child is made on first use, so the
+	// series a scrape shows are those seen.
+	callChild   sync.Map // callKey -> prometheus.Counter
+	commitChild [2]atomic.Pointer[prometheus.Observer]
 
 	mu     sync.Mutex
 	queues func() map[string]int
@@ -199,18 +209,47 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// callKey names a child of the calls' counter: the op's capability and
+// code, and the status.
+type callKey struct {
+	cap    abi.Capability
+	code   uint32
+	status abi.Status
+}
+
 // Call implements host.Observer.
 func (m *Metrics) Call(op abi.Op, status abi.Status) {
+	k := callKey{op.Cap, op.Code, status}
+	if c, ok := m.callChild.Load(k); ok {
+		c.(prometheus.Counter).Inc()
+		return
+	}
 	name, class := "unknown", "unknown"
 	if known, ok := abi.LookupOp(op.Cap, op.Code); ok {
 		name, class = known.Name, known.Class.String()
 	}
-	m.calls.WithLabelValues(name, class, status.String()).Inc()
+	c := m.calls.WithLabelValues(name, class, status.String())
+	// Op codes and statuses are numbers a guest may choose: only the
+	// known ones are kept, so the cache stays bounded as the labels do.
+	if name != "unknown" && !strings.HasPrefix(status.String(), "status(") {
+		m.callChild.Store(k, c)
+	}
+	c.Inc()
 }
 
 // Commit implements host.Observer.
 func (m *Metrics) Commit(d time.Duration, durable bool) {
-	m.commits.WithLabelValues(strconv.FormatBool(durable)).Observe(d.Seconds())
+	i := 0
+	if durable {
+		i = 1
+	}
+	o := m.commitChild[i].Load()
+	if o == nil {
+		c := m.commits.WithLabelValues(strconv.FormatBool(durable))
+		o = &c
+		m.commitChild[i].Store(o)
+	}
+	(*o).Observe(d.Seconds())
 }
 
 // Handler serves the metrics in the Prometheus text format.
