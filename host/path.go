@@ -8,6 +8,7 @@ import (
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/host/caps"
 	"github.com/agentrt/agentrt/journal"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // livePath journals every call and dispatches it. This is the path every
@@ -55,6 +56,25 @@ type livePath struct {
 	// being journaled.
 	tr   *tracer
 	span callSpan
+	// untraced is set once the run's span is found not sampled: its calls
+	// make no spans, and gather nothing for one (see traced).
+	untraced, looked bool
+}
+
+// traced reports whether the calls of the run executing under ctx get
+// spans: a tracer is set and the run's span is sampled. A call span is a
+// child of its run's, so under every standard sampler (parent-based, or by
+// trace id ratio, which decides the same for the whole trace) it would be
+// sampled out with its run; OTEL_TRACES_SAMPLER therefore samples whole
+// runs, and a run sampled out costs its calls nothing.
+func (p *livePath) traced(ctx context.Context) bool {
+	if p.tr == nil {
+		return false
+	}
+	if !p.looked {
+		p.looked, p.untraced = true, !trace.SpanContextFromContext(ctx).IsSampled()
+	}
+	return !p.untraced
 }
 
 // Observer is told of what runs do, for metrics. Its methods are called
@@ -109,7 +129,7 @@ func (p *livePath) serve(ctx context.Context, s *session, c *Call, h caps.Handle
 	}
 	p.gate, p.conv = gate, h.Conversation
 	defer func() { p.conv = "" }()
-	if p.tr != nil {
+	if p.traced(ctx) {
 		p.tr.startCall(&p.span, s.run, c)
 		defer p.tr.endCall(ctx, &p.span)
 	}
