@@ -24,6 +24,7 @@ func (c *cli) runCmd() *cobra.Command {
 	var (
 		input, inputFile, grantFile, seedHex, target, tokenFile string
 		asJSON, quiet, inProcess                                bool
+		priority                                                int
 	)
 	var keyFile string // seals the --token on the fly
 	cmd := &cobra.Command{
@@ -80,7 +81,12 @@ keeps each module by its sha256 and compiled: the command asks for the hash
 first and sends the module's bytes only when the daemon lacks it, so a
 repeated run sends a few hundred bytes and starts without compiling. A line
 on stderr says which way the run went; --in-process (or $AGENTRT_IN_PROCESS=1)
-runs it in this process, and fails while a daemon holds the data directory.`,
+runs it in this process, and fails while a daemon holds the data directory.
+
+--priority N (1 lowest .. 9 highest, default 5) is the run's place in the
+daemon's admission queue: a run waits there for a worker, the highest
+priority first. A run that executes in this process waits in no queue, so
+--priority is refused there (with --in-process, or with no daemon).`,
 		Example: `  agentrt run agent.wasm --input '{"n": 3}'
   agentrt run crawler.wasm --grant grant.yaml --input-file in.json --json`,
 		Args: cobra.ExactArgs(1),
@@ -125,12 +131,23 @@ runs it in this process, and fails while a daemon holds the data directory.`,
 					return withHint(fmt.Errorf("--seed %q is not 32 bytes of hex", seedHex), "give 64 hex digits, or leave --seed out for a fresh seed")
 				}
 			}
+			prioSet := cmd.Flags().Changed("priority")
+			if err := checkPriority(priority, prioSet); err != nil {
+				return err
+			}
 			submit := func(cl *cell.Client) (*cell.Stream, error) {
-				return submitByHash(ctx, cl, cell.Submission{Module: spec.Code, Name: spec.Name, Input: spec.Input, Grant: string(grantText), Seed: seedHex, Token: spec.Token})
+				return submitByHash(ctx, cl, cell.Submission{Module: spec.Code, Name: spec.Name, Input: spec.Input, Grant: string(grantText), Seed: seedHex, Token: spec.Token, Priority: priority})
 			}
 			forced, err := inProcessForced(inProcess)
 			if err != nil {
 				return err
+			}
+			noQueue := func(why string) error {
+				return withHint(fmt.Errorf("--priority orders runs in a cell daemon's queue, and this run executes in this process (%s), where there is none", why),
+					"start a daemon (agentrt cell serve) or give --cell to queue it there, or leave --priority out")
+			}
+			if prioSet && forced && target == "" {
+				return noQueue("--in-process or $" + envInProcess)
 			}
 			if target != "" {
 				if forced {
@@ -150,6 +167,9 @@ runs it in this process, and fails while a daemon holds the data directory.`,
 				return err
 			}
 			defer closeCell()
+			if prioSet {
+				return noQueue("no daemon holds the data directory")
+			}
 			if !quiet {
 				fmt.Fprintf(c.stderr, "no cell daemon holds the data directory: the run executes in this process (%s)\n", cl.Dir)
 			}
@@ -168,6 +188,7 @@ runs it in this process, and fails while a daemon holds the data directory.`,
 	f.StringVar(&seedHex, "seed", "", "seed of the guest's random stream, 64 hex digits (default: fresh)")
 	f.BoolVar(&asJSON, "json", false, `print one JSON object {"run_id","status","steps","output"} on stdout: output is the JSON itself, a string of UTF-8 text ("output_text": true), or "output_base64" for bytes that are not UTF-8`)
 	f.BoolVarP(&quiet, "quiet", "q", false, "do not show the guest's stdout, stderr and log lines")
+	f.IntVar(&priority, "priority", 0, fmt.Sprintf("the run's priority in the daemon's admission queue, %d (lowest) to %d (highest); default %d; refused for a run executing in this process", cell.MinPriority, cell.MaxPriority, cell.DefaultPriority))
 	f.StringVar(&target, "cell", "", "submit the run to a cell daemon (unix:DATA/agentrt.sock or http://127.0.0.1:PORT) and follow it")
 	f.BoolVar(&inProcess, "in-process", false, "execute the run in this process even when a cell daemon could take it (also $"+envInProcess+"=1); fails while a daemon holds the data directory")
 	c.engineFlag(cmd)
