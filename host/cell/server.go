@@ -95,6 +95,9 @@ func Info(m journal.RunMeta, live bool) RunInfo {
 		if len(w.Digest) > 0 {
 			ri.Wait.Digest = hex.EncodeToString(w.Digest)
 		}
+		if !w.Run.IsZero() {
+			ri.Wait.Run = w.Run.String()
+		}
 		if w.Until != 0 {
 			t := time.Unix(0, w.Until).UTC()
 			ri.Wait.Until = &t
@@ -120,9 +123,11 @@ type WaitInfo struct {
 	// Until is a timer's wake time, an approval's expiry.
 	Until *time.Time `json:"until,omitempty"`
 	// Group and Digest name an approval.
-	Group  string    `json:"group,omitempty"`
-	Digest string    `json:"digest,omitempty"`
-	Since  time.Time `json:"since"`
+	Group  string `json:"group,omitempty"`
+	Digest string `json:"digest,omitempty"`
+	// Run is the child a run parked on agent.await waits for (kind run).
+	Run   string    `json:"run,omitempty"`
+	Since time.Time `json:"since"`
 }
 
 // EncodeOutput is how a run's output travels in JSON, without a byte lost
