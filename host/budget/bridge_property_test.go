@@ -91,7 +91,7 @@ func (t *tree) spawn(p *node, c Ceilings) (*node, error) {
 	r, err := p.l.ReserveCarve(t.steps, c)
 	if err != nil {
 		if errors.Is(err, ErrCarve) {
-			if w, _ := c.Get(WallSeconds); t.now+w <= p.deadline {
+			if w, _ := c.Get(WallSeconds); t.now < p.deadline && t.now+w <= p.deadline {
 				return nil, fmt.Errorf("carve of %ds at %d out of a parent whose deadline is %d: %v", w, t.now, p.deadline, err)
 			}
 			return nil, nil

@@ -366,6 +366,9 @@ func (l *Ledger) carveAmounts(c Ceilings) (Amounts, error) {
 		case plim && !clim:
 			return a, fmt.Errorf("%w: the parent limits %s to %s, the child does not", ErrCarve, d, d.format(pmax))
 		case d == WallSeconds:
+			if plim && l.spent[d] >= pmax {
+				return a, fmt.Errorf("%w: the parent's wall clock of %s has run out", ErrCarve, d.format(pmax))
+			}
 			if plim && cmax > pmax-min(pmax, l.spent[d]) {
 				left := pmax - min(pmax, l.spent[d])
 				return a, fmt.Errorf("%w: the child's wall_seconds is %s, the parent has %s left", ErrCarve, d.format(cmax), d.format(left))
