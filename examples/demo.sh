@@ -146,14 +146,13 @@ done
 fetch=$("$agentrt" module push build/team-fetch.wasm 2>/dev/null)
 count=$("$agentrt" module push build/team-count.wasm 2>/dev/null)
 write=$("$agentrt" module push build/team-write.wasm 2>/dev/null)
-# The team parks while it awaits its children: agentrt run then returns
-# (status 75) and agentrt events --follow waits for the run's end.
+# The team parks while it awaits its children: agentrt run waits for the
+# cell to wake it and exits with the team's outcome.
 "$agentrt" run build/team.wasm --grant examples/team/grant.yaml \
 	--input "{\"site\":\"$site_base\",\"model\":\"fake-mini\",\"modules\":{\"fetch\":\"$fetch\",\"count\":\"$count\",\"write\":\"$write\"}}" \
-	> "$root/.demo/team.out" 2>&1 || [ $? = 75 ]
+	> "$root/.demo/team.out" 2>&1 || { cat "$root/.demo/team.out" >&2; exit 1; }
 team=$(sed -n 's/^run \([0-9a-f]*\) executing.*/\1/p' "$root/.demo/team.out")
 [ -n "$team" ] || { cat "$root/.demo/team.out" >&2; exit 1; }
-"$agentrt" events "$team" --follow > /dev/null
 "$agentrt" logs "$team"
 echo
 "$agentrt" runs

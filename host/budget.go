@@ -24,10 +24,12 @@ import (
 // worst case does not fit with ABI status `budget`; the counted ones stop
 // the run, as its limits do: a call past the steps ceiling ends the run
 // (`stopped: budget: steps`, checked with the calls quota, in replay as
-// live), and the wall-clock ceiling is the run's wall-time timer
+// live; a live call also counts the steps its children hold or made,
+// childStepsOver), and the wall-clock ceiling is the run's wall-time timer
 // (Started.armBudget). The ledger is never ticked or stepped live, so no
-// dimension has two enforcers; the report counts steps and seconds from the
-// journal (BudgetReport).
+// dimension has two enforcers; a carve tells it the run's steps and
+// seconds (CountSteps, Elapse) so that a child fits in what is left. The
+// report counts steps and seconds from the journal (BudgetReport).
 
 // budgetLog holds the budget records waiting for the next call entry the
 // run writes (livePath.entry): a call's reserve for its intent, its settle
@@ -156,7 +158,12 @@ func (s *session) releaseBudget() {
 
 // carveLayer reserves the budget of the child that call c starts (a
 // caps.Carver's), when the run has ceilings: the child's ceilings, as
-// its token will have them. A child wider than the run is not carved: the
+// its token will have them, in every dimension: its steps beside the
+// run's own, and its wall clock within what the run has left (a wall
+// clock the request leaves out is cut to that; a steps ceiling it leaves
+// out is the run's whole, which fits only a run that has made no call).
+// The carved budget goes on c (Call.Child) for the Spawner to issue the
+// child's token with. A child wider than the run is not carved: the
 // Spawner refuses it, naming what widens.
 func (s *session) carveLayer(c *Call, cv caps.Carver) *denial {
 	req, ok := cv.CarveBudget(c)
@@ -171,6 +178,13 @@ func (s *session) carveLayer(c *Call, cv caps.Carver) *denial {
 	if err != nil || want.Within(parent) != nil {
 		return nil
 	}
+	over, _ := capability.ParseBudget(req) // parsed by childBudget
+	s.ledger.CountSteps(c.Step)
+	elapsed := uint64(max(0, s.deps.Now().Sub(time.Unix(0, s.started))) / time.Second)
+	s.ledger.Elapse(elapsed)
+	if w, ok := s.ledger.Ceilings().Get(budget.WallSeconds); ok && over.WallSeconds == nil {
+		want.WallSeconds = capability.Limit(w - min(w, elapsed))
+	}
 	var r budget.Reservation
 	if s.dry {
 		// A dry run holds nothing, and settles no ended child's carve
@@ -181,7 +195,10 @@ func (s *session) carveLayer(c *Call, cv caps.Carver) *denial {
 		s.settleCarves(false)
 		r, err = s.ledger.ReserveCarve(c.Step, budget.CeilingsOf(want, capability.Budget{}))
 	}
+	var ex *budget.ExceededError
 	switch {
+	case errors.As(err, &ex) && ex.Dim == budget.Steps && over.Steps == nil:
+		return caps.Deny(abi.StatusBudget, "%s: the child's budget: %v (a steps ceiling the spawn leaves out is the caller's whole: give the child its own, e.g. budget steps=%d)", c.Op.Name, err, ex.Left)
 	case errors.Is(err, budget.ErrBudget):
 		return caps.Deny(abi.StatusBudget, "%s: the child's budget: %v", c.Op.Name, err)
 	case errors.Is(err, budget.ErrCarve):
@@ -194,7 +211,36 @@ func (s *session) carveLayer(c *Call, cv caps.Carver) *denial {
 	}
 	s.resv, s.reserved = r, true
 	s.blog.add(r.Op())
+	c.Child = &want
 	return nil
+}
+
+// childStepsOver reports whether the call after step prior would take the
+// run past its steps ceiling with the steps its children hold or made
+// (carved, host/budget): the run's own are checked apart (session.call).
+// An ended child's carve still open is settled first, returning what it
+// did not make. Only a live call is checked: a recorded one was admitted
+// when it was made, and a replay stops where the run stopped.
+func (s *session) childStepsOver(prior uint64) (held uint64, over bool) {
+	if s.ledger == nil || s.stepCap == math.MaxUint64 {
+		return 0, false
+	}
+	held = s.ledger.ChildSteps()
+	if held == 0 || sat(prior, held) < s.stepCap {
+		return held, false
+	}
+	if s.hasCarves() {
+		s.settleCarves(false)
+		held = s.ledger.ChildSteps()
+	}
+	return held, sat(prior, held) >= s.stepCap
+}
+
+func sat(x, y uint64) uint64 {
+	if s := x + y; s >= x {
+		return s
+	}
+	return math.MaxUint64
 }
 
 // settleCarves settles the carve of each child of the run that has ended,
@@ -361,7 +407,7 @@ func (s *session) Limit(limits []abi.BudgetLimit) (abi.LimitResponse, error) {
 		var used uint64
 		switch d {
 		case budget.Steps:
-			used = s.steps
+			used = sat(s.steps, s.ledger.ChildSteps())
 		case budget.WallSeconds:
 			used = uint64(max(0, s.deps.Now().Sub(time.Unix(0, s.started))) / time.Second)
 		default:

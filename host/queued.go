@@ -140,3 +140,19 @@ func (st *Started) Refuse(ctx context.Context, reason string) error {
 	}
 	return nil
 }
+
+// StartHeader returns the header of run's start entry in store.
+func StartHeader(ctx context.Context, store journal.Store, run journal.RunID) (*journal.Header, error) {
+	return startHeader(ctx, store, run)
+}
+
+// HeaderCeilings returns the budget ceilings of the run whose start header
+// is h: those of its grant, which holds its token's budget, as its ledger
+// starts with them (Started.Ceilings).
+func HeaderCeilings(h *journal.Header) (budget.Ceilings, error) {
+	g, err := DecodeGrant(h.Grant)
+	if err != nil {
+		return budget.Ceilings{}, err
+	}
+	return runCeilings(g), nil
+}

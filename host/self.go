@@ -198,7 +198,8 @@ func (s *session) May(ctx context.Context, step uint64, r abi.MayRequest) (abi.M
 
 // SelfBudget answers run.self_budget from the run's ledger. The counted
 // dimensions are the host's: steps are the calls so far, this one (step)
-// included, and wall_seconds the whole seconds since the run started.
+// included, plus those its ended children made (its running children's
+// are reserved), and wall_seconds the whole seconds since the run started.
 func (s *session) SelfBudget(step uint64) (abi.SelfBudgetResponse, error) {
 	if s.ledger == nil {
 		return abi.SelfBudgetResponse{}, errors.New("run.self_budget: the run has no budget ledger")
@@ -217,7 +218,7 @@ func (s *session) SelfBudget(step uint64) (abi.SelfBudgetResponse, error) {
 		b := abi.SelfBudget{Dim: row.Name, Spent: row.Spent, Reserved: row.Reserved, Children: children[row.Dim]}
 		switch row.Dim {
 		case budget.Steps:
-			b.Spent = step
+			b.Spent = step + (s.ledger.ChildSteps() - min(s.ledger.ChildSteps(), row.Reserved))
 		case budget.WallSeconds:
 			if el := s.deps.Now().UnixNano() - s.started; el > 0 {
 				b.Spent = uint64(el / 1e9)

@@ -17,6 +17,7 @@ import (
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/capability"
 	"github.com/agentrt/agentrt/host"
+	"github.com/agentrt/agentrt/host/budget"
 	"github.com/agentrt/agentrt/internal/testutil"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/policy"
@@ -464,6 +465,14 @@ func TestSelfFromC(t *testing.T) {
 	}
 	if !strings.Contains(logged, "journal over the cap: bad_request: run.self_journal: limit 101 is above the host's cap of 100") {
 		t.Errorf("the C guest logged %q", logged)
+	}
+	// The typed answers, decoded in C, say what the CBOR one says: the
+	// run.self_budget call is the run's fifth step (its log line is one), and kv.get is
+	// denied by the capability layer, as the gate would deny it.
+	typed := fmt.Sprintf("typed whoami run=%s depth=0 cell=%s parent= sha=32 | budget dims=%d first=steps steps=5 limited=0 | may kv.get decision=deny stage=capability status=denied",
+		who.RunID, who.Cell, len(budget.DimNames()))
+	if !strings.Contains(logged, typed) {
+		t.Errorf("the C guest's typed answers:\n got %q\nwant %q", logged, typed)
 	}
 	replaysTo(t, env, res.Run, code, res.Output)
 }

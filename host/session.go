@@ -332,6 +332,11 @@ func (s *session) call(ctx context.Context, ci int, opcode, reqPtr, reqLen, resp
 	if s.steps >= s.stepCap {
 		panic(&stopError{reason: fmt.Sprintf("budget: steps: the run has made its %d calls (its token's steps, or run.limit)", s.stepCap)})
 	}
+	if !s.recordedCall() {
+		if held, over := s.childStepsOver(s.steps); over {
+			panic(&stopError{reason: fmt.Sprintf("budget: steps: the run has made %d calls and its children hold or made %d of its %d steps (its token's steps, or run.limit)", s.steps, held, s.stepCap)})
+		}
+	}
 	if s.journaled+journaled > s.limits.JournalBytes {
 		s.overQuota("journal: the call's %d-byte request would take the run's journal past %d bytes of requests and responses (limits.journal)", journaled, s.limits.JournalBytes)
 	}
@@ -428,3 +433,19 @@ func (s *session) Capabilities() []abi.Capability { return s.grant.Capabilities(
 
 // ModuleSHA256 is the hash of the run's module.
 func (s *session) ModuleSHA256() []byte { return s.header.ModuleSHA256 }
+
+// recordedCall reports whether the call being served is answered from a
+// recording (a replay, or a resumed or forked run short of its last
+// recorded call) rather than made live.
+func (s *session) recordedCall() bool {
+	if s.src != nil {
+		return true
+	}
+	switch p := s.path.(type) {
+	case *resumePath:
+		return !p.past && p.rec.Served() < p.rec.Len()
+	case *forkPath:
+		return !p.past && p.rec.Served() < p.rec.Len()
+	}
+	return false
+}

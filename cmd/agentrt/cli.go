@@ -51,6 +51,15 @@ type hinted struct {
 func (h *hinted) Error() string { return h.err.Error() }
 func (h *hinted) Unwrap() error { return h.err }
 
+// checkPriority refuses a --priority out of range: 1 (lowest) to 9
+// (highest), or 0 when the flag is left out.
+func checkPriority(p int, set bool) error {
+	if !set || (p >= cell.MinPriority && p <= cell.MaxPriority) {
+		return nil
+	}
+	return withHint(fmt.Errorf("--priority %d is out of range", p), "give %d (lowest) to %d (highest), or leave it out for %d", cell.MinPriority, cell.MaxPriority, cell.DefaultPriority)
+}
+
 func withHint(err error, format string, args ...any) error {
 	return &hinted{err: err, hint: fmt.Sprintf(format, args...)}
 }

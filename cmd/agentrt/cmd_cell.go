@@ -80,8 +80,11 @@ and the admissions of new runs (admitted, refused by reason).`,
 				mean = st.WaitTotal / time.Duration(st.Dispatched)
 			}
 			fmt.Fprintf(c.stdout, "executed  %d, waiting %s on average for a worker\n", st.Dispatched, mean.Round(time.Microsecond))
-			fmt.Fprintf(c.stdout, "admitted  %d; refused %d for policy, %d for budget, %d for a full queue\n", st.Admitted,
-				st.Refused[cell.RefusedPolicy], st.Refused[cell.RefusedBudget], st.Refused[cell.RefusedFull])
+			fmt.Fprintf(c.stdout, "admitted  %d; refused %d for policy, %d for budget, %d for a full queue, %d for the cell budget\n", st.Admitted,
+				st.Refused[cell.RefusedPolicy], st.Refused[cell.RefusedBudget], st.Refused[cell.RefusedFull], st.Refused[cell.RefusedCellBudget])
+			if cb := st.CellBudget; cb != nil {
+				fmt.Fprintf(c.stdout, "budget    %d runs in flight hold %s (held/ceiling)\n", cb.Runs, cb)
+			}
 			return nil
 		},
 	}
@@ -208,7 +211,7 @@ are refused by the journal's fence in any case.`,
 			// escaped, none of it acts on the terminal it is read on.
 			logger := log.New(lineWriter{c.stderr}, "agentrt cell: ", log.LstdFlags)
 			if _, err := sched.Check(); err != nil {
-				return withHint(err, "--workers is 1..%d, --queue-max and --queue-aging positive, --run-budget in the budget syntax (model_calls=100,usd=5)", cell.MaxWorkers)
+				return withHint(err, "--workers is 1..%d, --queue-max and --queue-aging positive, --run-budget and --cell-budget in the budget syntax (model_calls=100,usd=5)", cell.MaxWorkers)
 			}
 			if keep < 0 {
 				return withHint(fmt.Errorf("--keep-compiled %d is below 0", keep), "give the most compiled modules to keep in memory, at least 1 (0: the default, %d)", host.DefaultKeepCompiled)
@@ -382,6 +385,7 @@ are refused by the journal's fence in any case.`,
 	cmd.Flags().IntVar(&sched.MaxQueued, "queue-max", 0, fmt.Sprintf("how many runs may wait for a worker; past it submissions, task attempts and trigger firings are refused (default %d)", cell.DefaultMaxQueued))
 	cmd.Flags().DurationVar(&sched.Aging, "queue-aging", 0, fmt.Sprintf("a queued run's priority rises by one for each such wait, so none starves (default %s)", cell.DefaultAging))
 	cmd.Flags().StringVar(&sched.RunBudget, "run-budget", "", "admit only runs whose budget stays within these ceilings, naming each (model_calls=100,usd=5); spawns are bounded by their parents' instead")
+	cmd.Flags().StringVar(&sched.CellBudget, "cell-budget", "", "admit a run only while the ceilings of the admitted runs that have not ended, summed, stay within these (usd=50,model_calls=1000), naming each; a run past them is refused until some end (rebuilt from the index at a restart); spawns are carved from their parents'")
 	cmd.Flags().DurationVar(&drain, "drain-timeout", 30*time.Second, "how long a shutdown waits for runs to reach a step boundary")
 	cmd.Flags().StringVar(&natsURLs, "nats", "", "join the cluster on these NATS JetStream servers (nats://HOST:PORT, comma-separated)")
 	cmd.Flags().BoolVar(&embedded, "nats-embedded", false, "start a one-box NATS JetStream server in this process (files in DATA/nats)")

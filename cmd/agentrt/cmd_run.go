@@ -24,6 +24,7 @@ func (c *cli) runCmd() *cobra.Command {
 	var (
 		input, inputFile, grantFile, seedHex, target, tokenFile string
 		asJSON, quiet, inProcess                                bool
+		priority                                                int
 	)
 	var keyFile string // seals the --token on the fly
 	cmd := &cobra.Command{
@@ -80,7 +81,21 @@ keeps each module by its sha256 and compiled: the command asks for the hash
 first and sends the module's bytes only when the daemon lacks it, so a
 repeated run sends a few hundred bytes and starts without compiling. A line
 on stderr says which way the run went; --in-process (or $AGENTRT_IN_PROCESS=1)
-runs it in this process, and fails while a daemon holds the data directory.`,
+runs it in this process, and fails while a daemon holds the data directory.
+
+A run on a daemon that parks on something the cell resolves by itself is
+waited for here, and the command exits with the run's real outcome: a parent
+awaiting its sub-agents (agent.await), or a durable timer due within 5
+minutes. A run parked for a human (an approval, its own or that of a child it
+awaits) or on a later timer returns at once with exit status 75
+(EX_TEMPFAIL): not a failure; the daemon goes on with it when that happens
+(agentrt events RUN --follow waits for its end). Interrupting the wait
+detaches; the run goes on in the cell.
+
+--priority N (1 lowest .. 9 highest, default 5) is the run's place in the
+daemon's admission queue: a run waits there for a worker, the highest
+priority first. A run that executes in this process waits in no queue, so
+--priority is refused there (with --in-process, or with no daemon).`,
 		Example: `  agentrt run agent.wasm --input '{"n": 3}'
   agentrt run crawler.wasm --grant grant.yaml --input-file in.json --json`,
 		Args: cobra.ExactArgs(1),
@@ -125,12 +140,23 @@ runs it in this process, and fails while a daemon holds the data directory.`,
 					return withHint(fmt.Errorf("--seed %q is not 32 bytes of hex", seedHex), "give 64 hex digits, or leave --seed out for a fresh seed")
 				}
 			}
+			prioSet := cmd.Flags().Changed("priority")
+			if err := checkPriority(priority, prioSet); err != nil {
+				return err
+			}
 			submit := func(cl *cell.Client) (*cell.Stream, error) {
-				return submitByHash(ctx, cl, cell.Submission{Module: spec.Code, Name: spec.Name, Input: spec.Input, Grant: string(grantText), Seed: seedHex, Token: spec.Token})
+				return submitByHash(ctx, cl, cell.Submission{Module: spec.Code, Name: spec.Name, Input: spec.Input, Grant: string(grantText), Seed: seedHex, Token: spec.Token, Priority: priority})
 			}
 			forced, err := inProcessForced(inProcess)
 			if err != nil {
 				return err
+			}
+			noQueue := func(why string) error {
+				return withHint(fmt.Errorf("--priority orders runs in a cell daemon's queue, and this run executes in this process (%s), where there is none", why),
+					"start a daemon (agentrt cell serve) or give --cell to queue it there, or leave --priority out")
+			}
+			if prioSet && forced && target == "" {
+				return noQueue("--in-process or $" + envInProcess)
 			}
 			if target != "" {
 				if forced {
@@ -150,6 +176,9 @@ runs it in this process, and fails while a daemon holds the data directory.`,
 				return err
 			}
 			defer closeCell()
+			if prioSet {
+				return noQueue("no daemon holds the data directory")
+			}
 			if !quiet {
 				fmt.Fprintf(c.stderr, "no cell daemon holds the data directory: the run executes in this process (%s)\n", cl.Dir)
 			}
@@ -168,6 +197,7 @@ runs it in this process, and fails while a daemon holds the data directory.`,
 	f.StringVar(&seedHex, "seed", "", "seed of the guest's random stream, 64 hex digits (default: fresh)")
 	f.BoolVar(&asJSON, "json", false, `print one JSON object {"run_id","status","steps","output"} on stdout: output is the JSON itself, a string of UTF-8 text ("output_text": true), or "output_base64" for bytes that are not UTF-8`)
 	f.BoolVarP(&quiet, "quiet", "q", false, "do not show the guest's stdout, stderr and log lines")
+	f.IntVar(&priority, "priority", 0, fmt.Sprintf("the run's priority in the daemon's admission queue, %d (lowest) to %d (highest); default %d; refused for a run executing in this process", cell.MinPriority, cell.MaxPriority, cell.DefaultPriority))
 	f.StringVar(&target, "cell", "", "submit the run to a cell daemon (unix:DATA/agentrt.sock or http://127.0.0.1:PORT) and follow it")
 	f.BoolVar(&inProcess, "in-process", false, "execute the run in this process even when a cell daemon could take it (also $"+envInProcess+"=1); fails while a daemon holds the data directory")
 	c.engineFlag(cmd)
@@ -285,6 +315,35 @@ func (c *cli) followOnCell(ctx context.Context, target string, open func(*cell.C
 		case l.End != nil && l.End.Status.Finished():
 			printer.flush()
 			return c.reportRemote(*l.End, start, asJSON)
+		case l.End != nil && l.End.Status == journal.StatusParked && resolvesItself(l.End.Wait, time.Now()):
+			// Awaiting a child, or a timer due soon: the cell goes on with
+			// the run by itself, so the command waits for it.
+			printer.flush()
+			if !quiet {
+				fmt.Fprintf(c.stderr, "run %s parked (%s): waiting for the cell to wake it; interrupt to detach\n", run, waitText(l.End.Wait))
+			}
+			ri, err := c.awaitWake(ctx, cl, run)
+			var ae *awaitedApproval
+			switch {
+			case ctx.Err() != nil:
+				return withHint(fmt.Errorf("detached from run %s; it goes on in the cell", run),
+					"follow it with: agentrt events %s --follow --cell %s", run, target)
+			case errors.As(err, &ae):
+				fmt.Fprintf(c.stderr, "agentrt: run %s awaits its child %s, which waits for an approval (step %d, group %q)\n  vote with: agentrt approve %s %d --key ~/.ssh/id_ed25519 [--deny]\n",
+					run, ae.child, ae.step, ae.group, ae.child, ae.step)
+				return &exitError{exitParked}
+			case err != nil:
+				return remoteHint(err)
+			}
+			// What it logged after the park: agentrt events RUN.
+			switch {
+			case ri.Status.Finished():
+				return c.reportRemote(ri, start, asJSON)
+			case ri.Status != journal.StatusParked:
+				return withHint(fmt.Errorf("run %s stopped before its end: it is %s", run, ri.Status), "continue it with: agentrt resume %s", run)
+			}
+			l = cell.StreamLine{End: &ri}
+			fallthrough
 		case l.End != nil && l.End.Status == journal.StatusParked:
 			printer.flush()
 			if asJSON {
@@ -315,6 +374,72 @@ func (c *cli) followOnCell(ctx context.Context, target string, open func(*cell.C
 			fmt.Fprintf(c.stderr, "agentrt: %s\n  answer with: agentrt approve %s [--deny] --cell %s\n", termtext.Line(l.Data), run, target)
 		case !quiet:
 			printer.print(host.Event{Kind: l.Kind, Level: l.Level, Data: []byte(l.Data)})
+		}
+	}
+}
+
+// timerWaitBound is how far off a durable timer may be for agentrt run to
+// wait for the cell to wake the run, rather than return with exitParked.
+const timerWaitBound = 5 * time.Minute
+
+// resolvesItself reports whether a run parked on w goes on without anyone
+// acting: it awaits a child, or sleeps until at most timerWaitBound from
+// now. An approval needs a human.
+func resolvesItself(w *cell.WaitInfo, now time.Time) bool {
+	switch {
+	case w == nil:
+		return false
+	case w.Kind == string(journal.WaitRun):
+		return true
+	case w.Kind == string(journal.WaitTimer) && w.Until != nil:
+		return w.Until.Sub(now) <= timerWaitBound
+	}
+	return false
+}
+
+func waitText(w *cell.WaitInfo) string {
+	if w.Kind == string(journal.WaitRun) {
+		return fmt.Sprintf("step %d awaits its child %s", w.Step, w.Run)
+	}
+	return fmt.Sprintf("step %d sleeps until %s", w.Step, w.Until.UTC().Format(time.RFC3339))
+}
+
+// awaitedApproval is awaitWake's answer when the child a run awaits waits
+// for an approval: a human must act.
+type awaitedApproval struct {
+	child, group string
+	step         uint64
+}
+
+func (a *awaitedApproval) Error() string { return "the awaited child waits for an approval" }
+
+// awaitWake waits until run has ended, or stopped (cancelled, held), or
+// parks on something that does not resolve itself, and returns how it
+// stands: through every park on a child or a timer due soon, and every
+// wake. A child the run awaits that parks for an approval ends the wait
+// (*awaitedApproval): a human must act.
+func (c *cli) awaitWake(ctx context.Context, cl *cell.Client, run string) (cell.RunInfo, error) {
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ri, err := cl.Run(ctx, run)
+		if err != nil {
+			return ri, err
+		}
+		switch {
+		case ri.Status == journal.StatusRunning:
+		case ri.Status != journal.StatusParked || !resolvesItself(ri.Wait, time.Now()):
+			return ri, nil
+		}
+		if w := ri.Wait; ri.Status == journal.StatusParked && w != nil && w.Kind == string(journal.WaitRun) && w.Run != "" {
+			if ch, err := cl.Run(ctx, w.Run); err == nil && ch.Status == journal.StatusParked && ch.Wait != nil && ch.Wait.Kind == string(journal.WaitApproval) {
+				return ri, &awaitedApproval{child: w.Run, group: ch.Wait.Group, step: ch.Wait.Step}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ri, ctx.Err()
+		case <-tick.C:
 		}
 	}
 }

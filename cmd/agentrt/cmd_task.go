@@ -105,6 +105,9 @@ continue it.`,
 			if err != nil {
 				return err
 			}
+			if err := checkPriority(priority, cmd.Flags().Changed("priority")); err != nil {
+				return err
+			}
 			sub := cell.TaskSubmission{Module: code, Name: filepath.Base(args[0]), Objective: objective, Retries: retries, Priority: priority}
 			if cmd.Flags().Changed("backoff") {
 				sub.Backoff = backoff.String()

@@ -53,6 +53,7 @@ See agentrt trigger add --help for the kinds of trigger and their policies.`,
 
 func (c *cli) triggerAddCmd(client func() (*cell.Client, error)) *cobra.Command {
 	var moduleFile, grantFile, tokenFile, on, inputFile, misfire, overlap string
+	var priority int
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "add NAME --module M.wasm (--grant F | --token T) --on SPEC",
@@ -111,7 +112,9 @@ Policies:
   --overlap skip|queue|allow  what a firing does while a run the trigger
       started is still going (or parked): skip it (logged), queue it until
       the runs end (at most 100), or start beside them. Default: skip for
-      schedule and metric, queue for kv, file and webhook.`,
+      schedule and metric, queue for kv, file and webhook.
+  --priority N  the priority of the trigger's runs in the daemon's queue,
+      1 (lowest) to 9 (highest); default 5. Stored with the trigger.`,
 		Example: `  agentrt trigger add nightly --module report.wasm --grant grant.yaml --on 'schedule:0 3 * * *'
   agentrt trigger add tick --module agent.wasm --grant grant.yaml --on 'schedule:@every 10s' --misfire all:5 --overlap queue
   agentrt trigger add on-order --module agent.wasm --token agent.token --on kv:orders/new/
@@ -131,7 +134,10 @@ Policies:
 			if err != nil {
 				return err
 			}
-			ts := cell.TriggerSpec{Name: args[0], On: on, Module: code, ModuleName: filepath.Base(moduleFile), Misfire: misfire, Overlap: overlap}
+			if err := checkPriority(priority, cmd.Flags().Changed("priority")); err != nil {
+				return err
+			}
+			ts := cell.TriggerSpec{Name: args[0], On: on, Module: code, ModuleName: filepath.Base(moduleFile), Misfire: misfire, Overlap: overlap, Priority: priority}
 			if rest, ok := strings.CutPrefix(on, "file:"); ok && rest != "" && !filepath.IsAbs(rest) {
 				// The daemon's working folder is not this one.
 				abs, err := filepath.Abs(rest)
@@ -190,6 +196,7 @@ Policies:
 	f.StringVar(&inputFile, "input", "", "file whose bytes are the input of a schedule's or metric's runs")
 	f.StringVar(&misfire, "misfire", "", "schedules: what to do with missed moments: skip, once or all:N (default once)")
 	f.StringVar(&overlap, "overlap", "", "while a run of the trigger is going: skip, queue or allow (default skip for schedule and metric, queue otherwise)")
+	f.IntVar(&priority, "priority", 0, fmt.Sprintf("the priority of the trigger's runs in the daemon's queue, %d (lowest) to %d (highest); default %d", cell.MinPriority, cell.MaxPriority, cell.DefaultPriority))
 	f.BoolVar(&asJSON, "json", false, "print the trigger as JSON (with a webhook's secret)")
 	return cmd
 }

@@ -11,7 +11,15 @@ import (
 // {namespaces: [notes]}}"); it must be within the caller's token, or the
 // spawn is refused (ErrDenied). Budget is its budget ceilings in the flag
 // syntax ("steps=100,usd=0.50"); a ceiling it leaves out is the caller's,
-// and one it sets must be at most the caller's. Priority is the child's
+// and one it sets must be at most the caller's. It is carved out of the
+// caller's budget in every dimension: its steps, money, tokens and calls
+// are reserved from what the caller has left (a spawn that does not fit
+// fails with ErrBudget; a steps ceiling left out is the caller's whole,
+// so give a child of a caller with a steps ceiling its own), and come
+// back, less what the child spent, when it ends; its wall_seconds is at
+// most what the caller has left of its own, and cut to that when left
+// out. While a child runs, the caller's calls and the steps the child
+// holds count together against the caller's steps ceiling. Priority is the child's
 // priority in the cell's queue, 1 (lowest) to 9 (highest): at most the
 // caller's, or the spawn is refused (ErrDenied); 0: the caller's.
 type SpawnOptions struct {

@@ -868,8 +868,8 @@ static inline agentrt_status_t agentrt_introspect(agentrt_introspect_t *in) {
  * request req (req_len 0: the empty body, for the ops without request
  * fields) and returns the CBOR response in resp, as SPEC.md §9.15 gives it,
  * for the caller to read; free it with agentrt_buf_free. The answer is
- * journaled, so a replay gets the same bytes. The header has no typed
- * decoders for these responses yet. */
+ * journaled, so a replay gets the same bytes. agentrt_whoami,
+ * agentrt_self_budget and agentrt_may (below) decode three of them. */
 static inline agentrt_status_t agentrt_self_call(uint32_t op, const uint8_t *req, size_t req_len, agentrt_buf_t *resp) {
   memset(resp, 0, sizeof *resp);
   if (op < AGENTRT_OP_RUN_SELF || op > AGENTRT_OP_RUN_SELF_JOURNAL)
@@ -881,6 +881,223 @@ static inline agentrt_status_t agentrt_self_call(uint32_t op, const uint8_t *req
   if (st) return st;
   out.body[out.len] = 0;
   *resp = (agentrt_buf_t){out.body, out.len, out.body};
+  return AGENTRT_STATUS_OK;
+}
+
+/* Typed answers of run.self (SPEC.md §9.15), decoded here: agentrt_whoami
+ * (run.self), agentrt_self_budget (run.self_budget) and agentrt_may
+ * (run.self_may). Each answer's strings point into memory the answer owns
+ * (NUL-terminated, "" when absent): free it with its _free function. */
+
+/* agentrt__rd_anykey reads the next key of a body, whatever it is. */
+static inline bool agentrt__rd_anykey(agentrt__rd *r, size_t *pairs, agentrt_str_t *key) {
+  if (*pairs == 0 || !agentrt__rd_text(r, key)) return false;
+  (*pairs)--;
+  return true;
+}
+
+static inline bool agentrt__key_is(agentrt_str_t k, const char *name) {
+  return k.len == strlen(name) && memcmp(k.data, name, k.len) == 0;
+}
+
+/* agentrt_self_t is who the run is (run.self). */
+typedef struct agentrt_self {
+  uint32_t abi;
+  /* cell is the executing cell: the first 8 bytes of its key, hex. */
+  agentrt_str_t cell;
+  /* depth counts the run's ancestors (0: a top-level run). */
+  uint32_t depth;
+  agentrt_str_t run_id;
+  /* task, attempt: the task the run is an attempt of ("" and 0: none). */
+  agentrt_str_t task;
+  uint64_t attempt;
+  /* parent, parent_step: a sub-agent's parent and its spawning step. */
+  agentrt_str_t parent;
+  uint64_t parent_step;
+  agentrt_bytes_t module_sha256;
+  void *mem_;
+} agentrt_self_t;
+
+static inline void agentrt_self_free(agentrt_self_t *me) {
+  free(me->mem_);
+  memset(me, 0, sizeof *me);
+}
+
+/* agentrt_whoami asks who the run is (run.self). */
+static inline agentrt_status_t agentrt_whoami(agentrt_self_t *me) {
+  memset(me, 0, sizeof *me);
+  agentrt_buf_t b;
+  agentrt_status_t st = agentrt_self_call(AGENTRT_OP_RUN_SELF, NULL, 0, &b);
+  if (st) return st;
+  agentrt__resp out = {(uint8_t *)b.mem_, b.len, b.len + 1};
+  agentrt__rd r = {out.body, out.body + out.len};
+  size_t pairs;
+  bool empty, ok = agentrt__rd_begin(&r, &pairs, &empty) && !empty;
+  uint64_t abi = 0, depth = 0;
+  while (ok && pairs > 0) {
+    agentrt_str_t k;
+    if (!agentrt__rd_anykey(&r, &pairs, &k)) ok = false;
+    else if (agentrt__key_is(k, "abi")) ok = agentrt__rd_uint(&r, UINT32_MAX, &abi);
+    else if (agentrt__key_is(k, "cell")) ok = agentrt__rd_text(&r, &me->cell);
+    else if (agentrt__key_is(k, "depth")) ok = agentrt__rd_uint(&r, UINT32_MAX, &depth);
+    else if (agentrt__key_is(k, "task")) ok = agentrt__rd_text(&r, &me->task);
+    else if (agentrt__key_is(k, "run_id")) ok = agentrt__rd_text(&r, &me->run_id);
+    else if (agentrt__key_is(k, "parent")) ok = agentrt__rd_text(&r, &me->parent);
+    else if (agentrt__key_is(k, "attempt")) ok = agentrt__rd_uint(&r, UINT64_MAX, &me->attempt);
+    else if (agentrt__key_is(k, "parent_step")) ok = agentrt__rd_uint(&r, UINT64_MAX, &me->parent_step);
+    else if (agentrt__key_is(k, "module_sha256")) ok = agentrt__rd_bytes(&r, &me->module_sha256);
+    else ok = false;
+  }
+  if (!ok || !agentrt__rd_end(&r, pairs) || me->run_id.len == 0) {
+    memset(me, 0, sizeof *me);
+    return agentrt__malformed(&out, "run.self");
+  }
+  me->abi = (uint32_t)abi;
+  me->depth = (uint32_t)depth;
+  agentrt__term_str(&me->cell);
+  agentrt__term_str(&me->task);
+  agentrt__term_str(&me->run_id);
+  agentrt__term_str(&me->parent);
+  agentrt__term_bytes(&me->module_sha256);
+  me->mem_ = out.body;
+  return AGENTRT_STATUS_OK;
+}
+
+/* agentrt_self_budget_dim_t is one dimension of the run's budget. */
+typedef struct agentrt_self_budget_dim {
+  /* dim is "steps", "model_calls", ..., "wall_seconds" (money in micro_usd). */
+  agentrt_str_t dim;
+  /* limited says the dimension has a ceiling; left is ceiling - spent -
+   * reserved, at least 0 (0 when unlimited). */
+  bool limited;
+  uint64_t ceiling, spent, reserved, left;
+  /* children is, of reserved, what is carved out for running children. */
+  uint64_t children;
+} agentrt_self_budget_dim_t;
+
+/* agentrt_self_budget_t is what the run has spent and has left. */
+typedef struct agentrt_self_budget {
+  agentrt_self_budget_dim_t *dims;
+  size_t ndims;
+  void *mem_;
+} agentrt_self_budget_t;
+
+static inline void agentrt_self_budget_free(agentrt_self_budget_t *b) {
+  free(b->dims);
+  free(b->mem_);
+  memset(b, 0, sizeof *b);
+}
+
+/* agentrt_self_budget_get returns the dimension named dim of b, or NULL. */
+static inline const agentrt_self_budget_dim_t *agentrt_self_budget_get(const agentrt_self_budget_t *b, const char *dim) {
+  for (size_t i = 0; i < b->ndims; i++)
+    if (agentrt__key_is(b->dims[i].dim, dim)) return &b->dims[i];
+  return NULL;
+}
+
+/* agentrt_self_budget asks what the run has spent and has left, per
+ * dimension (run.self_budget). */
+static inline agentrt_status_t agentrt_self_budget(agentrt_self_budget_t *out_b) {
+  memset(out_b, 0, sizeof *out_b);
+  agentrt_buf_t b;
+  agentrt_status_t st = agentrt_self_call(AGENTRT_OP_RUN_SELF_BUDGET, NULL, 0, &b);
+  if (st) return st;
+  agentrt__resp out = {(uint8_t *)b.mem_, b.len, b.len + 1};
+  agentrt__rd r = {out.body, out.body + out.len};
+  size_t pairs, n = 0;
+  bool empty, ok = agentrt__rd_begin(&r, &pairs, &empty);
+  agentrt_self_budget_dim_t *dims = NULL;
+  if (ok && !empty) {
+    ok = agentrt__rd_key(&r, &pairs, "dims") && agentrt__rd_array(&r, 1, &n);
+    if (ok && n > 0) ok = (dims = (agentrt_self_budget_dim_t *)calloc(n, sizeof *dims)) != NULL;
+    for (size_t i = 0; ok && i < n; i++) {
+      size_t dp;
+      bool de;
+      ok = agentrt__rd_begin(&r, &dp, &de) && !de;
+      while (ok && dp > 0) {
+        agentrt_str_t k;
+        agentrt_self_budget_dim_t *d = &dims[i];
+        if (!agentrt__rd_anykey(&r, &dp, &k)) ok = false;
+        else if (agentrt__key_is(k, "dim")) ok = agentrt__rd_text(&r, &d->dim);
+        else if (agentrt__key_is(k, "left")) ok = agentrt__rd_uint(&r, UINT64_MAX, &d->left);
+        else if (agentrt__key_is(k, "spent")) ok = agentrt__rd_uint(&r, UINT64_MAX, &d->spent);
+        else if (agentrt__key_is(k, "ceiling")) ok = agentrt__rd_uint(&r, UINT64_MAX, &d->ceiling);
+        else if (agentrt__key_is(k, "limited")) ok = agentrt__rd_bool(&r, &d->limited);
+        else if (agentrt__key_is(k, "children")) ok = agentrt__rd_uint(&r, UINT64_MAX, &d->children);
+        else if (agentrt__key_is(k, "reserved")) ok = agentrt__rd_uint(&r, UINT64_MAX, &d->reserved);
+        else ok = false;
+      }
+      ok = ok && dims[i].dim.len > 0;
+    }
+  }
+  if (!ok || !agentrt__rd_end(&r, pairs)) {
+    free(dims);
+    return agentrt__malformed(&out, "run.self_budget");
+  }
+  for (size_t i = 0; i < n; i++) agentrt__term_str(&dims[i].dim);
+  *out_b = (agentrt_self_budget_t){dims, n, out.body};
+  return AGENTRT_STATUS_OK;
+}
+
+/* agentrt_may_t is the gate's answer to "may I?" (run.self_may). */
+typedef struct agentrt_may {
+  /* decision is "allow", "deny" or "ask". */
+  agentrt_str_t decision;
+  /* stage is the gate's layer that denies or asks ("capability", "policy",
+   * "budget", "mode"; "" on allow); reason why; status the status the call
+   * would get when denied (0 otherwise). */
+  agentrt_str_t stage, reason;
+  agentrt_status_t status;
+  void *mem_;
+} agentrt_may_t;
+
+static inline void agentrt_may_free(agentrt_may_t *m) {
+  free(m->mem_);
+  memset(m, 0, sizeof *m);
+}
+
+/* agentrt_may asks whether a call of op (e.g. "http.request") with the
+ * CBOR request req would pass the gate now: a dry run, journaled as a
+ * pure call, that holds and sends nothing. */
+static inline agentrt_status_t agentrt_may(const char *op, const uint8_t *req, size_t req_len, agentrt_may_t *m) {
+  memset(m, 0, sizeof *m);
+  agentrt__wr w = {0};
+  agentrt__wr_head(&w, 5, 2);
+  agentrt__wr_cstr(&w, "op");
+  agentrt__wr_cstr(&w, op);
+  agentrt__wr_cstr(&w, "request");
+  agentrt__wr_bytes(&w, req ? (const void *)req : (const void *)"", req_len);
+  if (w.oom) {
+    free(w.buf);
+    return agentrt__fail(AGENTRT_STATUS_INTERNAL, "agentrt_may: out of memory");
+  }
+  agentrt_buf_t b;
+  agentrt_status_t st = agentrt_self_call(AGENTRT_OP_RUN_SELF_MAY, w.buf, w.len, &b);
+  free(w.buf);
+  if (st) return st;
+  agentrt__resp out = {(uint8_t *)b.mem_, b.len, b.len + 1};
+  agentrt__rd r = {out.body, out.body + out.len};
+  size_t pairs;
+  uint64_t status = 0;
+  bool empty, ok = agentrt__rd_begin(&r, &pairs, &empty) && !empty;
+  while (ok && pairs > 0) {
+    agentrt_str_t k;
+    if (!agentrt__rd_anykey(&r, &pairs, &k)) ok = false;
+    else if (agentrt__key_is(k, "stage")) ok = agentrt__rd_text(&r, &m->stage);
+    else if (agentrt__key_is(k, "reason")) ok = agentrt__rd_text(&r, &m->reason);
+    else if (agentrt__key_is(k, "status")) ok = agentrt__rd_uint(&r, UINT32_MAX, &status);
+    else if (agentrt__key_is(k, "decision")) ok = agentrt__rd_text(&r, &m->decision);
+    else ok = false;
+  }
+  if (!ok || !agentrt__rd_end(&r, pairs) || m->decision.len == 0) {
+    memset(m, 0, sizeof *m);
+    return agentrt__malformed(&out, "run.self_may");
+  }
+  m->status = (agentrt_status_t)status;
+  agentrt__term_str(&m->decision);
+  agentrt__term_str(&m->stage);
+  agentrt__term_str(&m->reason);
+  m->mem_ = out.body;
   return AGENTRT_STATUS_OK;
 }
 

@@ -16,10 +16,11 @@ import (
 // a child cancelled with reservations open (its own calls' or its
 // children's carves), those at their worst case (SettleCarve).
 
-// bridgeDims are the reservable dimensions the trees below limit. Steps
-// are limited too, and counted per run: a child's ceiling is at most its
-// parent's, and is not reserved.
-var bridgeDims = []Dim{MicroUSD, ToolCalls, HTTPRequests}
+// bridgeDims are the dimensions the trees below limit and carve: steps
+// are counted by each run (Step) and reserved by its parent's carve like
+// the others. The wall clock is limited too, and checked apart (a child's
+// deadline is never past its parent's).
+var bridgeDims = []Dim{MicroUSD, ToolCalls, HTTPRequests, Steps}
 
 // node is one run of a tree: its ledger, the carve that holds its
 // ceilings in its parent, its own open reservations and what its own
@@ -31,6 +32,9 @@ type node struct {
 	kids   []*node
 	open   []Reservation
 	ended  bool
+	// start is when the run started, on the tree's clock, and deadline
+	// when its wall-clock ceiling runs out.
+	start, deadline uint64
 	// actual is what the run's own calls spent (settled) and steps made;
 	// wasted what it held at worst case when it was cancelled.
 	actual, wasted Amounts
@@ -48,10 +52,13 @@ type tree struct {
 	// forfeit is what cancelled runs' parents held for children that
 	// were still running: charged in full, whatever those spent.
 	forfeit Amounts
+	// now is the tree's clock, in seconds.
+	now uint64
 }
 
 func newTree(c Ceilings) *tree {
-	root := &node{l: New(c)}
+	wall, _ := c.Get(WallSeconds)
+	root := &node{l: New(c), deadline: wall}
 	return &tree{root: root, all: []*node{root}, ceil: c}
 }
 
@@ -66,17 +73,26 @@ func (t *tree) liveNodes() []*node {
 	return out
 }
 
-// spawn carves a child of ceilings c out of p. A refusal must be right:
-// some reservable dimension of c does not fit in what p has left, or its
-// steps are above p's ceiling.
+// spawn carves a child of ceilings c out of p, the spawn being one of p's
+// steps. A refusal must be right: some dimension of c, steps included,
+// does not fit in what p has left, or its wall clock is more than p has
+// left.
 func (t *tree) spawn(p *node, c Ceilings) (*node, error) {
 	t.steps++
+	if err := p.l.Step(); err != nil {
+		if errors.Is(err, ErrBudget) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	p.actual[Steps]++
+	p.l.Elapse(t.now - p.start)
 	spent, reserved := p.l.Spent()
 	r, err := p.l.ReserveCarve(t.steps, c)
 	if err != nil {
 		if errors.Is(err, ErrCarve) {
-			if pmax, _ := p.l.Ceilings().Get(Steps); c.max[Steps] <= pmax {
-				return nil, fmt.Errorf("carve of %d steps out of %d: %v", c.max[Steps], pmax, err)
+			if w, _ := c.Get(WallSeconds); t.now < p.deadline && t.now+w <= p.deadline {
+				return nil, fmt.Errorf("carve of %ds at %d out of a parent whose deadline is %d: %v", w, t.now, p.deadline, err)
 			}
 			return nil, nil
 		}
@@ -91,8 +107,12 @@ func (t *tree) spawn(p *node, c Ceilings) (*node, error) {
 		}
 		return nil, nil
 	}
+	if w, _ := c.Get(WallSeconds); t.now+w > p.deadline {
+		return nil, fmt.Errorf("carved %ds at %d out of a parent whose deadline is %d", w, t.now, p.deadline)
+	}
 	p.ops = append(p.ops, r.Op())
-	k := &node{l: New(c), parent: p, carve: r}
+	w, _ := c.Get(WallSeconds)
+	k := &node{l: New(c), parent: p, carve: r, start: t.now, deadline: t.now + w}
 	p.kids = append(p.kids, k)
 	t.all = append(t.all, k)
 	return k, nil
@@ -107,6 +127,7 @@ func (t *tree) spend(n *node, a, used Amounts) error {
 		}
 		return err
 	}
+	n.actual[Steps]++
 	r, err := n.l.Reserve(t.steps, a)
 	if errors.Is(err, ErrBudget) {
 		return nil
@@ -228,6 +249,9 @@ func (t *tree) settleCarve(p, k *node) error {
 func (t *tree) check() error {
 	var real Amounts
 	for _, n := range t.all {
+		if n.live() && n.parent != nil && n.deadline > n.parent.deadline {
+			return fmt.Errorf("a run's wall clock runs out at %d, its parent's at %d", n.deadline, n.parent.deadline)
+		}
 		if n.live() {
 			s, r := n.l.Spent()
 			for _, d := range bridgeDims {
@@ -259,20 +283,22 @@ func randCeilings(t *rapid.T, label string) Ceilings {
 		With(MicroUSD, rapid.Uint64Range(0, 4_000_000).Draw(t, label+"usd")).
 		With(ToolCalls, rapid.Uint64Range(0, 12).Draw(t, label+"tools")).
 		With(HTTPRequests, rapid.Uint64Range(0, 12).Draw(t, label+"http")).
-		With(Steps, rapid.Uint64Range(0, 120).Draw(t, label+"steps"))
+		With(Steps, rapid.Uint64Range(0, 60).Draw(t, label+"steps")).
+		With(WallSeconds, rapid.Uint64Range(0, 700).Draw(t, label+"wall"))
 }
 
 // TestBridgeProperty: random interleavings of spawns (at any depth),
-// spends, settles, completions and cancels over one root of $10, 30 tool
-// calls, 30 HTTP requests and 100 steps: after every action no run holds
-// more than its ceilings and the tree's real spend is within the root's
-// ceiling and counted by it; when everything has ended the root holds
-// nothing, has spent exactly what the tree's calls spent (and what
-// cancelled runs held, at worst case), and every ledger's records replay
-// to it.
+// spends, settles, completions, cancels and the passing of time over one
+// root of $10, 30 tool calls, 30 HTTP requests, 100 steps and 600 s: after
+// every action no run holds more than its ceilings, no run's wall clock
+// runs past its parent's, and the tree's real spend (steps included) is
+// within the root's ceiling and counted by it; when everything has ended
+// the root holds nothing, has spent exactly what the tree's calls and
+// steps spent (and what cancelled runs held, at worst case), and every
+// ledger's records replay to it.
 func TestBridgeProperty(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		c := Ceilings{}.With(MicroUSD, ten).With(ToolCalls, 30).With(HTTPRequests, 30).With(Steps, 100)
+		c := Ceilings{}.With(MicroUSD, ten).With(ToolCalls, 30).With(HTTPRequests, 30).With(Steps, 100).With(WallSeconds, 600)
 		tr := newTree(c)
 		for i := range rapid.IntRange(1, 60).Draw(rt, "actions") {
 			live := tr.liveNodes()
@@ -281,7 +307,9 @@ func TestBridgeProperty(t *testing.T) {
 			}
 			n := live[rapid.IntRange(0, len(live)-1).Draw(rt, fmt.Sprintf("run%d", i))]
 			var err error
-			switch rapid.IntRange(0, 5).Draw(rt, fmt.Sprintf("action%d", i)) {
+			switch rapid.IntRange(0, 6).Draw(rt, fmt.Sprintf("action%d", i)) {
+			case 6:
+				tr.now = min(tr.now+rapid.Uint64Range(1, 120).Draw(rt, fmt.Sprintf("secs%d", i)), tr.root.deadline)
 			case 0:
 				_, err = tr.spawn(n, randCeilings(rt, fmt.Sprintf("c%d", i)))
 			case 1, 2:
@@ -333,14 +361,14 @@ func TestBridgeProperty(t *testing.T) {
 		// Each run's records, in the order it journaled them, rebuild
 		// its ledger: the bridge is in the journals on both sides.
 		for i, n := range tr.all {
-			r, err := Replay(n.l.Ceilings(), 0, n.ops)
+			r, err := Replay(n.l.Ceilings(), n.actual[Steps], n.ops)
 			if err != nil {
 				rt.Fatalf("run %d: replay: %v", i, err)
 			}
 			ls, lr := n.l.Spent()
 			ps, pr := r.Spent()
-			ls[Steps] = 0 // counted by the journal's step numbers
-			if ls != ps || lr != pr {
+			ls[WallSeconds] = 0 // counted from the journal's times
+			if ls != ps || lr != pr || r.ChildSteps() != n.l.ChildSteps() {
 				rt.Fatalf("run %d: replayed %v+%v, live %v+%v", i, ps, pr, ls, lr)
 			}
 		}

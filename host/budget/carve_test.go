@@ -256,3 +256,54 @@ func TestConcurrentCarves(t *testing.T) {
 		}
 	}
 }
+
+// TestReserveCarveSteps: a carve reserves the child's steps in its
+// parent, beside the parent's own (CountSteps); settling it returns what
+// the child did not make, and a snapshot of the parent keeps what its
+// children made, so that a rebuild from it counts them.
+func TestReserveCarveSteps(t *testing.T) {
+	parent := New(Ceilings{}.With(Steps, 100).With(WallSeconds, 600))
+	parent.CountSteps(10)
+	parent.CountSteps(4) // never goes back
+	_, err := parent.ReserveCarve(11, Ceilings{}.With(Steps, 91).With(WallSeconds, 60))
+	var ex *ExceededError
+	if !errors.As(err, &ex) || ex.Dim != Steps || ex.Left != 90 {
+		t.Fatalf("a child of 91 steps out of a parent with 90 left: %v", err)
+	}
+	parent.Elapse(580)
+	if _, err := parent.ReserveCarve(11, Ceilings{}.With(Steps, 40).With(WallSeconds, 21)); !errors.Is(err, ErrCarve) {
+		t.Fatalf("a child of 21 s out of a parent with 20 s left: %v", err)
+	}
+	r, err := parent.ReserveCarve(11, Ceilings{}.With(Steps, 40).With(WallSeconds, 20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Amounts[Steps] != 40 || parent.ChildSteps() != 40 {
+		t.Fatalf("carve %v, the children hold %d steps", r.Amounts, parent.ChildSteps())
+	}
+	// The parent's own steps see what the carve holds: 10 + 40 of 100.
+	for range 50 {
+		if err := parent.Step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := parent.Step(); !errors.Is(err, ErrBudget) {
+		t.Fatalf("the parent's 61st step with 40 held by its child: %v", err)
+	}
+	o, err := parent.SettleCarve(r, Amounts{Steps: 12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spent, reserved := parent.Spent()
+	if o.Amounts[Steps] != 12 || spent[Steps] != 72 || reserved[Steps] != 0 || parent.ChildSteps() != 12 {
+		t.Fatalf("after the child made 12 steps: settle %v, spent %v, reserved %v, children %d", o, spent, reserved, parent.ChildSteps())
+	}
+	snap := parent.Snapshot()
+	l, err := ReplayFrom(snap, 60, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := l.Spent(); s[Steps] != 72 || l.ChildSteps() != 12 {
+		t.Fatalf("rebuilt from the snapshot: %d steps, %d of the children", s[Steps], l.ChildSteps())
+	}
+}

@@ -26,9 +26,11 @@
 //     resolutions are returned for the host to journal on the call's next
 //     entry.
 //
-// Steps and wall-clock seconds are counters, not reservations: Step charges
-// one import call (the journal's step numbers are its record), Tick records
-// the run's elapsed time.
+// Steps and wall-clock seconds are counters, not reservations: Step (or
+// CountSteps) counts the run's import calls (the journal's step numbers
+// are its record), Tick (or Elapse) records the run's elapsed time. A
+// carve is the exception: it reserves the child's steps, which its settle
+// charges as the child made them (ChildSteps).
 //
 // A child ledger is carved out of its parent (Carve): the child's ceilings
 // are reserved in the parent, the child's settles charge the parent as they
@@ -74,6 +76,11 @@
 //     ends the run at the call past it, as the calls quota does, and the
 //     wall-clock ceiling is the run's wall-time timer. Replay and
 //     ReportFrom count them from the journal.
+//   - agent.spawn: CountSteps and Elapse, then ReserveCarve of the
+//     child's ceilings (its wall clock cut to what is left when the spawn
+//     leaves it out); a live call past the steps ceiling with the run's
+//     ChildSteps counted ends the run; SettleCarve at what the child's
+//     journal says it spent once it ended.
 //   - agentrt budget RUN [--json]: host.LoadBudget, which verifies the
 //     journal and calls ReportFrom; then WriteText or WriteJSON.
 //

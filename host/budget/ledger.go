@@ -24,6 +24,10 @@ type Ledger struct {
 	// ticked says that Tick counts the ledger's wall clock: only then
 	// does an elapsed wall-clock ceiling refuse reservations.
 	ticked bool
+	// kidSteps is what the ledger's children spent of its steps (the
+	// settles of carves that reserved steps, the charges of attached
+	// children): spent[Steps] is the run's own steps plus kidSteps.
+	kidSteps uint64
 }
 
 // held is an open reservation: what it holds now (a carve's shrinks as its
@@ -234,6 +238,40 @@ func (l *Ledger) Tick(elapsed uint64) {
 	l.mu.Unlock()
 }
 
+// Elapse records, as Tick does, that the run has been going for elapsed
+// seconds, without making the ledger refuse reservations once its
+// wall-clock ceiling has elapsed: for a caller that enforces the wall
+// clock itself (the host's timer) and tells the ledger the time only so
+// that a carve is held to what is left of it.
+func (l *Ledger) Elapse(elapsed uint64) {
+	l.mu.Lock()
+	l.spent[WallSeconds] = max(l.spent[WallSeconds], elapsed)
+	l.mu.Unlock()
+}
+
+// CountSteps records that the run has made n import calls of its own (it
+// never goes back): its steps spent are n plus what its children spent of
+// them. A caller that counts the run's steps itself (the host, from the
+// journal's step numbers) calls it before a carve, so that the carve's
+// steps fit in what the run and its children have left.
+func (l *Ledger) CountSteps(n uint64) {
+	l.mu.Lock()
+	if own := l.spent[Steps] - min(l.spent[Steps], l.kidSteps); n > own {
+		l.spent[Steps] = sat(l.spent[Steps], n-own)
+	}
+	l.mu.Unlock()
+}
+
+// ChildSteps returns the steps the ledger's children hold (the steps of
+// its open carves) and have spent (the settled ones'): what a run that
+// counts its own steps adds to them to hold itself and its descendants
+// to its steps ceiling.
+func (l *Ledger) ChildSteps() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return sat(l.kidSteps, l.reserved[Steps])
+}
+
 // charge spends a, charged by the child of carve id: the carve holds less
 // by as much (at least 0), and the parent's parent is charged in turn.
 func (l *Ledger) charge(id uint64, a Amounts) {
@@ -250,6 +288,7 @@ func (l *Ledger) charge(id uint64, a Amounts) {
 		l.reserved = sub(l.reserved, used)
 	}
 	l.spent = l.spent.add(a)
+	l.kidSteps = sat(l.kidSteps, a[Steps])
 	parent, pid := l.parent, l.carveID
 	l.mu.Unlock()
 	if parent != nil {
@@ -265,7 +304,7 @@ func (l *Ledger) charge(id uint64, a Amounts) {
 // and steps charge l as they happen; Close returns what the child left
 // unused.
 func (l *Ledger) Carve(step uint64, c Ceilings) (*Ledger, Reservation, error) {
-	r, err := l.reserveCarve(step, c, true)
+	r, err := l.reserveCarve(step, c)
 	if err != nil {
 		return nil, Reservation{}, err
 	}
@@ -276,20 +315,22 @@ func (l *Ledger) Carve(step uint64, c Ceilings) (*Ledger, Reservation, error) {
 
 // ReserveCarve reserves in l the ceilings c of a child, for the sub-agent
 // started by the call at step, and returns the carve. Every dimension l
-// limits, c must limit too, at most at l's ceiling (ErrCarve); the
-// reservable dimensions of c must fit in what l has left
-// (*ExceededError). Steps and wall-clock seconds are counted per run and
-// not reserved: the child's are bounded by l's ceiling, and l's by its
-// own calls and clock. No child is attached: the child's ledger runs
-// apart, with ceilings c, and SettleCarve closes the carve at what it
-// spent.
+// limits, c must limit too (ErrCarve); c's wall clock must be at most what
+// l has left of its own (ErrCarve: the time l was told, by Tick or
+// Elapse); every other dimension of c, steps included, must fit in what l
+// has left (*ExceededError), l's own steps as CountSteps or Step counted
+// them. No child is attached: the child's ledger runs apart, with ceilings
+// c, and SettleCarve closes the carve at what it spent, returning to l
+// what the child left unused, steps included. So a run and its
+// descendants never spend more than the run's ceilings: its wall clock
+// too, as each child must end by its parent's deadline.
 func (l *Ledger) ReserveCarve(step uint64, c Ceilings) (Reservation, error) {
-	return l.reserveCarve(step, c, false)
+	return l.reserveCarve(step, c)
 }
 
-func (l *Ledger) reserveCarve(step uint64, c Ceilings, steps bool) (Reservation, error) {
+func (l *Ledger) reserveCarve(step uint64, c Ceilings) (Reservation, error) {
 	l.mu.Lock()
-	a, err := l.carveAmounts(c, steps)
+	a, err := l.carveAmounts(c)
 	l.mu.Unlock()
 	if err != nil {
 		return Reservation{}, err
@@ -303,7 +344,7 @@ func (l *Ledger) reserveCarve(step uint64, c Ceilings, steps bool) (Reservation,
 func (l *Ledger) FitsCarve(c Ceilings) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	a, err := l.carveAmounts(c, false)
+	a, err := l.carveAmounts(c)
 	if err != nil {
 		return err
 	}
@@ -316,7 +357,7 @@ func (l *Ledger) FitsCarve(c Ceilings) error {
 // carveAmounts returns what a carve of a child with ceilings c reserves,
 // or why the child does not fit the parent's ceilings. The caller holds
 // l.mu.
-func (l *Ledger) carveAmounts(c Ceilings, steps bool) (Amounts, error) {
+func (l *Ledger) carveAmounts(c Ceilings) (Amounts, error) {
 	var a Amounts
 	for d := range NumDims {
 		pmax, plim := l.ceil.Get(d)
@@ -325,13 +366,12 @@ func (l *Ledger) carveAmounts(c Ceilings, steps bool) (Amounts, error) {
 		case plim && !clim:
 			return a, fmt.Errorf("%w: the parent limits %s to %s, the child does not", ErrCarve, d, d.format(pmax))
 		case d == WallSeconds:
+			if plim && l.spent[d] >= pmax {
+				return a, fmt.Errorf("%w: the parent's wall clock of %s has run out", ErrCarve, d.format(pmax))
+			}
 			if plim && cmax > pmax-min(pmax, l.spent[d]) {
 				left := pmax - min(pmax, l.spent[d])
 				return a, fmt.Errorf("%w: the child's wall_seconds is %s, the parent has %s left", ErrCarve, d.format(cmax), d.format(left))
-			}
-		case d == Steps && !steps:
-			if plim && cmax > pmax {
-				return a, fmt.Errorf("%w: the child's steps is %s, the parent's ceiling %s", ErrCarve, d.format(cmax), d.format(pmax))
 			}
 		case clim:
 			a[d] = cmax
@@ -376,7 +416,8 @@ func (l *Ledger) Close() (Op, error) {
 
 // SettleCarve closes the carve r of l at spent, what its child spent
 // (wall-clock seconds are not reserved and are dropped; steps count only
-// in a carve that reserved them, Carve's),
+// in a carve that reserved them: every carve does, but one a journal
+// written before carves reserved steps holds may not),
 // as the child's own journal says: the bridge for a child whose ledger
 // runs apart from l (its own run, resumed on its own), which the host
 // settles when it learns that the child ended. What the carve held beyond
@@ -404,6 +445,7 @@ func (l *Ledger) SettleCarve(r Reservation, spent Amounts) (Op, error) {
 	l.reserved = sub(l.reserved, h.amounts)
 	extra := sub(spent, h.charged)
 	l.spent = l.spent.add(extra)
+	l.kidSteps = sat(l.kidSteps, extra[Steps])
 	parent, id := l.parent, l.carveID
 	l.mu.Unlock()
 	if parent != nil && !extra.IsZero() {

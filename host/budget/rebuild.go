@@ -47,6 +47,9 @@ func (l *Ledger) apply(o Op) error {
 		delete(l.open, o.ID)
 		l.reserved = sub(l.reserved, h.amounts)
 		l.spent = l.spent.add(o.Amounts)
+		if o.Carve {
+			l.kidSteps = sat(l.kidSteps, o.Amounts[Steps])
+		}
 	}
 	return nil
 }

@@ -5,11 +5,13 @@ import "fmt"
 // Snapshot is a ledger's state at one point of its run: what a run's
 // checkpoint carries (abi.CheckpointResponse.Budget), so that a resume
 // from the checkpoint rebuilds the ledger from it and the records after
-// it, without reading the journal before it. Steps and wall-clock seconds
-// are not in it: they are counted from the journal.
+// it, without reading the journal before it. The run's own steps and its
+// wall-clock seconds are not in it: they are counted from the journal.
 type Snapshot struct {
 	Ceilings Ceilings
-	// Spent is what settled calls spent, steps and wall clock excluded.
+	// Spent is what settled calls spent, wall clock excluded; its steps
+	// are those the run's children spent (settled carves), its own being
+	// counted from the journal.
 	Spent Amounts
 	// Open are the reservations open at the snapshot, by id.
 	Open []Reservation
@@ -23,7 +25,7 @@ func (l *Ledger) Snapshot() Snapshot {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := Snapshot{Ceilings: l.ceil, Spent: l.spent, Open: open, LastID: l.lastID}
-	s.Spent[Steps], s.Spent[WallSeconds] = 0, 0
+	s.Spent[Steps], s.Spent[WallSeconds] = l.kidSteps, 0
 	for i := range s.Open {
 		s.Open[i].l = nil
 	}
@@ -34,7 +36,8 @@ func (l *Ledger) Snapshot() Snapshot {
 func ledgerOf(s Snapshot, steps uint64) (*Ledger, error) {
 	l := New(s.Ceilings)
 	l.spent = s.Spent
-	l.spent[Steps], l.spent[WallSeconds] = steps, 0
+	l.kidSteps = s.Spent[Steps]
+	l.spent[Steps], l.spent[WallSeconds] = sat(steps, l.kidSteps), 0
 	l.lastID = s.LastID
 	for _, r := range s.Open {
 		if r.ID == 0 || r.ID > s.LastID {

@@ -63,6 +63,12 @@ type Call struct {
 	// TooLarge marks a request refused for its size; Request is nil and
 	// the input hash covers the whole request.
 	TooLarge bool
+	// Child, on a call that starts a run whose budget is carved out of the
+	// caller's (a Carver's), is the budget the gate's budget layer carved
+	// for it: the ceilings the child's token must carry (the request's,
+	// with a wall clock it left out cut to what the caller has left). nil
+	// when nothing was carved (the caller has no ceilings).
+	Child *capability.Budget
 
 	inputHash []byte
 }

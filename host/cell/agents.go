@@ -100,7 +100,13 @@ func (a agents) Spawn(ctx context.Context, sp agent.Spawn) (abi.SpawnResponse, e
 	} else if p != 0 {
 		prio = p
 	}
-	token, claims, err := a.s.cell.Host.ChildToken(sp.Token, sp.Grant.MaxDepth, sp.Req.Caps, sp.Req.Budget)
+	want := sp.Req.Budget
+	if sp.Budget != nil && len(sp.Budget.Set()) > 0 {
+		// What the parent's ledger carved: its token holds the child to
+		// it (a wall clock left out, cut to what the parent has left).
+		want = sp.Budget.String()
+	}
+	token, claims, err := a.s.cell.Host.ChildToken(sp.Token, sp.Grant.MaxDepth, sp.Req.Caps, want)
 	if err != nil {
 		return abi.SpawnResponse{}, err
 	}

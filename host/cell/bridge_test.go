@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/capability"
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/host/budget"
@@ -242,6 +243,86 @@ func TestBudgetBridgeCancel(t *testing.T) {
 	}
 	if row := p.spendOf(parent, budget.HTTPRequests); row.Spent != 10 || row.Reserved != 0 {
 		t.Fatalf("the parent's http_requests: %+v", row)
+	}
+	p.verifies(parent)
+	p.verifies(child)
+}
+
+// The bridge carves steps and wall clock too. A parent of 40 steps and
+// 3600 s, whose first request takes 100 s (the server moves the clock),
+// carves 20 steps for a child that makes a few and leaves out its wall
+// clock (its token gets the 3500 s the parent has left); a second child
+// of 30 steps does not fit beside the first and is refused with status
+// budget, a third that leaves its steps out is refused with a hint. The
+// parent then requests until the steps run out: it is stopped when its
+// own steps and what its child made reach 40, and its journal's budget
+// counts exactly 40, the child's unspent steps back in the parent.
+func TestBudgetBridgeStepsAndWall(t *testing.T) {
+	p := openParkCell(t, t.TempDir(), clock.NewFake(time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC)))
+	defer func() { p.close() }()
+	code, mod := spender(p)
+	var served atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if served.Add(1) == 1 {
+			p.clock.Advance(100 * time.Second)
+		}
+		fmt.Fprint(w, "ok")
+	}))
+	defer srv.Close()
+	hostport := strings.TrimPrefix(srv.URL, "http://")
+	httpCaps := fmt.Sprintf("{run: {}, timer: {}, agent: {max_children: 1, max_depth: 1}, http: {hosts: [%q]}}", hostport)
+	grant := parentGrant + fmt.Sprintf("  http: {hosts: [%q]}\n", hostport)
+	parent := p.launchBudgeted(code, map[string]any{
+		"spawn": []spawnOf{
+			{Module: mod, Caps: httpCaps, Budget: "steps=20", Input: map[string]any{"fetch": map[string]any{"url": srv.URL, "n": 2}}},
+			{Module: mod, Caps: httpCaps, Budget: "steps=30", Input: map[string]any{}},
+			{Module: mod, Caps: httpCaps, Input: map[string]any{}},
+		},
+		"await": true, "fetch_first": true, "fetch": map[string]any{"url": srv.URL, "n": 1}, "then": map[string]any{"url": srv.URL, "n": 100},
+	}, grant, capability.Budget{Steps: capability.Limit(40), WallSeconds: capability.Limit(3600)})
+	m := p.waitEnd(parent)
+	if m.Status != journal.StatusFailed || !strings.Contains(m.Error, "budget: steps") || !strings.Contains(m.Error, "its children hold or made") {
+		t.Fatalf("the parent ended %s: %q, want stopped by its steps with its child's", m.Status, m.Error)
+	}
+	var refusals []string
+	var child journal.RunID
+	for _, e := range p.entries(parent, "agent.spawn") {
+		var ae abi.Error
+		var sr abi.SpawnResponse
+		switch {
+		case e.Phase == journal.PhaseCompleted && abi.Unmarshal(e.Response, &sr) == nil && sr.Run != "":
+			child = mustIDs(t, sr.Run)[0]
+		case e.Phase != journal.PhaseIntent && abi.Unmarshal(e.Response, &ae) == nil && ae.Message != "":
+			refusals = append(refusals, ae.Message)
+		}
+	}
+	if len(refusals) != 2 || !strings.Contains(refusals[0], "the child's budget: budget exceeded: steps: asked 30") ||
+		!strings.Contains(refusals[1], "a steps ceiling the spawn leaves out is the caller's whole") {
+		t.Fatalf("refused spawns %q", refusals)
+	}
+	kid := p.spendOf(child, budget.Steps)
+	if *kid.Ceiling != 20 || kid.Spent == 0 || kid.Spent >= 20 {
+		t.Fatalf("the child's steps: %+v, want a few of 20", kid)
+	}
+	if wall := p.spendOf(child, budget.WallSeconds); wall.Ceiling == nil || *wall.Ceiling != 3500 {
+		t.Fatalf("the child's wall clock: %+v, want the 3500 s its parent had left", wall)
+	}
+	// The carve reserved 20 steps and settled at what the child made.
+	var carved, settled uint64
+	ops, _ := p.budgetOps(parent)
+	for _, o := range ops {
+		switch {
+		case o.Carve && o.Kind == budget.OpReserve:
+			carved += o.Amounts[budget.Steps]
+		case o.Carve && o.Kind == budget.OpSettle:
+			settled += o.Amounts[budget.Steps]
+		}
+	}
+	if carved != 20 || settled != kid.Spent {
+		t.Fatalf("the parent carved %d steps and settled %d, the child made %d", carved, settled, kid.Spent)
+	}
+	if row := p.spendOf(parent, budget.Steps); row.Spent != 40 || row.Reserved != 0 {
+		t.Fatalf("the parent's steps: %+v, want its own and its child's making 40", row)
 	}
 	p.verifies(parent)
 	p.verifies(child)

@@ -377,7 +377,7 @@ func (c *schedCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(schedOldestDesc, prometheus.GaugeValue, st.OldestWait.Seconds())
 	ch <- prometheus.MustNewConstMetric(schedAdmitDesc, prometheus.CounterValue, float64(st.Admitted), "admitted")
-	for _, r := range []string{RefusedPolicy, RefusedBudget, RefusedFull} {
+	for _, r := range []string{RefusedPolicy, RefusedBudget, RefusedFull, RefusedCellBudget} {
 		ch <- prometheus.MustNewConstMetric(schedAdmitDesc, prometheus.CounterValue, float64(st.Refused[r]), r)
 	}
 	c.srv.sched.wait.Collect(ch)

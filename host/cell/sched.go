@@ -23,8 +23,10 @@ import (
 //     must permit host.AdmitAction for it, its budget must fit within the
 //     cell's per-run allocation (SchedulerOptions.RunBudget; a spawn's was
 //     carved from its parent's instead), and, but for a spawn, the queue
-//     must have room. A refused run is journaled as failed with the
-//     reason, and the submitter is told why (*AdmissionError).
+//     must have room. With a cell budget (SchedulerOptions.CellBudget),
+//     the ceilings of the admitted runs that have not ended, summed, must
+//     stay within it (cellbudget.go). A refused run is journaled as failed
+//     with the reason, and the submitter is told why (*AdmissionError).
 //  2. Queue. An admitted run executes at once when a worker is free and
 //     none is waiting; otherwise its start is made durable and it waits in
 //     the queue (queue.go: priorities, aging, round-robin between tasks,
@@ -60,6 +62,13 @@ type SchedulerOptions struct {
 	// dimension it names: a run whose token leaves one of them unlimited,
 	// or sets it higher, is refused. "": no bound.
 	RunBudget string
+	// CellBudget, in the budget flag syntax ("usd=50,model_calls=1000"),
+	// is the most the runs admitted from outside that have not ended may
+	// be granted together, on each dimension it names: the sum of their
+	// ceilings, what they may spend at most. A run that would take the sum
+	// past it, or leaves a named dimension unlimited, is refused
+	// (RefusedCellBudget) until runs end. "": no bound.
+	CellBudget string
 }
 
 // Defaults and bounds of SchedulerOptions.
@@ -103,6 +112,11 @@ func (o SchedulerOptions) Check() (SchedulerOptions, error) {
 			return o, fmt.Errorf("scheduler: run budget %q: %w", o.RunBudget, err)
 		}
 	}
+	if o.CellBudget != "" {
+		if _, err := capability.ParseBudget(o.CellBudget); err != nil {
+			return o, fmt.Errorf("scheduler: cell budget %q: %w", o.CellBudget, err)
+		}
+	}
 	return o, nil
 }
 
@@ -113,6 +127,9 @@ const (
 	RefusedBudget   = "budget"
 	RefusedFull     = "queue_full"
 	RefusedPriority = "priority"
+	// RefusedCellBudget: the run does not fit in what the cell budget
+	// has left (SchedulerOptions.CellBudget).
+	RefusedCellBudget = "cell_budget"
 )
 
 // AdmissionError is returned for a run the scheduler did not admit.
@@ -170,6 +187,9 @@ type SchedulerStats struct {
 	AdmitTime time.Duration `json:"admit_ns_total"`
 	// Refused counts the refused admissions by reason.
 	Refused map[string]uint64 `json:"refused"`
+	// CellBudget is what the runs in flight hold of the cell budget;
+	// nil without one.
+	CellBudget *CellBudgetStats `json:"cell_budget,omitempty"`
 }
 
 // job is one execution of a run the scheduler holds.
@@ -185,6 +205,8 @@ type scheduler struct {
 	opts      SchedulerOptions
 	runBudget budget.Ceilings
 	limited   bool
+	// cell is the cell budget's accounting; nil without one.
+	cell *cellBudget
 
 	mu         sync.Mutex
 	q          *runQueue
@@ -219,6 +241,10 @@ func newScheduler(s *Server, opts SchedulerOptions) *scheduler {
 	if o.RunBudget != "" {
 		b, _ := capability.ParseBudget(o.RunBudget)
 		sc.runBudget, sc.limited = budget.FromBudget(b), true
+	}
+	if o.CellBudget != "" {
+		b, _ := capability.ParseBudget(o.CellBudget)
+		sc.cell = newCellBudget(budget.FromBudget(b))
 	}
 	return sc
 }
@@ -298,6 +324,12 @@ func (sc *scheduler) decide(policy func() error, ceilings func() budget.Ceilings
 			err, reason = fmt.Errorf("%w: %d runs wait for %d workers", ErrQueueFull, sc.q.Len(), sc.opts.Workers), RefusedFull
 		}
 		sc.mu.Unlock()
+	}
+	if err == nil && !spawn && sc.cell.on() {
+		// Last, so that a run refused for another reason holds nothing.
+		if err = sc.cell.hold(ctx, sc.s, st.Run, st.Ceilings()); err != nil {
+			reason = RefusedCellBudget
+		}
 	}
 	sc.mu.Lock()
 	if err != nil {
@@ -476,6 +508,7 @@ func (sc *scheduler) stats() SchedulerStats {
 	if t := sc.q.oldest(); !t.IsZero() {
 		st.OldestWait = time.Since(t)
 	}
+	st.CellBudget = sc.cell.stats()
 	for k, v := range sc.refused {
 		st.Refused[k] = v
 	}

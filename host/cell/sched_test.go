@@ -187,7 +187,7 @@ func (p *schedCell) status(run journal.RunID) journal.RunStatus {
 func (p *schedCell) queued() int { return p.srv.SchedulerStats().Queued }
 
 func TestSchedulerOptionsOutOfRangeAreRefused(t *testing.T) {
-	for _, o := range []cell.SchedulerOptions{{Workers: -1}, {Workers: cell.MaxWorkers + 1}, {MaxQueued: -3}, {Aging: -time.Second}, {RunBudget: "bogus=1"}} {
+	for _, o := range []cell.SchedulerOptions{{Workers: -1}, {Workers: cell.MaxWorkers + 1}, {MaxQueued: -3}, {Aging: -time.Second}, {RunBudget: "bogus=1"}, {CellBudget: "usd=x"}} {
 		if _, err := o.Check(); err == nil {
 			t.Errorf("%+v was taken", o)
 		}
@@ -561,4 +561,111 @@ func TestPrioritiesOutOfRangeAreRefused(t *testing.T) {
 	if err != nil || len(runs) != 0 {
 		t.Fatalf("%d runs started (%v)", len(runs), err)
 	}
+}
+
+// TestCellBudgetAdmission: with a cell budget of 10 HTTP requests, runs
+// parked on a timer hold their ceilings until they end: a run that would
+// take the sum past 10, or leaves http_requests unlimited, is refused with
+// the reason cell_budget and journaled so. After a restart the sum is
+// rebuilt from the index (still full: a run of 1 is refused); a parked run
+// cancelled gives its share back, found at the next admission, and runs
+// that complete give theirs back through the end hook.
+func TestCellBudgetAdmission(t *testing.T) {
+	dir := t.TempDir()
+	clk := clock.NewFake(time.Now())
+	opts := cell.SchedulerOptions{Workers: 2, Aging: time.Hour, CellBudget: "http_requests=10"}
+	p := openSchedCell(t, dir, clk, opts)
+	gr, err := host.ParseGrant([]byte(waiterGrant))
+	if err != nil {
+		t.Fatal(err)
+	}
+	caps, err := gr.TokenCaps()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// launch starts a waiter that sleeps an hour, granted http_requests=n
+	// (0: unlimited).
+	launch := func(p *schedCell, n uint64) (journal.RunID, error) {
+		t.Helper()
+		var b capability.Budget
+		if n > 0 {
+			b.HTTPRequests = capability.Limit(n)
+		}
+		now := p.clock.Now()
+		tok, err := capability.Issue(p.cell.Key, capability.Claims{Audience: p.cell.Public(), Caps: caps, Budget: b,
+			NotBefore: now.Add(-time.Hour), Expires: now.Add(24 * time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, _ := json.Marshal(map[string]any{"sleep": int64(time.Hour)})
+		return p.srv.Launch(context.Background(), host.RunSpec{Code: p.code, Input: in, Grant: gr, Token: tok}, "started")
+	}
+	refused := func(p *schedCell, err error, why string) {
+		t.Helper()
+		var ae *cell.AdmissionError
+		if !errors.As(err, &ae) || ae.Reason != cell.RefusedCellBudget || !strings.Contains(err.Error(), why) {
+			t.Fatalf("want a cell_budget refusal saying %q, got %v", why, err)
+		}
+		m, merr := p.cell.Store.Meta(context.Background(), ae.Run)
+		if merr != nil || m.Status != journal.StatusFailed || !strings.Contains(m.Error, "admission refused (cell_budget)") {
+			t.Fatalf("refused run journaled as %s %q (%v)", m.Status, m.Error, merr)
+		}
+	}
+	held := func(p *schedCell, runs int, n uint64) {
+		t.Helper()
+		cb := p.srv.SchedulerStats().CellBudget
+		if cb == nil || cb.Runs != runs || len(cb.Dims) != 1 || cb.Dims[0].Dim != "http_requests" || cb.Dims[0].Held != n || cb.Dims[0].Ceiling != 10 {
+			t.Fatalf("cell budget %+v, want %d runs holding %d of 10", cb, runs, n)
+		}
+	}
+	a, err := launch(p, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.endOf(a) // parked
+	_, err = launch(p, 5)
+	refused(p, err, "the run asks http_requests=5 and the 1 runs admitted that have not ended hold 6 of the cell budget's 10")
+	_, err = launch(p, 0)
+	refused(p, err, "leaves http_requests unlimited")
+	d, err := launch(p, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.endOf(d)
+	held(p, 2, 10)
+	if st := p.srv.SchedulerStats(); st.Refused[cell.RefusedCellBudget] != 2 || st.Admitted != 2 {
+		t.Fatalf("admitted %d, refused %v", st.Admitted, st.Refused)
+	}
+
+	p.close()
+	p = openSchedCell(t, dir, clk, opts)
+	defer func() { p.close() }()
+	held(p, 2, 10)
+	_, err = launch(p, 1)
+	refused(p, err, "hold 10 of the cell budget's 10")
+
+	if err := p.srv.Cancel(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	f, err := launch(p, 6)
+	if err != nil {
+		t.Fatalf("a run of 6 after the parked run of 6 was cancelled: %v", err)
+	}
+	p.endOf(f)
+	held(p, 2, 10)
+	clk.Advance(2 * time.Hour)
+	deadline := time.Now().Add(60 * time.Second)
+	for p.status(d) != journal.StatusCompleted || p.status(f) != journal.StatusCompleted {
+		if time.Now().After(deadline) {
+			t.Fatalf("the sleepers did not complete: %s %s", p.status(d), p.status(f))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for p.srv.SchedulerStats().CellBudget.Runs != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the ended runs still hold %+v", p.srv.SchedulerStats().CellBudget)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	held(p, 0, 0)
 }

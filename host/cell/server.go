@@ -95,6 +95,9 @@ func Info(m journal.RunMeta, live bool) RunInfo {
 		if len(w.Digest) > 0 {
 			ri.Wait.Digest = hex.EncodeToString(w.Digest)
 		}
+		if !w.Run.IsZero() {
+			ri.Wait.Run = w.Run.String()
+		}
 		if w.Until != 0 {
 			t := time.Unix(0, w.Until).UTC()
 			ri.Wait.Until = &t
@@ -120,9 +123,11 @@ type WaitInfo struct {
 	// Until is a timer's wake time, an approval's expiry.
 	Until *time.Time `json:"until,omitempty"`
 	// Group and Digest name an approval.
-	Group  string    `json:"group,omitempty"`
-	Digest string    `json:"digest,omitempty"`
-	Since  time.Time `json:"since"`
+	Group  string `json:"group,omitempty"`
+	Digest string `json:"digest,omitempty"`
+	// Run is the child a run parked on agent.await waits for (kind run).
+	Run   string    `json:"run,omitempty"`
+	Since time.Time `json:"since"`
 }
 
 // EncodeOutput is how a run's output travels in JSON, without a byte lost
@@ -304,6 +309,10 @@ func NewServer(c *Cell, opts ServerOptions) *Server {
 		c.Host.SetAgents(agents{s})
 		s.OnEnd(s.agentEnded)
 	}
+	if s.sched.cell.on() {
+		// A run that ended gives back its share of the cell budget.
+		s.OnEnd(func(run journal.RunID, _ *host.Result, _ error) { s.sched.cell.ended(s, run) })
+	}
 	if opts.Triggers && !opts.ControlOnly {
 		s.triggers = newTriggers(s)
 	}
@@ -456,6 +465,13 @@ func (s *Server) Recover(ctx context.Context) ([]journal.RunID, error) {
 		}
 		if m.Status.Finished() {
 			s.breaker.forget(m.ID)
+		}
+		if s.sched.cell.on() {
+			// Before any run executes, every run in flight holds its
+			// share of the cell budget again, from the index.
+			if err := s.sched.cell.recover(ctx, s, m); err != nil {
+				s.logf("%v", err)
+			}
 		}
 		if m.Status == journal.StatusParked {
 			s.recoverParked(m)
@@ -776,7 +792,7 @@ func startErrorCode(err error) int {
 	switch {
 	case errors.As(err, &ae):
 		switch ae.Reason {
-		case RefusedFull:
+		case RefusedFull, RefusedCellBudget:
 			return http.StatusServiceUnavailable
 		case RefusedPriority:
 			return http.StatusBadRequest
@@ -1006,6 +1022,8 @@ func Hint(err error) string {
 			return "the cell is saturated: retry later, or raise its queue bound (agentrt cell serve --queue-max)"
 		case RefusedPriority:
 			return "give a priority from 1 (lowest) to 9 (highest)"
+		case RefusedCellBudget:
+			return "the runs in flight hold the cell's budget (agentrt cell serve --cell-budget): retry when some end, or grant the run less"
 		}
 	case errors.Is(err, host.ErrFinished):
 		return "a finished run is neither cancelled nor resumed; replay it with: agentrt replay RUN"

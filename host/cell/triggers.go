@@ -109,16 +109,18 @@ var (
 
 // triggerDef is a trigger as the cell keeps it (table "triggers", JSON).
 type triggerDef struct {
-	Name         string    `json:"name"`
-	On           string    `json:"on"`
-	ModuleSHA256 string    `json:"module_sha256"`
-	ModuleName   string    `json:"module_name,omitempty"`
-	Grant        string    `json:"grant,omitempty"`
-	Token        []byte    `json:"token,omitempty"`
-	Input        []byte    `json:"input,omitempty"`
-	Misfire      string    `json:"misfire"`
-	Overlap      string    `json:"overlap"`
-	Created      time.Time `json:"created"`
+	Name         string `json:"name"`
+	On           string `json:"on"`
+	ModuleSHA256 string `json:"module_sha256"`
+	ModuleName   string `json:"module_name,omitempty"`
+	Grant        string `json:"grant,omitempty"`
+	Token        []byte `json:"token,omitempty"`
+	Input        []byte `json:"input,omitempty"`
+	Misfire      string `json:"misfire"`
+	Overlap      string `json:"overlap"`
+	// Priority is the priority of the trigger's runs (0: DefaultPriority).
+	Priority int       `json:"priority,omitempty"`
+	Created  time.Time `json:"created"`
 	// Resumed is when the trigger was last resumed: a schedule's moments
 	// while it was paused are not caught up.
 	Resumed      time.Time `json:"resumed,omitzero"`
@@ -718,7 +720,7 @@ func (t *triggerSet) runSpec(lt *liveTrigger, f Firing) (host.RunSpec, error) {
 	// By hash: a firing of a module the daemon keeps compiled reads
 	// nothing back from the store.
 	spec := host.RunSpec{ModuleSHA256: sum, Name: lt.def.ModuleName, Input: f.Input,
-		Origin: &journal.Origin{Kind: OriginTrigger, ID: lt.def.Name, Seq: f.Seq}}
+		Origin: &journal.Origin{Kind: OriginTrigger, ID: lt.def.Name, Seq: f.Seq}, Priority: uint8(lt.def.Priority)}
 	if spec.Input == nil {
 		spec.Input = lt.def.Input
 	}

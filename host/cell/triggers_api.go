@@ -41,18 +41,23 @@ type TriggerSpec struct {
 	// Overlap is skip, queue or allow (default: skip for schedule and
 	// metric, queue for the others).
 	Overlap string `json:"overlap,omitempty"`
+	// Priority is the priority of the trigger's runs in the cell's queue,
+	// 1 (lowest) to 9 (highest); 0 or absent: DefaultPriority.
+	Priority int `json:"priority,omitempty"`
 }
 
 // TriggerInfo is a trigger as the API shows it.
 type TriggerInfo struct {
-	Name         string    `json:"name"`
-	On           string    `json:"on"`
-	Kind         string    `json:"kind"`
-	Module       string    `json:"module,omitempty"`
-	ModuleSHA256 string    `json:"module_sha256"`
-	Authority    string    `json:"authority"`
-	Misfire      string    `json:"misfire,omitempty"`
-	Overlap      string    `json:"overlap"`
+	Name         string `json:"name"`
+	On           string `json:"on"`
+	Kind         string `json:"kind"`
+	Module       string `json:"module,omitempty"`
+	ModuleSHA256 string `json:"module_sha256"`
+	Authority    string `json:"authority"`
+	Misfire      string `json:"misfire,omitempty"`
+	Overlap      string `json:"overlap"`
+	// Priority is the priority of its runs in the cell's queue (1..9).
+	Priority     int       `json:"priority"`
 	Created      time.Time `json:"created"`
 	Paused       bool      `json:"paused"`
 	PausedReason string    `json:"paused_reason,omitempty"`
@@ -105,7 +110,7 @@ func (t *triggerSet) info(lt *liveTrigger) TriggerInfo {
 	defer lt.mu.Unlock()
 	d := lt.def
 	ti := TriggerInfo{Name: d.Name, On: d.On, Kind: string(lt.spec.Kind), Module: d.ModuleName, ModuleSHA256: d.ModuleSHA256,
-		Authority: "grant", Overlap: string(lt.overlap), Created: d.Created, Paused: d.Paused, PausedReason: d.PausedReason,
+		Authority: "grant", Overlap: string(lt.overlap), Priority: int(effectivePriority(uint8(d.Priority))), Created: d.Created, Paused: d.Paused, PausedReason: d.PausedReason,
 		Refusals: d.Refusals, Active: []string{}, Queued: len(lt.queue), Holds: d.MetricHigh}
 	if d.Token != nil {
 		ti.Authority = "token"
@@ -202,6 +207,9 @@ func (t *triggerSet) add(ctx context.Context, ts TriggerSpec) (TriggerInfo, erro
 	if ts.Input != nil && sp.Kind != trigger.Schedule && sp.Kind != trigger.Metric {
 		return TriggerInfo{}, fmt.Errorf("input: a %s trigger's run takes its event as input (see agentrt trigger add --help); leave the input out", sp.Kind)
 	}
+	if ts.Priority < 0 || ts.Priority > MaxPriority {
+		return TriggerInfo{}, fmt.Errorf("priority %d: the priority of the trigger's runs is %d (lowest) to %d (highest); 0 or absent: %d", ts.Priority, MinPriority, MaxPriority, DefaultPriority)
+	}
 	if len(ts.Module) == 0 {
 		return TriggerInfo{}, fmt.Errorf("trigger: no module")
 	}
@@ -234,7 +242,7 @@ func (t *triggerSet) add(ctx context.Context, ts TriggerSpec) (TriggerInfo, erro
 	}
 	now := t.clk.Now().UTC()
 	d := triggerDef{Name: ts.Name, On: ts.On, ModuleSHA256: hex.EncodeToString(sum), ModuleName: ts.ModuleName, Grant: ts.Grant,
-		Token: ts.Token, Input: ts.Input, Misfire: ts.Misfire, Overlap: ts.Overlap, Created: now}
+		Token: ts.Token, Input: ts.Input, Misfire: ts.Misfire, Overlap: ts.Overlap, Priority: ts.Priority, Created: now}
 	lt, err := newLive(d)
 	if err != nil {
 		return TriggerInfo{}, err

@@ -887,3 +887,54 @@ func TestTriggerRunEndingBeforeItIsNotedFreesTheTrigger(t *testing.T) {
 		t.Fatalf("log %s (%+v)", states(log), log)
 	}
 }
+
+// TestTriggerPriority: a trigger's priority is stored with it, shown,
+// and given to every run it starts; one out of 0..9 is refused and
+// nothing is stored.
+func TestTriggerPriority(t *testing.T) {
+	tc := openTrigCell(t, filepath.Join(t.TempDir(), "cell"), clock.NewFake(trigT0))
+	ctx := context.Background()
+	for _, p := range []int{-1, 10} {
+		_, err := tc.api.AddTrigger(ctx, cell.TriggerSpec{Name: "bad", On: "kv:orders/new/", Module: loopModule(t), Grant: runGrant, Priority: p})
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("priority %d: the priority of the trigger's runs is 1 (lowest) to 9", p)) {
+			t.Fatalf("priority %d: %v", p, err)
+		}
+	}
+	if ti := tc.add(t, cell.TriggerSpec{Name: "orders", On: "kv:orders/new/", Overlap: "allow", Priority: 8}); ti.Priority != 8 {
+		t.Fatalf("added with priority %d, want 8", ti.Priority)
+	}
+	if ti := tc.add(t, cell.TriggerSpec{Name: "plain", On: "webhook"}); ti.Priority != cell.DefaultPriority {
+		t.Fatalf("added without a priority: %d, want %d", ti.Priority, cell.DefaultPriority)
+	}
+	list, err := tc.api.Triggers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 || list[0].Name != "orders" || list[0].Priority != 8 {
+		t.Fatalf("triggers %+v", list)
+	}
+	g, err := host.ParseGrant([]byte("capabilities: {run: {}, kv: {namespace: orders}}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.srv.Launch(ctx, host.RunSpec{Code: kv3Module(t), Grant: g}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	tc.waitLog(t, "orders", "fired twice", func(l []cell.Firing) bool { return count(l, cell.FiringStarted) == 2 })
+	tc.waitIdle(t)
+	fired := runsOf(t, tc.cell.Store, "orders")
+	if len(fired) != 2 {
+		t.Fatalf("firings %v", fired)
+	}
+	for seq, ids := range fired {
+		for _, id := range ids {
+			m, err := tc.cell.Store.Meta(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Priority != 8 {
+				t.Fatalf("firing %d's run %s has priority %d, want the trigger's 8", seq, id, m.Priority)
+			}
+		}
+	}
+}

@@ -88,6 +88,10 @@ type Spawn struct {
 	// Grant is the parent's agent section: its bounds.
 	Grant Grant
 	Req   abi.SpawnRequest
+	// Budget, when set, is the child's budget as the parent's budget
+	// layer carved it (caps.Call.Child), to issue its token with instead
+	// of Req.Budget.
+	Budget *capability.Budget
 }
 
 // Spawner starts and follows the children of runs: the cell's (host/cell).
@@ -226,7 +230,7 @@ func (in *instance) spawn(ctx context.Context, c *caps.Call) (abi.Status, []byte
 	if st, b, ok := caps.Decode(c, &r); !ok {
 		return st, b
 	}
-	resp, err := sp.Spawn(ctx, Spawn{Parent: in.run, Step: c.Step, Token: in.d.Token, Grant: in.g, Req: r})
+	resp, err := sp.Spawn(ctx, Spawn{Parent: in.run, Step: c.Step, Token: in.d.Token, Grant: in.g, Req: r, Budget: c.Child})
 	if err != nil {
 		return status(c.Op.Name, err)
 	}

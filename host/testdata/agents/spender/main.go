@@ -35,7 +35,13 @@ type plan struct {
 		N   int    `json:"n"`
 	} `json:"fetch"`
 	FetchFirst bool `json:"fetch_first"`
-	Sleep      bool `json:"sleep"`
+	// Then GETs its URL N times after the children, whether or not
+	// FetchFirst fetched before them.
+	Then struct {
+		URL string `json:"url"`
+		N   int    `json:"n"`
+	} `json:"then"`
+	Sleep bool `json:"sleep"`
 }
 
 type report struct {
@@ -54,15 +60,16 @@ func main() {
 		}
 		var r report
 		fail := func(err error) { r.Errors = append(r.Errors, err.Error()) }
-		fetch := func() {
-			for range p.Fetch.N {
-				if _, err := agent.HTTPGet(p.Fetch.URL); err != nil {
+		fetchN := func(url string, n int) {
+			for range n {
+				if _, err := agent.HTTPGet(url); err != nil {
 					fail(err)
 					continue
 				}
 				r.Fetched++
 			}
 		}
+		fetch := func() { fetchN(p.Fetch.URL, p.Fetch.N) }
 		if p.FetchFirst {
 			fetch()
 		}
@@ -103,6 +110,7 @@ func main() {
 		if !p.FetchFirst {
 			fetch()
 		}
+		fetchN(p.Then.URL, p.Then.N)
 		if p.Sleep {
 			if _, _, err := agent.Sleep(time.Hour); err != nil {
 				fail(err)
