@@ -77,6 +77,7 @@ func (cb *cellBudget) hold(ctx context.Context, s *Server, run journal.RunID, c 
 	}
 	cb.mu.Lock()
 	defer cb.mu.Unlock()
+	cb.releaseLocked(run) // a run handed back to this cell holds one share
 	d, ok := cb.fits(a)
 	if !ok {
 		cb.prune(ctx, s)
@@ -105,7 +106,18 @@ func (cb *cellBudget) fits(a budget.Amounts) (budget.Dim, bool) {
 	return 0, true
 }
 
-// release gives back what run holds; cb.mu is held.
+// release gives back what run holds (nothing when cb is nil: no cell
+// budget).
+func (cb *cellBudget) release(run journal.RunID) {
+	if cb == nil {
+		return
+	}
+	cb.mu.Lock()
+	cb.releaseLocked(run)
+	cb.mu.Unlock()
+}
+
+// releaseLocked gives back what run holds; cb.mu is held.
 func (cb *cellBudget) releaseLocked(run journal.RunID) {
 	a, ok := cb.held[run]
 	if !ok {

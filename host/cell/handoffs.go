@@ -386,6 +386,7 @@ func (s *Server) receiveHandoff(ctx context.Context, raw []byte) (journal.RunID,
 	case !bytes.Equal(l.Owner, self):
 		return p.Run, fmt.Errorf("%w: the run's lease (epoch %d) is cell %x's, not handed to this cell", handoff.ErrEpoch, l.Epoch, l.Owner)
 	}
+	admitted := false
 	st, err := s.cell.Host.Receive(ctx, p.Run, raw, func(t host.Tail) error {
 		if !bytes.Equal(t.Head, p.Head) {
 			return fmt.Errorf("%w: the journal's verified head is %x after %d entries, the envelope names %x", handoff.ErrHead, t.Head, t.Entries, p.Head)
@@ -397,12 +398,16 @@ func (s *Server) receiveHandoff(ctx context.Context, raw []byte) (journal.RunID,
 		// The run arrives as a submission does: this cell's admission
 		// decides, before the lease is taken, so that a refused run
 		// stays with its source.
-		if err := s.sched.admitReceived(p.Run, t); err != nil {
+		if err := s.sched.admitReceived(ctx, p.Run, t); err != nil {
 			return fmt.Errorf("%w: %w", handoff.ErrAdmission, err)
 		}
+		admitted = true
 		return chain.Accept(ctx, p)
 	})
 	if err != nil {
+		if admitted {
+			s.sched.cell.release(p.Run) // the run stays with its source
+		}
 		return p.Run, err
 	}
 	return p.Run, s.execute(st, fmt.Sprintf("handoff from cell %x (epoch %d): resumed", p.From, p.Epoch))

@@ -281,7 +281,7 @@ func checkPriority(p int) error {
 // journaled as failed and released. spawn says st is a child, whose budget
 // its parent's carve bounds and which the queue bound does not refuse.
 func (sc *scheduler) admit(ctx context.Context, st *host.Started, spawn bool) error {
-	reason, err := sc.decide(st.Admit, st.Ceilings, spawn)
+	reason, err := sc.decide(ctx, st.Run, st.Admit, st.Ceilings, spawn)
 	if err == nil {
 		return nil
 	}
@@ -296,18 +296,19 @@ func (sc *scheduler) admit(ctx context.Context, st *host.Started, spawn bool) er
 // admitted as a submission would be (policy, budget, queue bound), from
 // its verified tail, before the run's lease is taken: a refused run is
 // not journaled here, and stays with the cell that handed it.
-func (sc *scheduler) admitReceived(run journal.RunID, t host.Tail) error {
-	reason, err := sc.decide(t.Admit, t.Ceilings, false)
+func (sc *scheduler) admitReceived(ctx context.Context, run journal.RunID, t host.Tail) error {
+	reason, err := sc.decide(ctx, run, t.Admit, t.Ceilings, false)
 	if err != nil {
 		return &AdmissionError{Reason: reason, Run: run, Err: err}
 	}
 	return nil
 }
 
-// decide is the admission decision, counted: the policy's (policy), the
-// run budget against the run's ceilings, the queue bound; spawn skips
-// the last two.
-func (sc *scheduler) decide(policy func() error, ceilings func() budget.Ceilings, spawn bool) (string, error) {
+// decide is the admission decision of run, counted: the policy's
+// (policy), the run budget against the run's ceilings, the queue bound,
+// then the cell budget, of which an admitted run holds its share; spawn
+// skips the last three.
+func (sc *scheduler) decide(ctx context.Context, run journal.RunID, policy func() error, ceilings func() budget.Ceilings, spawn bool) (string, error) {
 	t0 := time.Now()
 	reason, err := "", policy()
 	if err != nil {
@@ -327,7 +328,7 @@ func (sc *scheduler) decide(policy func() error, ceilings func() budget.Ceilings
 	}
 	if err == nil && !spawn && sc.cell.on() {
 		// Last, so that a run refused for another reason holds nothing.
-		if err = sc.cell.hold(ctx, sc.s, st.Run, st.Ceilings()); err != nil {
+		if err = sc.cell.hold(ctx, sc.s, run, ceilings()); err != nil {
 			reason = RefusedCellBudget
 		}
 	}
