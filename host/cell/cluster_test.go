@@ -58,7 +58,7 @@ func openClusterCell(t *testing.T, dir, url string, ttl time.Duration, self plac
 func openClusterCellWith(t *testing.T, dir string, copts cell.ClusterOptions, ttl time.Duration) *clusterCell {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	c, err := cell.Open(ctx, dir, cell.Options{NoCache: true, LeaseTTL: ttl, Cluster: &copts})
+	c, err := cell.Open(ctx, dir, cached(cell.Options{LeaseTTL: ttl, Cluster: &copts}))
 	if err != nil {
 		t.Fatal(err)
 	}
