@@ -32,7 +32,7 @@ import (
 // server never sees more requests than the parent's ceiling, and
 // `agentrt replay` verifies every journal.
 func TestDaemonKilledWithAFamilyInFlight(t *testing.T) {
-	bin, cache, data := buildCLI(t), t.TempDir(), t.TempDir()
+	bin, cache, data := buildCLI(t), testutil.CompileCache(), t.TempDir()
 	code := testutil.BuildGo(t, "host/testdata/agents/spender")
 	key, err := cellkey.LoadOrCreate(data)
 	if err != nil {

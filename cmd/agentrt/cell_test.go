@@ -43,7 +43,7 @@ type cellFixture struct {
 
 func newCellFixture(t *testing.T) *cellFixture {
 	t.Helper()
-	f := &cellFixture{bin: buildCLI(t), code: testutil.BuildGo(t, "examples/crawler"), cache: t.TempDir()}
+	f := &cellFixture{bin: buildCLI(t), code: testutil.BuildGo(t, "examples/crawler"), cache: testutil.CompileCache()}
 	f.module = filepath.Join(t.TempDir(), "crawler.wasm")
 	if err := os.WriteFile(f.module, f.code, 0o644); err != nil {
 		t.Fatal(err)
@@ -468,7 +468,7 @@ func TestCancelAndResumeThroughTheDaemon(t *testing.T) {
 // compilation cache, and the agents they run.
 func daemonFixture(t *testing.T) (*cellFixture, map[string]string) {
 	t.Helper()
-	f := &cellFixture{bin: buildCLI(t), cache: t.TempDir()}
+	f := &cellFixture{bin: buildCLI(t), cache: testutil.CompileCache()}
 	modules := map[string]string{}
 	dir := t.TempDir()
 	for name, src := range map[string]string{"hostile": "cmd/agentrt/testdata/agents/hostile", "smoke": "host/testdata/agents/smoke"} {

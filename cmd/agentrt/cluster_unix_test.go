@@ -156,7 +156,7 @@ func TestClusterOfProcessesSurvivesAKilledAndAFrozenCell(t *testing.T) {
 	if _, err := cell.OpenHandoffs(octx, nc, 3); err != nil {
 		t.Fatal(err)
 	}
-	cache := t.TempDir()
+	cache := testutil.CompileCache()
 	procs := make([]*exec.Cmd, 3)
 	logs := make([]*syncWriter, 3)
 	for i, d := range dirs {

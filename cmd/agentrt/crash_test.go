@@ -44,9 +44,9 @@ func TestKilledRunLeavesAVerifiableJournal(t *testing.T) {
 		t.Fatal(err)
 	}
 	grant := filepath.Join(testutil.RepoRoot(), "examples/crawler/grant.yaml")
-	// One compilation cache for every cell of the test: the module is
+	// One compilation cache for every cell of the tests: the module is
 	// compiled once, and each run starts in milliseconds.
-	cache := t.TempDir()
+	cache := testutil.CompileCache()
 	agentrt := func(data string, args ...string) *exec.Cmd {
 		return exec.Command(bin, append([]string{"--data", data, "--cache", cache}, args...)...)
 	}
@@ -289,7 +289,7 @@ func TestKillDuringHeavyWritingLeavesNoHalfWrittenEntry(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("AGENTRT_CRASH_KILLS")); err == nil && n > 0 {
 		kills = n
 	}
-	cache := t.TempDir()
+	cache := testutil.CompileCache()
 	var emptyLogs, emptyMems, before, refusedByBadger int
 	firstEmptyLog := 0
 	for i := range kills {
@@ -416,12 +416,9 @@ func badgerAlone(t *testing.T, dir string) error {
 }
 
 // buildCLI builds the agentrt command, to run as a process that can be
-// killed.
+// killed: once per test binary (testutil.BuildProgram), not once per test;
+// TestMain removes it.
 func buildCLI(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "agentrt")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return testutil.BuildProgram(t, "./cmd/agentrt")
 }

@@ -12,9 +12,18 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){
+	testscript.Main(removingPrograms{m}, map[string]func(){
 		"agentrt": func() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
 	})
+}
+
+// removingPrograms runs the tests, then removes the binaries that
+// testutil.BuildProgram built for them (buildCLI's agentrt).
+type removingPrograms struct{ m *testing.M }
+
+func (r removingPrograms) Run() int {
+	defer testutil.RemovePrograms()
+	return r.m.Run()
 }
 
 // TestScripts runs the CLI scripts in testdata/script. The agents they run
@@ -40,6 +49,9 @@ func TestScripts(t *testing.T) {
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("MODULES", modules)
 			env.Setenv("AGENTRT_DATA", filepath.Join(env.WorkDir, "data"))
+			// One compilation cache for every script: each agent is
+			// compiled once, not by every cell of every script.
+			env.Setenv("AGENTRT_CACHE", testutil.CompileCache())
 			return nil
 		},
 		// [wasmtime]: this test binary has the wasmtime engine.

@@ -74,7 +74,7 @@ func TestRunJSONCarriesBinaryOutput(t *testing.T) {
 		{"text with controls", smoke, []byte("tab\there\x1b[31m \u202e"), "text", []byte("input=tab\there\x1b[31m \u202e\n")},
 		{"JSON", hostile, []byte(`[{"op":"output","text":"{\"b\": [1, 2.5, \"é\"]}"}]`), "json", []byte(`{"b": [1, 2.5, "é"]}`)},
 	}
-	cache := t.TempDir()
+	cache := testutil.CompileCache()
 	agentrt := func(t *testing.T, data string, input []byte, args ...string) []byte {
 		t.Helper()
 		in := filepath.Join(t.TempDir(), "input")

@@ -81,7 +81,7 @@ func TestApprovalParkedAcrossThreeSIGKILLs(t *testing.T) {
 	if err != nil {
 		t.Skip("ssh-keygen (Debian openssh-client) is not installed")
 	}
-	f := &cellFixture{bin: buildCLI(t), code: testutil.BuildC(t, "host/testdata/agents/waiter"), cache: t.TempDir()}
+	f := &cellFixture{bin: buildCLI(t), code: testutil.BuildC(t, "host/testdata/agents/waiter"), cache: testutil.CompileCache()}
 	data, keys := t.TempDir(), t.TempDir()
 	aliceKey, aliceLine := approverKeyFile(t, keys, "alice")
 	bobKey := filepath.Join(keys, "bob")

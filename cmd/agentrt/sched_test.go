@@ -26,7 +26,7 @@ import (
 // status` showed the queue before the kill, and `agentrt replay` verifies
 // every queued run's journal.
 func TestDaemonKilledWithQueuedRuns(t *testing.T) {
-	bin, cache, data := buildCLI(t), t.TempDir(), t.TempDir()
+	bin, cache, data := buildCLI(t), testutil.CompileCache(), t.TempDir()
 	code := testutil.BuildC(t, "host/testdata/agents/waiter")
 
 	var mu sync.Mutex

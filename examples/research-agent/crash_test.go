@@ -17,6 +17,7 @@ import (
 	"github.com/agentrt/agentrt/abi"
 	hostcell "github.com/agentrt/agentrt/host/cell"
 	"github.com/agentrt/agentrt/internal/fakellm"
+	"github.com/agentrt/agentrt/internal/testutil"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/journal/badgerstore"
 )
@@ -170,7 +171,7 @@ func runStatus(t *testing.T, c *cell) (id, status string) {
 // provider counted, but for the one attempt a kill can leave unrecorded.
 func TestResearchAgentSurvivesKills(t *testing.T) {
 	mod := module(t)
-	cache := t.TempDir()
+	cache := testutil.CompileCache()
 	baseline, span := uninterrupted(t, mod, cache)
 
 	type point struct {
@@ -451,7 +452,7 @@ func countAnswered(calls []*modelCall) int {
 // same checks.
 func TestResearchAgentSurvivesDaemonKills(t *testing.T) {
 	mod := module(t)
-	cache := t.TempDir()
+	cache := testutil.CompileCache()
 	baseline, _ := uninterrupted(t, mod, cache)
 	calls := []int{1, 2, 3, 4, 5}
 	if testing.Short() {

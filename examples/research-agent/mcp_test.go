@@ -60,7 +60,7 @@ func TestResearchAgentMCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	fake := startFake(t, sc)
-	c := newCell(t, fake, "openai-chat", sc.APIKey, t.TempDir())
+	c := newCell(t, fake, "openai-chat", sc.APIKey, testutil.CompileCache())
 	in, _ := json.Marshal(map[string]any{"question": "How does a server drop a repeated request?", "model": "fake-mini", "mcp": "notes"})
 	res, out := parseRun(t, c.run("run", module(t), "--grant", grant, "-q", "--json", "--input", string(in)))
 	if res.Status != "completed" {

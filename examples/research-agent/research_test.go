@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentrt/agentrt/internal/fakellm"
+	"github.com/agentrt/agentrt/internal/testutil"
 )
 
 // The APIs the agent is run against, as llm.yaml's kind and the fake's
@@ -29,7 +30,7 @@ var apis = []struct{ kind, api string }{
 // and that the run replays and its bundle verifies.
 func TestResearchAgent(t *testing.T) {
 	mod := module(t)
-	cache := t.TempDir()
+	cache := testutil.CompileCache()
 	for _, a := range apis {
 		for _, stream := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/stream=%v", a.kind, stream), func(t *testing.T) {
@@ -122,7 +123,7 @@ func TestResearchAgentStaysInItsGrant(t *testing.T) {
 	site := startSite(t)
 	sc := loadScript(t, site.URL, nil)
 	fake := startFake(t, sc)
-	c := newCell(t, fake, "openai-chat", sc.APIKey, t.TempDir())
+	c := newCell(t, fake, "openai-chat", sc.APIKey, testutil.CompileCache())
 	in := strings.Replace(input(site.URL, false), `"model":"fake-mini"`, `"model":"fake-large"`, 1)
 	cmd := c.cmd("run", mod, "--grant", exampleFile("grant.yaml"), "-q", "--json", "--input", in)
 	b, err := cmd.Output()

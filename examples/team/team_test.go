@@ -69,7 +69,7 @@ type team struct {
 }
 
 func newTeam(t *testing.T) *team {
-	tm := &team{t: t, bin: cli(t), data: t.TempDir(), cache: t.TempDir(), hits: map[string]int{}}
+	tm := &team{t: t, bin: cli(t), data: t.TempDir(), cache: testutil.CompileCache(), hits: map[string]int{}}
 	tm.site = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tm.mu.Lock()
 		tm.hits[r.URL.Path]++

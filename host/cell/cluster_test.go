@@ -65,7 +65,7 @@ func openClusterCellWith(t *testing.T, dir string, copts cell.ClusterOptions, tt
 func openClusterCellSched(t *testing.T, dir string, copts cell.ClusterOptions, ttl time.Duration, sched cell.SchedulerOptions) *clusterCell {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	c, err := cell.Open(ctx, dir, cell.Options{NoCache: true, LeaseTTL: ttl, Cluster: &copts})
+	c, err := cell.Open(ctx, dir, cached(cell.Options{LeaseTTL: ttl, Cluster: &copts}))
 	if err != nil {
 		t.Fatal(err)
 	}

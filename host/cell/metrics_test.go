@@ -89,7 +89,7 @@ func value(t *testing.T, ss []sample, name string, labels map[string]string) flo
 func TestMetricsCountRealRunsWithBoundedLabels(t *testing.T) {
 	ctx := context.Background()
 	mx := cell.NewMetrics()
-	c, err := cell.Open(ctx, t.TempDir(), cell.Options{NoCache: true, Observer: mx})
+	c, err := cell.Open(ctx, t.TempDir(), cached(cell.Options{Observer: mx}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestMetricsCountRealRunsWithBoundedLabels(t *testing.T) {
 func TestMetricsDuringARun(t *testing.T) {
 	ctx := context.Background()
 	mx := cell.NewMetrics()
-	c, err := cell.Open(ctx, t.TempDir(), cell.Options{NoCache: true, Observer: mx})
+	c, err := cell.Open(ctx, t.TempDir(), cached(cell.Options{Observer: mx}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ type parkCell struct {
 func openParkCell(t *testing.T, dir string, clk *clock.Fake) *parkCell {
 	t.Helper()
 	p := &parkCell{t: t, dir: dir, clock: clk, ended: make(chan *host.Result, 16)}
-	c, err := cell.Open(context.Background(), dir, cell.Options{Clock: clk})
+	c, err := cell.Open(context.Background(), dir, cached(cell.Options{Clock: clk}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -202,7 +202,7 @@ func TestRemoteRecordsKeepTheGap(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	code := testutil.BuildGo(t, "host/testdata/agents/smoke")
-	c, err := cell.Open(ctx, dir, cell.Options{NoCache: true})
+	c, err := cell.Open(ctx, dir, cached(cell.Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}

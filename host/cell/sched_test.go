@@ -107,7 +107,7 @@ type schedCell struct {
 
 func openSchedCell(t *testing.T, dir string, clk *clock.Fake, so cell.SchedulerOptions) *schedCell {
 	t.Helper()
-	c, err := cell.Open(context.Background(), dir, cell.Options{Clock: clk})
+	c, err := cell.Open(context.Background(), dir, cached(cell.Options{Clock: clk}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,7 +58,7 @@ type api struct {
 
 func serveAPI(t testing.TB, dir string, opts cell.ServerOptions) *api {
 	t.Helper()
-	return serveAPIWith(t, dir, opts, cell.Options{NoCache: true})
+	return serveAPIWith(t, dir, opts, cached(cell.Options{}))
 }
 
 // serveAPIWith is serveAPI on a cell opened with copts.

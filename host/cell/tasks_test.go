@@ -39,7 +39,7 @@ type taskDaemon struct {
 func startTaskDaemon(t *testing.T, dir string, clk clock.Clock) *taskDaemon {
 	t.Helper()
 	ctx := context.Background()
-	c, err := cell.Open(ctx, dir, cell.Options{NoCache: true, Clock: clk})
+	c, err := cell.Open(ctx, dir, cached(cell.Options{Clock: clk}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ var trigT0 = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
 func openTrigCell(t *testing.T, dir string, clk *clock.Fake) *trigCell {
 	t.Helper()
 	ctx := context.Background()
-	c, err := cell.Open(ctx, dir, cell.Options{Clock: clk, CacheDir: filepath.Join(dir, "..", "cache")})
+	c, err := cell.Open(ctx, dir, cached(cell.Options{Clock: clk}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,24 +32,9 @@ import (
 	"github.com/dgraph-io/badger/v4"
 )
 
-// uiCache is the compilation cache the dashboard's tests share, so that
-// each guest they run is compiled once per test process: under the race
-// detector a compilation of a Go guest takes half a minute. TestMain
-// removes it.
-var (
-	uiCacheOnce sync.Once
-	uiCache     string
-)
-
-func uiCellOptions(t testing.TB) cell.Options {
-	uiCacheOnce.Do(func() {
-		var err error
-		if uiCache, err = os.MkdirTemp("", "agentrt-ui-cache-"); err != nil {
-			t.Fatal(err)
-		}
-	})
-	return cell.Options{CacheDir: uiCache}
-}
+// uiCellOptions are the options of the dashboard tests' cells: the
+// shared compilation cache (cached), as every cell of these tests has.
+func uiCellOptions(testing.TB) cell.Options { return cached(cell.Options{}) }
 
 // serveUIAPI is serveAPI on a cell that uses the shared compilation cache.
 func serveUIAPI(t testing.TB, dir string, opts cell.ServerOptions) *api {

@@ -118,11 +118,17 @@ var (
 // wasmtime.
 func EngineKind() string { return os.Getenv("AGENTRT_TEST_ENGINE") }
 
+// CompileCache is the tests' compilation cache, which the engines of
+// NewEngine and SharedEngine use and a test's cells may share: a module
+// is compiled once (its key holds the module's hash and wazero's version),
+// not by every engine that runs it.
+func CompileCache() string { return filepath.Join(os.TempDir(), "agentrt-test-cache") }
+
 // NewEngine starts an engine of kind with the tests' compilation cache;
 // it closes when t ends.
 func NewEngine(t testing.TB, kind string) *host.Engine {
 	t.Helper()
-	e, err := host.NewEngine(context.Background(), host.EngineConfig{Kind: kind, CacheDir: filepath.Join(os.TempDir(), "agentrt-test-cache"), Compile: testCompile})
+	e, err := host.NewEngine(context.Background(), host.EngineConfig{Kind: kind, CacheDir: CompileCache(), Compile: testCompile})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +141,7 @@ func NewEngine(t testing.TB, kind string) *host.Engine {
 func SharedEngine(t testing.TB) *host.Engine {
 	engineOnce.Do(func() {
 		var err error
-		engine, err = host.NewEngine(context.Background(), host.EngineConfig{Kind: EngineKind(), CacheDir: filepath.Join(os.TempDir(), "agentrt-test-cache"), Compile: testCompile})
+		engine, err = host.NewEngine(context.Background(), host.EngineConfig{Kind: EngineKind(), CacheDir: CompileCache(), Compile: testCompile})
 		if err != nil {
 			t.Fatal(err)
 		}
