@@ -128,7 +128,13 @@ func (h *Host) Cancel(ctx context.Context, run journal.RunID) error {
 			r.stop(ErrCancelled)
 			select {
 			case <-r.done:
-				return nil
+				// A run that parked as the stop reached it (past its
+				// last look for one, its wait being committed) ended
+				// parked: cancel it as a parked run, below.
+				if meta, err := h.deps.Store.Meta(ctx, run); err != nil || meta.Status != journal.StatusParked {
+					return nil
+				}
+				continue
 			case <-ctx.Done():
 				return ctx.Err()
 			}

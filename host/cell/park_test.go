@@ -699,3 +699,28 @@ func TestModeRuleTightensItsGroupsRule(t *testing.T) {
 		})
 	}
 }
+
+// TestCancelAsARunParksCancelsIt: a Cancel that reaches a run while it
+// parks (its wait being committed, past the point where the run looks
+// for a stop) still cancels it: once Cancel returns, the run is
+// cancelled, keeping its wait, never left parked for its timer to wake.
+// The cancels land at spread moments of the runs' starts and parks.
+func TestCancelAsARunParksCancelsIt(t *testing.T) {
+	start := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(start)
+	p := openParkCell(t, t.TempDir(), clk)
+	defer func() { p.close() }()
+	p.launch(map[string]any{"sleep": int64(time.Hour)}, waiterGrant) // compiles the waiter once
+	p.next()
+	for i := range 40 {
+		run := p.launch(map[string]any{"sleep": int64(time.Hour)}, waiterGrant)
+		time.Sleep(time.Duration(i%20) * time.Millisecond / 2)
+		if err := p.srv.Cancel(context.Background(), run); err != nil {
+			t.Fatalf("cancel %d: %v", i, err)
+		}
+		if m := p.meta(run); m.Status != journal.StatusCancelled {
+			t.Fatalf("cancel %d, %v after its launch: the run is %s (wait %+v), want cancelled", i, time.Duration(i%20)*time.Millisecond/2, m.Status, m.Wait)
+		}
+		p.next()
+	}
+}
