@@ -177,8 +177,12 @@ func TestDaemonStopsASpinningGuest(t *testing.T) {
 		t.Fatalf("SIGTERM did not stop a daemon with a spinning guest\n%s", d.log.String())
 	}
 	d = startGuestDaemon(t, bin, data, cache)
-	if !strings.Contains(d.log.String(), "recovered run "+run) {
-		t.Fatalf("the next daemon did not recover the drained run\n%s", d.log.String())
+	// Recover queues the runs it finds, then logs their number; a worker
+	// takes each (and logs it) after that, by priority.
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(d.log.String(), "recovered run "+run); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the next daemon did not recover the drained run\n%s", d.log.String())
+		}
 	}
 	if _, err := d.client.Cancel(ctx, run); err != nil {
 		t.Fatal(err)
