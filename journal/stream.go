@@ -1,7 +1,6 @@
 package journal
 
 import (
-	"bytes"
 	"context"
 	"runtime"
 )
@@ -10,9 +9,23 @@ import (
 const streamChunk = 256
 
 type chunk struct {
+	// buf holds the raw records back to back, ends[i] being where record
+	// i ends: one copy per chunk, not one per record.
+	buf   []byte
+	ends  []int
 	raws  [][]byte
 	preps []prepared
 	done  chan struct{}
+}
+
+// split sets raws to the records in buf.
+func (c *chunk) split() {
+	c.raws = make([][]byte, len(c.ends))
+	start := 0
+	for i, end := range c.ends {
+		c.raws[i] = c.buf[start:end:end]
+		start = end
+	}
 }
 
 // VerifyStream verifies the records that records yields, in order, into v:
@@ -47,6 +60,7 @@ func VerifyStream(ctx context.Context, v *Verifier, records func(fn func(raw []b
 		defer close(work)
 		c := &chunk{done: make(chan struct{})}
 		send := func() bool {
+			c.split()
 			select {
 			case order <- c:
 			case <-ctx.Done():
@@ -57,13 +71,14 @@ func VerifyStream(ctx context.Context, v *Verifier, records func(fn func(raw []b
 			return true
 		}
 		err := records(func(raw []byte) error {
-			c.raws = append(c.raws, bytes.Clone(raw))
-			if len(c.raws) == streamChunk && !send() {
+			c.buf = append(c.buf, raw...)
+			c.ends = append(c.ends, len(c.buf))
+			if len(c.ends) == streamChunk && !send() {
 				return ctx.Err()
 			}
 			return nil
 		})
-		if err == nil && len(c.raws) > 0 {
+		if err == nil && len(c.ends) > 0 {
 			send()
 		}
 		readErr <- err

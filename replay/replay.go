@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/agentrt/agentrt/abi"
@@ -50,12 +51,28 @@ func Load(ctx context.Context, store journal.Store, run journal.RunID, trust jou
 	j, v := newLoader(trust)
 	j.blobs, _ = store.(journal.Blobs)
 	j.ctx = ctx
+	if m, err := store.Meta(ctx, run); err == nil {
+		// The index's count of calls sizes what Load collects, so that it
+		// is not copied as it grows; only a hint, bounded, since the index
+		// is not verified.
+		j.grow(int(min(m.Steps, maxGrowHint)))
+	}
 	sum, err := journal.VerifyStoreWith(ctx, store, run, v)
 	if err != nil {
 		return nil, err
 	}
 	j.Summary = sum
 	return j, nil
+}
+
+// maxGrowHint bounds the calls Load makes room for before it reads them.
+const maxGrowHint = 1 << 20
+
+// grow makes room for calls more calls.
+func (j *Journal) grow(calls int) {
+	j.rec.Grow(calls)
+	j.requests = slices.Grow(j.requests, calls)
+	j.seqs = slices.Grow(j.seqs, calls)
 }
 
 // newLoader returns a journal to fill and the verifier that fills it, entry
