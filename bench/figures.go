@@ -413,11 +413,22 @@ func (h *harness) groupCommit(ctx context.Context) ([]Figure, error) {
 	}
 	defer db.Close()
 	// One run first, so that the module is compiled and stored before the
-	// timed runs start.
-	if _, err := c.run(ctx, h.guests.KVPut, countInput(1), kvGrant("warmup"), 2); err != nil {
+	// timed runs start; its journal, as long as one agent's, is what the
+	// signed group-commit floor writes again.
+	tmpl, err := c.run(ctx, h.guests.KVPut, countInput(m), kvGrant("warmup"), uint64(m)+1)
+	if err != nil {
 		return nil, err
 	}
-	var rate, p50, p99, cpu, cores, frate, fp50, fp99, fcpu []float64
+	commits, err := recordCommits(ctx, c.store, tmpl.Run)
+	if err != nil {
+		return nil, err
+	}
+	jc, err := openCell(dir(h.root, "group-journal"), h.engine)
+	if err != nil {
+		return nil, err
+	}
+	defer jc.close()
+	var rate, p50, p99, cpu, cores, frate, fp50, fp99, fcpu, jrate, jp50, jp99, jcpu []float64
 	for r := range h.cfg.Reps {
 		runs := make([]journal.RunID, agents)
 		mt := startMeter()
@@ -448,6 +459,22 @@ func (h *harness) groupCommit(ctx context.Context) ([]Figure, error) {
 		rate = append(rate, float64(agents*m)/d.Seconds())
 		p50, p99 = append(p50, us(percentile(lat, 50))), append(p99, us(percentile(lat, 99)))
 
+		jlats := make([][]time.Duration, agents)
+		jm := startMeter()
+		jd, err := concurrently(agents, func(i int) error {
+			var err error
+			jlats[i], err = commits.replayCommits(ctx, jc.store, jc.key, fmt.Sprintf("a%d-r%d", i, r))
+			return err
+		})
+		jrd := jm.stop()
+		if err != nil {
+			return nil, err
+		}
+		jlat := slices.Concat(jlats...)
+		jcpu = append(jcpu, us(jrd.CPU)/float64(len(jlat)))
+		jrate = append(jrate, float64(len(jlat))/jd.Seconds())
+		jp50, jp99 = append(jp50, us(percentile(jlat, 50))), append(jp99, us(percentile(jlat, 99)))
+
 		flats := make([][]time.Duration, agents)
 		fm := startMeter()
 		fd, err := concurrently(agents, func(i int) error {
@@ -463,24 +490,26 @@ func (h *harness) groupCommit(ctx context.Context) ([]Figure, error) {
 		flat := slices.Concat(flats...)
 		frate = append(frate, float64(agents*m)/fd.Seconds())
 		fp50, fp99 = append(fp50, us(percentile(flat, 50))), append(fp99, us(percentile(flat, 99)))
-		h.logf("4 group commit rep %d: ours %.0f calls/s p99 %.0f us, floor %.0f commits/s p99 %.0f us", r, rate[r], p99[r], frate[r], fp99[r])
+		h.logf("4 group commit rep %d: ours %.0f calls/s p99 %.0f us, signed group-commit floor %.0f calls/s p99 %.0f us, bare badger %.0f commits/s p99 %.0f us", r, rate[r], p99[r], jrate[r], jp99[r], frate[r], fp99[r])
 	}
 	h.fig4Rate = median(rate)
 	return []Figure{{
 		ID: "4a", Name: fmt.Sprintf("group commit, %d agents: durable calls/s", agents), Unit: "calls/s", Better: "higher",
 		Value: median(rate), Samples: rate,
 		Measures: fmt.Sprintf("%d goroutines each running host.Host.Run of testdata/kvput.wat (%d kv.put calls, own kv namespace) on one shared host and badgerstore: total kv.put calls / wall time until the last run ends (run start and end commits included).", agents, m),
-		Floor: &Floor{Name: "bare badger SyncWrites", Unit: "commits/s", Value: median(frate), Samples: frate,
-			Measures: fmt.Sprintf("%d goroutines each doing %d Set+Commit on one plain badger database with SyncWrites=true (for context).", agents, m)},
-		Goal: &Goal{Text: ">= 50000 calls/s", MinValue: ptr(50000)},
+		Floor: &Floor{Name: "signed group commit, journal alone", Unit: "calls/s", Value: median(jrate), Samples: jrate,
+			Measures: fmt.Sprintf("the journal without the host: %d goroutines each writing again, as a new run on one shared badgerstore, the entries of one agent's run of the same module (recorded before timing), each linked into the run's chain (encoded, checked, hashed) and committed where the host committed them (the start with its index record; each kv.put's three entries with its write, durably; the end with its index record, durably), through the store's group commit and round seals: kv.put commits / wall time. What the host adds over it is the guest, the gate and the call path.", agents)},
+		Goal: &Goal{Text: ">= 50000 calls/s and ratio >= 0.8", MinValue: ptr(50000), MinRatio: ptr(0.8)},
 		Extra: map[string]float64{"p50 us": median(p50), "process CPU us/call": median(cpu),
-			"process CPU cores busy": median(cores), "floor process CPU us/commit": median(fcpu)},
+			"process CPU cores busy": median(cores),
+			"floor p50 us": median(jp50), "floor p99 us": median(jp99), "floor process CPU us/call": median(jcpu),
+			"bare badger SyncWrites commits/s": median(frate), "bare badger process CPU us/commit": median(fcpu)},
 	}, {
 		ID: "4b", Name: fmt.Sprintf("group commit, %d agents: p99 latency", agents), Unit: "us", Better: "lower",
 		Value: median(p99), Samples: p99,
 		Measures: "the 99th percentile over every call of figure 4a of the host time from a call's intent entry to the guest's next call, as in 3b.",
 		Floor: &Floor{Name: "bare badger SyncWrites p99", Unit: "us", Value: median(fp99), Samples: fp99,
-			Measures: "the 99th percentile latency of one Set+Commit of the floor of 4a (for context)."},
+			Measures: fmt.Sprintf("the 99th percentile latency of one Set+Commit of %d goroutines each doing %d Set+Commit on one plain badger database with SyncWrites=true (for context).", agents, m)},
 		Goal:  &Goal{Text: "<= 5000 us", MaxValue: ptr(5000)},
 		Extra: map[string]float64{"floor p50 us": median(fp50)},
 	}}, nil
