@@ -26,8 +26,9 @@ import (
 //     once, with its record, or not at all.
 //  4. A group is committed when it reaches groupMax entries (without
 //     waiting for the disk: a crash that loses it loses only pure calls,
-//     which re-execute), before every effect, and durably at the end of the
-//     run.
+//     which re-execute; nor for the store: the guest goes on while the
+//     store writes the group, and the next commit waits for it), before
+//     every effect, and durably at the end of the run.
 type livePath struct {
 	w        *journal.Writer
 	groupMax int
@@ -258,11 +259,28 @@ func (p *livePath) record(ctx context.Context, c *Call, withRequest bool, status
 		return 0, nil, err
 	}
 	if p.w.Pending() >= p.groupMax {
-		if err := p.commit(ctx, false); err != nil {
+		if err := p.commitGroup(ctx); err != nil {
 			return 0, nil, err
 		}
 	}
 	return status, resp, nil
+}
+
+// commitGroup starts committing a full group of entries, with the events
+// so far, and returns while the store writes it (journal.Writer.
+// CommitGroup): the guest's next calls run meanwhile. The next commit, or
+// the run's end, waits for it to land; a failed group stops the run there.
+func (p *livePath) commitGroup(ctx context.Context) error {
+	if err := p.lease.valid(); err != nil {
+		return err
+	}
+	if err := p.events.flushTo(p.w); err != nil {
+		return err
+	}
+	if err := p.w.CommitGroup(ctx); err != nil {
+		return fmt.Errorf("host: journal: %w", err)
+	}
+	return nil
 }
 
 // commit writes the buffered entries, with the events the guest produced

@@ -477,6 +477,9 @@ func (h *Host) start(ctx context.Context, spec RunSpec, fork *forked) (_ *Starte
 	blog := &budgetLog{}
 	events.at = w.Next
 	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease, meta: &meta, budget: blog, obs: h.deps.Observer, tr: h.tr}
+	if obs := h.deps.Observer; obs != nil {
+		w.OnGroup = func(took time.Duration) { obs.Commit(took, false) }
+	}
 	var path callPath = live
 	if fork != nil {
 		path = &forkPath{rec: fork.rec, live: live, past: fork.rec.Len() == 0}
@@ -496,6 +499,9 @@ func (h *Host) conclude(ctx context.Context, m *Module, s *session, w *journal.W
 	// Whatever the outcome, this process is done with the run: the next
 	// holder (a resume) need not wait for the lease to lapse.
 	defer lease.release(ctx)
+	// A group commit still in flight (a run that stopped with no commit
+	// after it) lands before the lease goes.
+	defer w.Wait()
 	if s.park != nil && errors.Is(s.fatal, errParked) {
 		// The run parked: its index says so and what for, durably with
 		// the events so far; its instance is closed.

@@ -276,7 +276,9 @@ func (s *session) SelfJournal(ctx context.Context, r abi.JournalRequest) (abi.Jo
 	if limit == 0 {
 		limit = abi.MaxJournalPage
 	}
-	if lp := s.livePath(); lp != nil && lp.w.Pending() > 0 {
+	if lp := s.livePath(); lp != nil {
+		// What is buffered, or still on its way to the store (a group
+		// commit), is in the store before it is read.
 		if err := lp.commit(ctx, false); err != nil {
 			return abi.JournalResponse{}, err
 		}

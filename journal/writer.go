@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Writer appends the entries of one run to a Store. Entries are linked as
@@ -14,9 +15,28 @@ import (
 type Writer struct {
 	store Store
 	chain *Chain
-	// stored is the number of entries already in the store.
+	// stored is the number of entries in the store, or on their way to it
+	// (CommitGroup).
 	stored uint64
 	batch  Batch
+	// flying is the batch of a group commit in progress (CommitGroup),
+	// whose outcome landed sends; spare holds the buffers of the batch
+	// before it. failed is the error of a group commit that failed: the
+	// writer refuses everything after it.
+	flying *Batch
+	landed chan landing
+	spare  Batch
+	failed error
+	// OnGroup, when set, is told how long the store took to write each
+	// group commit (CommitGroup) that succeeded, in the goroutine that
+	// waits for it.
+	OnGroup func(took time.Duration)
+}
+
+// landing is the outcome of a group commit.
+type landing struct {
+	err  error
+	took time.Duration
 }
 
 // NewWriter returns a writer that appends chain's entries to store. The
@@ -58,16 +78,18 @@ func (w *Writer) Pending() int { return len(w.batch.Records) }
 // Batch.Durable). A commit with nothing buffered and no meta does nothing.
 // On error the buffer is kept, so a caller may retry once the store
 // recovers; after ErrNotDurable it is in the store and is not kept.
+//
+// A group commit in progress (CommitGroup) lands first: Commit returns its
+// error, if it failed, without committing.
 func (w *Writer) Commit(ctx context.Context, meta *RunMeta, durable bool) error {
+	if err := w.Wait(); err != nil {
+		return err
+	}
 	b := &w.batch
-	if len(b.Records) == 0 && len(b.KV) == 0 && len(b.Events) == 0 && len(b.Blobs) == 0 && meta == nil {
+	if w.empty() && meta == nil {
 		return nil
 	}
-	b.Run, b.Next, b.Meta, b.Durable = w.chain.run, w.stored, meta, durable
-	b.SealWith, b.Head = nil, nil
-	if len(b.Records) > 0 {
-		b.SealWith, b.Head = w.chain.key, w.chain.Head()
-	}
+	w.prepare(meta, durable)
 	err := w.store.Commit(ctx, b)
 	if err != nil {
 		err = fmt.Errorf("journal: commit of entries %d..%d: %w", w.stored, w.stored+uint64(len(b.Records)), err)
@@ -82,4 +104,77 @@ func (w *Writer) Commit(ctx context.Context, meta *RunMeta, durable bool) error 
 	clear(b.Blobs)
 	w.batch = Batch{Records: b.Records[:0], KV: b.KV[:0], Events: b.Events[:0], Blobs: b.Blobs[:0]}
 	return err
+}
+
+func (w *Writer) empty() bool {
+	b := &w.batch
+	return len(b.Records) == 0 && len(b.KV) == 0 && len(b.Events) == 0 && len(b.Blobs) == 0
+}
+
+// prepare sets the buffered batch's run, fence, seal and meta.
+func (w *Writer) prepare(meta *RunMeta, durable bool) {
+	b := &w.batch
+	b.Run, b.Next, b.Meta, b.Durable = w.chain.run, w.stored, meta, durable
+	b.SealWith, b.Head = nil, nil
+	if len(b.Records) > 0 {
+		b.SealWith, b.Head = w.chain.key, w.chain.Head()
+	}
+}
+
+// CommitGroup starts committing what is buffered, as Commit(ctx, nil,
+// false) would, and returns without waiting for the store: the caller goes
+// on adding entries (a run's next pure calls) while the store writes the
+// group. At most one group is in flight: CommitGroup, Commit and Wait
+// first wait for the one before, and return its error if it failed; after
+// that the writer refuses every commit, since the store lacks entries the
+// chain has moved past (a resume goes on from what the store holds).
+func (w *Writer) CommitGroup(ctx context.Context) error {
+	if err := w.Wait(); err != nil {
+		return err
+	}
+	if w.empty() {
+		return nil
+	}
+	w.prepare(nil, false)
+	b := new(Batch)
+	*b = w.batch
+	w.stored += uint64(len(b.Records))
+	w.flying = b
+	w.batch, w.spare = Batch{Records: w.spare.Records[:0], KV: w.spare.KV[:0], Events: w.spare.Events[:0], Blobs: w.spare.Blobs[:0]}, Batch{}
+	if w.landed == nil {
+		w.landed = make(chan landing, 1)
+	}
+	// Once started, a group lands whatever becomes of ctx.
+	ctx = context.WithoutCancel(ctx)
+	go func() {
+		start := time.Now()
+		err := w.store.Commit(ctx, b)
+		w.landed <- landing{err, time.Since(start)}
+	}()
+	return nil
+}
+
+// Wait waits for the group commit in flight, if any (CommitGroup), and
+// returns its error.
+func (w *Writer) Wait() error {
+	if w.failed != nil {
+		return w.failed
+	}
+	b := w.flying
+	if b == nil {
+		return nil
+	}
+	l := <-w.landed
+	w.flying = nil
+	if err := l.err; err != nil && !errors.Is(err, ErrNotDurable) {
+		w.failed = fmt.Errorf("journal: commit of entries %d..%d: %w", b.Next, b.Next+uint64(len(b.Records)), err)
+		return w.failed
+	}
+	if w.OnGroup != nil {
+		w.OnGroup(l.took)
+	}
+	clear(b.Records)
+	clear(b.Blobs)
+	w.spare = Batch{Records: b.Records[:0], KV: b.KV[:0], Events: b.Events[:0], Blobs: b.Blobs[:0]}
+	return nil
 }
