@@ -502,7 +502,7 @@ func (h *harness) groupCommit(ctx context.Context) ([]Figure, error) {
 		Goal: &Goal{Text: ">= 50000 calls/s and ratio >= 0.8", MinValue: ptr(50000), MinRatio: ptr(0.8)},
 		Extra: map[string]float64{"p50 us": median(p50), "process CPU us/call": median(cpu),
 			"process CPU cores busy": median(cores),
-			"floor p50 us": median(jp50), "floor p99 us": median(jp99), "floor process CPU us/call": median(jcpu),
+			"floor p50 us":           median(jp50), "floor p99 us": median(jp99), "floor process CPU us/call": median(jcpu),
 			"bare badger SyncWrites commits/s": median(frate), "bare badger process CPU us/commit": median(fcpu)},
 	}, {
 		ID: "4b", Name: fmt.Sprintf("group commit, %d agents: p99 latency", agents), Unit: "us", Better: "lower",
