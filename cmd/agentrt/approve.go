@@ -62,10 +62,12 @@ func (a *termApprover) Approve(ctx context.Context, ap host.Approval) (bool, str
 		banner = "\x1b[0;7m agentrt \x1b[0m"
 	}
 	what := describeCall(ap.Op, ap.Method, ap.Resource)
+	// What was typed before the prompt is dropped before it is shown: an
+	// answer typed as soon as it appears must not be dropped with it.
+	discardInput(a.in)
 	// A fresh line first: the guest's last line may be unfinished.
 	fmt.Fprintf(a.out, "\r\n%s approval needed: run %s, step %d (permission mode rule %s)\r\n%s   %s\r\n%s allow it? [y/N] ",
 		banner, ap.Run, ap.Step, termtext.Quote(ap.Rule), banner, what, banner)
-	discardInput(a.in)
 	a.in.SetReadDeadline(time.Time{})
 	line := make(chan string, 1)
 	go func() {
