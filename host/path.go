@@ -62,6 +62,16 @@ type livePath struct {
 	untraced, looked bool
 }
 
+// newLivePath returns the live path of the run that w writes: its
+// entries and events, under lease, with its index record meta and its
+// budget records.
+func (h *Host) newLivePath(w *journal.Writer, events *eventBuffer, lease *holder, meta *journal.RunMeta, budget *budgetLog) *livePath {
+	if obs := h.deps.Observer; obs != nil {
+		w.OnGroup = func(took time.Duration) { obs.Commit(took, false) }
+	}
+	return &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease, meta: meta, budget: budget, obs: h.deps.Observer, tr: h.tr}
+}
+
 // traced reports whether the calls of the run executing under ctx get
 // spans: a tracer is set and the run's span is sampled. A call span is a
 // child of its run's, so under every standard sampler (parent-based, or by

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/host/caps"
@@ -151,10 +150,7 @@ func (h *Host) reopen(ctx context.Context, run journal.RunID, ro *reopening) (*S
 	}
 	blog := &budgetLog{}
 	events.at = w.Next
-	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease, meta: &meta, budget: blog, obs: h.deps.Observer, tr: h.tr}
-	if obs := h.deps.Observer; obs != nil {
-		w.OnGroup = func(took time.Duration) { obs.Commit(took, false) }
-	}
+	live := h.newLivePath(w, events, lease, &meta, blog)
 	p := &resumePath{rec: rec, live: live, events: events}
 	p.doubtStep, _, p.doubt = rec.InDoubt()
 	p.past = rec.Len() == 0

@@ -476,10 +476,7 @@ func (h *Host) start(ctx context.Context, spec RunSpec, fork *forked) (_ *Starte
 	events := &eventBuffer{run: run, now: h.deps.Now, sink: h.deps.Sink, keep: h.deps.Events != nil, limit: limits.LogBytes}
 	blog := &budgetLog{}
 	events.at = w.Next
-	live := &livePath{w: w, groupMax: h.cfg.GroupCommit, now: h.deps.Now, events: events, lease: lease, meta: &meta, budget: blog, obs: h.deps.Observer, tr: h.tr}
-	if obs := h.deps.Observer; obs != nil {
-		w.OnGroup = func(took time.Duration) { obs.Commit(took, false) }
-	}
+	live := h.newLivePath(w, events, lease, &meta, blog)
 	var path callPath = live
 	if fork != nil {
 		path = &forkPath{rec: fork.rec, live: live, past: fork.rec.Len() == 0}

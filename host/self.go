@@ -277,9 +277,13 @@ func (s *session) SelfJournal(ctx context.Context, r abi.JournalRequest) (abi.Jo
 		limit = abi.MaxJournalPage
 	}
 	if lp := s.livePath(); lp != nil {
-		// What is buffered, or still on its way to the store (a group
-		// commit), is in the store before it is read.
-		if err := lp.commit(ctx, false); err != nil {
+		// A group still on its way to the store lands, and what is
+		// buffered is committed, before the journal is read.
+		err := lp.w.Wait()
+		if err == nil && lp.w.Pending() > 0 {
+			err = lp.commit(ctx, false)
+		}
+		if err != nil {
 			return abi.JournalResponse{}, err
 		}
 	}

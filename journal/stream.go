@@ -13,19 +13,8 @@ type chunk struct {
 	// i ends: one copy per chunk, not one per record.
 	buf   []byte
 	ends  []int
-	raws  [][]byte
 	preps []prepared
 	done  chan struct{}
-}
-
-// split sets raws to the records in buf.
-func (c *chunk) split() {
-	c.raws = make([][]byte, len(c.ends))
-	start := 0
-	for i, end := range c.ends {
-		c.raws[i] = c.buf[start:end:end]
-		start = end
-	}
 }
 
 // VerifyStream verifies the records that records yields, in order, into v:
@@ -46,9 +35,11 @@ func VerifyStream(ctx context.Context, v *Verifier, records func(fn func(raw []b
 	for range workers {
 		go func() {
 			for c := range work {
-				c.preps = make([]prepared, len(c.raws))
-				for i, raw := range c.raws {
-					prepare(raw, true, &c.preps[i])
+				c.preps = make([]prepared, len(c.ends))
+				start := 0
+				for i, end := range c.ends {
+					prepare(c.buf[start:end:end], true, &c.preps[i])
+					start = end
 				}
 				close(c.done)
 			}
@@ -60,7 +51,6 @@ func VerifyStream(ctx context.Context, v *Verifier, records func(fn func(raw []b
 		defer close(work)
 		c := &chunk{done: make(chan struct{})}
 		send := func() bool {
-			c.split()
 			select {
 			case order <- c:
 			case <-ctx.Done():

@@ -20,8 +20,8 @@ type Writer struct {
 	stored uint64
 	batch  Batch
 	// flying is the batch of a group commit in progress (CommitGroup),
-	// whose outcome landed sends; spare holds the buffers of the batch
-	// before it. failed is the error of a group commit that failed: the
+	// whose outcome landed sends; spare holds the emptied buffers of the
+	// batch before it. failed is the error of a group commit that failed: the
 	// writer refuses everything after it.
 	flying *Batch
 	landed chan landing
@@ -100,10 +100,16 @@ func (w *Writer) Commit(ctx context.Context, meta *RunMeta, durable bool) error 
 		// failed is the promise that it survives a crash.
 	}
 	w.stored += uint64(len(b.Records))
+	w.batch = emptied(b)
+	return err
+}
+
+// emptied returns b's buffers emptied, for the next batch (what b
+// referenced is dropped).
+func emptied(b *Batch) Batch {
 	clear(b.Records)
 	clear(b.Blobs)
-	w.batch = Batch{Records: b.Records[:0], KV: b.KV[:0], Events: b.Events[:0], Blobs: b.Blobs[:0]}
-	return err
+	return Batch{Records: b.Records[:0], KV: b.KV[:0], Events: b.Events[:0], Blobs: b.Blobs[:0]}
 }
 
 func (w *Writer) empty() bool {
@@ -140,7 +146,7 @@ func (w *Writer) CommitGroup(ctx context.Context) error {
 	*b = w.batch
 	w.stored += uint64(len(b.Records))
 	w.flying = b
-	w.batch, w.spare = Batch{Records: w.spare.Records[:0], KV: w.spare.KV[:0], Events: w.spare.Events[:0], Blobs: w.spare.Blobs[:0]}, Batch{}
+	w.batch, w.spare = w.spare, Batch{}
 	if w.landed == nil {
 		w.landed = make(chan landing, 1)
 	}
@@ -173,8 +179,6 @@ func (w *Writer) Wait() error {
 	if w.OnGroup != nil {
 		w.OnGroup(l.took)
 	}
-	clear(b.Records)
-	clear(b.Blobs)
-	w.spare = Batch{Records: b.Records[:0], KV: b.KV[:0], Events: b.Events[:0], Blobs: b.Blobs[:0]}
+	w.spare = emptied(b)
 	return nil
 }

@@ -44,19 +44,26 @@ func startGuestDaemon(t *testing.T, bin, data, cache string) *guestDaemon {
 	if d.client, err = cell.Dial("unix:" + cell.SocketPath(data)); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(d.log.String(), "unfinished runs") {
+	d.waitLog(t, "unfinished runs", "the daemon did not start", 30*time.Second)
+	return d
+}
+
+// waitLog waits until the daemon's log holds want; it fails with what
+// when within passes, or when the daemon exits.
+func (d *guestDaemon) waitLog(t *testing.T, want, what string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !strings.Contains(d.log.String(), want) {
 		select {
 		case err := <-d.exited:
 			t.Fatalf("the daemon exited: %v\n%s", err, d.log.String())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the daemon did not start\n%s", d.log.String())
+			t.Fatalf("%s\n%s", what, d.log.String())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return d
 }
 
 func (d *guestDaemon) kill() {
@@ -179,11 +186,7 @@ func TestDaemonStopsASpinningGuest(t *testing.T) {
 	d = startGuestDaemon(t, bin, data, cache)
 	// Recover queues the runs it finds, then logs their number; a worker
 	// takes each (and logs it) after that, by priority.
-	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(d.log.String(), "recovered run "+run); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the next daemon did not recover the drained run\n%s", d.log.String())
-		}
-	}
+	d.waitLog(t, "recovered run "+run, "the next daemon did not recover the drained run", 20*time.Second)
 	if _, err := d.client.Cancel(ctx, run); err != nil {
 		t.Fatal(err)
 	}

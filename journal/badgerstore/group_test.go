@@ -11,6 +11,11 @@ import (
 	"github.com/agentrt/agentrt/journal/badgerstore"
 )
 
+// startEntry is a run's start entry.
+func startEntry() *journal.Entry {
+	return &journal.Entry{Phase: journal.PhaseStart, Header: &journal.Header{ModuleSHA256: make([]byte, 32), ABI: 1, Seed: make([]byte, 32)}}
+}
+
 // pureEntry is the completed entry of pure call step.
 func pureEntry(step uint64) *journal.Entry {
 	resp := []byte{byte(step), byte(step >> 8)}
@@ -23,11 +28,7 @@ func pureEntry(step uint64) *journal.Entry {
 // order; what the run's end commits follows them, and the whole journal
 // verifies. A group's outcome is reported to OnGroup once it lands.
 func TestCommitGroupLandsInOrder(t *testing.T) {
-	st, err := badgerstore.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := open(t)
 	ctx := context.Background()
 	_, key, _ := ed25519.GenerateKey(nil)
 	run := journal.NewRunID(time.Now())
@@ -39,7 +40,7 @@ func TestCommitGroupLandsInOrder(t *testing.T) {
 		}
 		landed++
 	}
-	if err := w.Add(&journal.Entry{Phase: journal.PhaseStart, Header: &journal.Header{ModuleSHA256: make([]byte, 32), ABI: 1, Seed: make([]byte, 32)}}); err != nil {
+	if err := w.Add(startEntry()); err != nil {
 		t.Fatal(err)
 	}
 	const groups, per = 200, 7
@@ -88,7 +89,7 @@ func TestFailedGroupStopsTheWriter(t *testing.T) {
 	_, key, _ := ed25519.GenerateKey(nil)
 	run := journal.NewRunID(time.Now())
 	w := journal.NewWriter(st, journal.NewChain(run, key))
-	if err := w.Add(&journal.Entry{Phase: journal.PhaseStart, Header: &journal.Header{ModuleSHA256: make([]byte, 32), ABI: 1, Seed: make([]byte, 32)}}); err != nil {
+	if err := w.Add(startEntry()); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Add(pureEntry(1)); err != nil {
