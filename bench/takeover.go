@@ -135,11 +135,13 @@ func (h *harness) takeovers(ctx context.Context, cli string, p *natsProcs) ([]Fi
 	if err != nil {
 		return nil, err
 	}
-	octx, cancel := context.WithTimeout(ctx, time.Minute)
-	_, err = agentcell.OpenRegistry(octx, nc, 3)
-	cancel()
-	if err != nil {
-		return nil, err
+	for _, open := range []func(context.Context) error{
+		func(ctx context.Context) error { _, err := agentcell.OpenRegistry(ctx, nc, 3); return err },
+		func(ctx context.Context) error { _, err := agentcell.OpenHandoffs(ctx, nc, 3); return err },
+	} {
+		if err := jetstore.Patiently(ctx, time.Minute, open); err != nil {
+			return nil, err
+		}
 	}
 	// A new R3 bucket answers reads only once its raft group has a
 	// leader.

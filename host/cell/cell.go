@@ -225,7 +225,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Cell, error) {
 			eng.Close(ctx)
 			return nil, err
 		}
-		c.Cluster.guardServers(ctx, c.Listeners)
+		c.Cluster.guardServers(c.Listeners)
 		js := c.Cluster.Store
 		c.Journal = js
 		deps.Store, deps.KV, deps.Events, deps.Leases = js, js, js, js

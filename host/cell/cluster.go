@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentrt/agentrt/host"
@@ -112,6 +113,11 @@ func (o ClusterOptions) withDefaults() (ClusterOptions, error) {
 	return o, nil
 }
 
+// joinTimeout bounds how long a cell waits, as it joins, for the
+// cluster's registry and handoff buckets to answer (the store waits its
+// own Options.Timeout).
+const joinTimeout = 30 * time.Second
+
 // openCluster connects the cell in dir to its cluster and opens its store
 // and registry.
 func openCluster(ctx context.Context, dir string, o ClusterOptions) (*Cluster, error) {
@@ -161,11 +167,22 @@ func openCluster(ctx context.Context, dir string, o ClusterOptions) (*Cluster, e
 		c.close()
 		return nil, fmt.Errorf("cell: %w", err)
 	}
-	if c.Registry, err = OpenRegistry(ctx, c.nc, opts.Replicas); err != nil {
+	// The cells of a cluster that has just started open its buckets
+	// together; an R3 bucket answers only once its raft group has a
+	// leader.
+	err = jetstore.Patiently(ctx, joinTimeout, func(ctx context.Context) (err error) {
+		c.Registry, err = OpenRegistry(ctx, c.nc, opts.Replicas)
+		return err
+	})
+	if err != nil {
 		c.close()
 		return nil, err
 	}
-	if c.handoffs, err = openHandoffs(ctx, c.nc, opts.Replicas); err != nil {
+	err = jetstore.Patiently(ctx, joinTimeout, func(ctx context.Context) (err error) {
+		c.handoffs, err = openHandoffs(ctx, c.nc, opts.Replicas)
+		return err
+	})
+	if err != nil {
 		c.close()
 		return nil, err
 	}
@@ -178,49 +195,71 @@ func openCluster(ctx context.Context, dir string, o ClusterOptions) (*Cluster, e
 // to, whatever a grant names: an agent granted a host the servers listen
 // on (127.0.0.1, any port) does not reach the cluster's bus, and through
 // it the cells' handoff subjects, their leases and their journals. A name
-// is registered as the addresses it resolves to now.
-func (c *Cluster) guardServers(ctx context.Context, ls *host.ListenerSet) {
+// is registered as the addresses it resolves to when it is seen. Servers
+// that join the cluster later are registered as the connection learns of
+// them (the servers' INFO gossip), and so is the server it reconnects to.
+func (c *Cluster) guardServers(ls *host.ListenerSet) {
 	if c.embedded != nil {
 		return // in process, no port
 	}
-	const what = "the cluster's NATS server"
-	seen := map[string]bool{}
-	add := func(hostport string) {
-		h, p, err := net.SplitHostPort(hostport)
-		if err != nil {
-			return
-		}
-		port, err := strconv.ParseUint(p, 10, 16)
-		if err != nil {
-			return
-		}
-		ips := []netip.Addr{}
-		if ip, err := netip.ParseAddr(h); err == nil {
-			ips = append(ips, ip)
-		} else {
-			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			ips, _ = net.DefaultResolver.LookupNetIP(rctx, "ip", h)
-			cancel()
-		}
-		for _, ip := range ips {
-			ap := netip.AddrPortFrom(ip.Unmap(), uint16(port))
-			if !seen[ap.String()] {
-				seen[ap.String()] = true
-				ls.Add(what, net.TCPAddrFromAddrPort(ap))
-			}
-		}
-	}
-	for _, u := range append(c.nc.Servers(), c.nc.DiscoveredServers()...) {
+	g := &serverGuard{ls: ls, seen: map[netip.AddrPort]bool{}}
+	// The handlers are set before the first pass, so that a server
+	// discovered in between is registered by one or the other.
+	c.nc.SetDiscoveredServersHandler(g.guard)
+	c.nc.SetReconnectHandler(g.guard)
+	g.guard(c.nc)
+}
+
+// serverGuard registers NATS server addresses in a ListenerSet, each
+// once.
+type serverGuard struct {
+	ls   *host.ListenerSet
+	mu   sync.Mutex
+	seen map[netip.AddrPort]bool
+}
+
+// guard registers the servers nc knows of now.
+func (g *serverGuard) guard(nc *nats.Conn) {
+	for _, u := range append(nc.Servers(), nc.DiscoveredServers()...) {
 		if pu, err := url.Parse(u); err == nil {
 			hp := pu.Host
 			if pu.Port() == "" {
 				hp = net.JoinHostPort(pu.Hostname(), strconv.Itoa(nats.DefaultPort))
 			}
-			add(hp)
+			g.add(hp)
 		}
 	}
-	if a := c.nc.ConnectedAddr(); a != "" {
-		add(a)
+	if a := nc.ConnectedAddr(); a != "" {
+		g.add(a)
+	}
+}
+
+func (g *serverGuard) add(hostport string) {
+	const what = "the cluster's NATS server"
+	h, p, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return
+	}
+	port, err := strconv.ParseUint(p, 10, 16)
+	if err != nil {
+		return
+	}
+	ips := []netip.Addr{}
+	if ip, err := netip.ParseAddr(h); err == nil {
+		ips = append(ips, ip)
+	} else {
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ips, _ = net.DefaultResolver.LookupNetIP(rctx, "ip", h)
+		cancel()
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, ip := range ips {
+		ap := netip.AddrPortFrom(ip.Unmap(), uint16(port))
+		if !g.seen[ap] {
+			g.seen[ap] = true
+			g.ls.Add(what, net.TCPAddrFromAddrPort(ap))
+		}
 	}
 }
 

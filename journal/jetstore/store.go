@@ -147,16 +147,29 @@ func Open(ctx context.Context, nc *nats.Conn, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstore: %w", err)
 	}
-	// A cluster that has just started answers no JetStream request until
-	// it has a meta leader (seconds on a loaded machine): each attempt is
-	// bounded by a few seconds and retried, within the timeout in all.
-	deadline := time.Now().Add(opts.Timeout)
+	var s *Store
+	err = Patiently(ctx, opts.Timeout, func(ctx context.Context) (err error) {
+		s, err = open(ctx, js, opts)
+		return err
+	})
+	return s, err
+}
+
+// Patiently calls attempt until it succeeds, fails for a reason other
+// than servers that cannot answer yet, or limit has passed. A cluster that
+// has just started answers no JetStream request until it has a meta
+// leader, and a new R3 stream or bucket none until its raft group has
+// one (seconds on a loaded machine): each attempt is bounded by a few
+// seconds and retried, within limit in all. Open uses it; a caller opening
+// buckets of its own next to a store (a cell's registry) does too.
+func Patiently(ctx context.Context, limit time.Duration, attempt func(context.Context) error) error {
+	deadline := time.Now().Add(limit)
 	for {
 		actx, cancel := context.WithTimeout(ctx, min(openAttempt, time.Until(deadline)))
-		s, err := open(actx, js, opts)
+		err := attempt(actx)
 		cancel()
 		if err == nil || !notReady(err) || ctx.Err() != nil || time.Until(deadline) < openRetry {
-			return s, err
+			return err
 		}
 		time.Sleep(openRetry)
 	}
