@@ -180,10 +180,15 @@ func (s *session) carveLayer(c *Call, cv caps.Carver) *denial {
 	}
 	over, _ := capability.ParseBudget(req) // parsed by childBudget
 	s.ledger.CountSteps(c.Step)
-	elapsed := uint64(max(0, s.deps.Now().Sub(time.Unix(0, s.started))) / time.Second)
+	since := max(0, s.deps.Now().Sub(time.Unix(0, s.started)))
+	elapsed := uint64(since / time.Second)
 	s.ledger.Elapse(elapsed)
 	if w, ok := s.ledger.Ceilings().Get(budget.WallSeconds); ok && over.WallSeconds == nil {
-		want.WallSeconds = capability.Limit(w - min(w, elapsed))
+		// The child's clock starts now: what the run has left, in whole
+		// seconds rounded down, so that the child's deadline is never
+		// past the run's.
+		spent := uint64((since + time.Second - 1) / time.Second)
+		want.WallSeconds = capability.Limit(w - min(w, spent))
 	}
 	var r budget.Reservation
 	if s.dry {

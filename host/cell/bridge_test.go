@@ -249,9 +249,10 @@ func TestBudgetBridgeCancel(t *testing.T) {
 }
 
 // The bridge carves steps and wall clock too. A parent of 40 steps and
-// 3600 s, whose first request takes 100 s (the server moves the clock),
+// 3600 s, whose first request takes 100.5 s (the server moves the clock),
 // carves 20 steps for a child that makes a few and leaves out its wall
-// clock (its token gets the 3500 s the parent has left); a second child
+// clock (its token gets the 3499 s the parent has left, in whole seconds:
+// its deadline is not past the parent's); a second child
 // of 30 steps does not fit beside the first and is refused with status
 // budget, a third that leaves its steps out is refused with a hint. The
 // parent then requests until the steps run out: it is stopped when its
@@ -264,7 +265,7 @@ func TestBudgetBridgeStepsAndWall(t *testing.T) {
 	var served atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if served.Add(1) == 1 {
-			p.clock.Advance(100 * time.Second)
+			p.clock.Advance(100*time.Second + 500*time.Millisecond)
 		}
 		fmt.Fprint(w, "ok")
 	}))
@@ -304,8 +305,8 @@ func TestBudgetBridgeStepsAndWall(t *testing.T) {
 	if *kid.Ceiling != 20 || kid.Spent == 0 || kid.Spent >= 20 {
 		t.Fatalf("the child's steps: %+v, want a few of 20", kid)
 	}
-	if wall := p.spendOf(child, budget.WallSeconds); wall.Ceiling == nil || *wall.Ceiling != 3500 {
-		t.Fatalf("the child's wall clock: %+v, want the 3500 s its parent had left", wall)
+	if wall := p.spendOf(child, budget.WallSeconds); wall.Ceiling == nil || *wall.Ceiling != 3499 {
+		t.Fatalf("the child's wall clock: %+v, want the 3499 s its parent had left", wall)
 	}
 	// The carve reserved 20 steps and settled at what the child made.
 	var carved, settled uint64
