@@ -74,8 +74,8 @@ func (h *Host) Yield(ctx context.Context, run journal.RunID) (*Yielded, error) {
 	}
 }
 
-// Tail is what Receive shows a handoff's check of the run's verified
-// journal, before the run's lease is taken.
+// Tail is what Receive, TakeOver and ReopenChecked show their check of
+// the run's verified journal, before the run's lease is taken.
 type Tail struct {
 	Entries uint64
 	// Head is the hash of the journal's last entry.
@@ -93,7 +93,7 @@ type Tail struct {
 // Admit asks this cell's policy whether the run may be admitted, as
 // Started.Admit does for a run that starts here: a receiving cell asks it
 // before it takes the lease, so that a refusal leaves the run with its
-// source.
+// source (a run taken over, or resumed by hand, as it was).
 func (t Tail) Admit() error { return t.h.admit(t.run, t.header) }
 
 // Ceilings returns the run's budget ceilings, as Started.Ceilings will

@@ -42,23 +42,38 @@ func (h *Host) Reopen(ctx context.Context, run journal.RunID) (*Started, error) 
 	return h.reopen(ctx, run, nil)
 }
 
+// ReopenChecked is Reopen with check called on the verified journal before
+// the run's lease is taken: an error from it leaves the run as it was,
+// nothing journaled. A cell resuming a run by hand admits it so, as it
+// would a submission.
+func (h *Host) ReopenChecked(ctx context.Context, run journal.RunID, check func(Tail) error) (*Started, error) {
+	if check == nil {
+		return nil, fmt.Errorf("host: reopen %s: no check", run)
+	}
+	return h.reopen(ctx, run, &reopening{check: check})
+}
+
 // TakeOver is Reopen for a run another cell held, whose lease expired: the
 // lease entry this host writes carries decision, the canonical CBOR of the
 // placement decision that picked this cell (placement.Decision). The
 // journal's seals are checked against this cell's key and its trusted
 // peers' (Deps.TrustedCells), and its tail against the store's head
 // record: a gap is an error, never a shorter journal to resume from.
-func (h *Host) TakeOver(ctx context.Context, run journal.RunID, decision []byte) (*Started, error) {
+// check, when not nil, is called on the verified journal before the lease
+// is taken (the taking cell's admission): an error from it leaves the run
+// and its lease as they were.
+func (h *Host) TakeOver(ctx context.Context, run journal.RunID, decision []byte, check func(Tail) error) (*Started, error) {
 	if len(decision) == 0 {
 		return nil, fmt.Errorf("host: take over %s: no placement decision to journal", run)
 	}
-	return h.reopen(ctx, run, &reopening{request: decision, takeover: true})
+	return h.reopen(ctx, run, &reopening{request: decision, takeover: true, check: check})
 }
 
 // reopening is what a reopen of a run another cell held adds: the request
 // its lease entry carries (a takeover's placement decision, a handoff's
-// envelope), and, for a handoff, the check of the verified journal before
-// the lease is taken.
+// envelope), and the check of the verified journal before the lease is
+// taken (a handoff's; a cell's admission of a run it takes over or
+// resumes by hand).
 type reopening struct {
 	request  []byte
 	takeover bool

@@ -132,7 +132,7 @@ func (cb *cellBudget) releaseLocked(run journal.RunID) {
 // inFlight reports whether a run of status st holds its share: it runs,
 // waits for a worker or is parked. A run that ended, was cancelled or is
 // held by the crash-loop breaker holds none (one resumed by hand later,
-// agentrt resume, is not admitted again and holds none either).
+// agentrt resume, is admitted again and holds its share from then on).
 func inFlight(st journal.RunStatus) bool {
 	return st == journal.StatusRunning || st == journal.StatusParked
 }

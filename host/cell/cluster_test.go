@@ -49,6 +49,19 @@ func (c *clusterCell) logged(s string) bool {
 	return false
 }
 
+// count returns how many log lines contain s.
+func (c *clusterCell) count(s string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, l := range c.log {
+		if strings.Contains(l, s) {
+			n++
+		}
+	}
+	return n
+}
+
 func openClusterCell(t *testing.T, dir, url string, ttl time.Duration, self placement.Cell) *clusterCell {
 	t.Helper()
 	return openClusterCellWith(t, dir, cell.ClusterOptions{URLs: []string{url}, Heartbeat: 100 * time.Millisecond, Self: self}, ttl)

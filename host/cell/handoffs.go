@@ -398,7 +398,7 @@ func (s *Server) receiveHandoff(ctx context.Context, raw []byte) (journal.RunID,
 		// The run arrives as a submission does: this cell's admission
 		// decides, before the lease is taken, so that a refused run
 		// stays with its source.
-		if err := s.sched.admitReceived(ctx, p.Run, t); err != nil {
+		if err := s.sched.admitTail(ctx, p.Run, t, false); err != nil {
 			return fmt.Errorf("%w: %w", handoff.ErrAdmission, err)
 		}
 		admitted = true

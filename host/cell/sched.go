@@ -292,12 +292,14 @@ func (sc *scheduler) admit(ctx context.Context, st *host.Started, spawn bool) er
 	return aerr
 }
 
-// admitReceived decides whether run, handed to this cell by another, is
-// admitted as a submission would be (policy, budget, queue bound), from
-// its verified tail, before the run's lease is taken: a refused run is
-// not journaled here, and stays with the cell that handed it.
-func (sc *scheduler) admitReceived(ctx context.Context, run journal.RunID, t host.Tail) error {
-	reason, err := sc.decide(ctx, run, t.Admit, t.Ceilings, false)
+// admitTail decides whether run, which this cell is about to take (handed
+// to it by another cell, taken over after its holder's lease expired,
+// resumed by hand), is admitted as a submission would be (policy, budget,
+// queue bound, cell budget), from its verified tail, before the run's
+// lease is taken: a refused run is not journaled here. spawn says run is
+// a child, whose budget its parent's carve bounds.
+func (sc *scheduler) admitTail(ctx context.Context, run journal.RunID, t host.Tail, spawn bool) error {
+	reason, err := sc.decide(ctx, run, t.Admit, t.Ceilings, spawn)
 	if err != nil {
 		return &AdmissionError{Reason: reason, Run: run, Err: err}
 	}

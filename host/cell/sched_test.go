@@ -575,31 +575,7 @@ func TestCellBudgetAdmission(t *testing.T) {
 	clk := clock.NewFake(time.Now())
 	opts := cell.SchedulerOptions{Workers: 2, Aging: time.Hour, CellBudget: "http_requests=10"}
 	p := openSchedCell(t, dir, clk, opts)
-	gr, err := host.ParseGrant([]byte(waiterGrant))
-	if err != nil {
-		t.Fatal(err)
-	}
-	caps, err := gr.TokenCaps()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// launch starts a waiter that sleeps an hour, granted http_requests=n
-	// (0: unlimited).
-	launch := func(p *schedCell, n uint64) (journal.RunID, error) {
-		t.Helper()
-		var b capability.Budget
-		if n > 0 {
-			b.HTTPRequests = capability.Limit(n)
-		}
-		now := p.clock.Now()
-		tok, err := capability.Issue(p.cell.Key, capability.Claims{Audience: p.cell.Public(), Caps: caps, Budget: b,
-			NotBefore: now.Add(-time.Hour), Expires: now.Add(24 * time.Hour)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		in, _ := json.Marshal(map[string]any{"sleep": int64(time.Hour)})
-		return p.srv.Launch(context.Background(), host.RunSpec{Code: p.code, Input: in, Grant: gr, Token: tok}, "started")
-	}
+	launch := func(p *schedCell, n uint64) (journal.RunID, error) { return launchLimited(t, p, n) }
 	refused := func(p *schedCell, err error, why string) {
 		t.Helper()
 		var ae *cell.AdmissionError
@@ -611,13 +587,7 @@ func TestCellBudgetAdmission(t *testing.T) {
 			t.Fatalf("refused run journaled as %s %q (%v)", m.Status, m.Error, merr)
 		}
 	}
-	held := func(p *schedCell, runs int, n uint64) {
-		t.Helper()
-		cb := p.srv.SchedulerStats().CellBudget
-		if cb == nil || cb.Runs != runs || len(cb.Dims) != 1 || cb.Dims[0].Dim != "http_requests" || cb.Dims[0].Held != n || cb.Dims[0].Ceiling != 10 {
-			t.Fatalf("cell budget %+v, want %d runs holding %d of 10", cb, runs, n)
-		}
-	}
+	held := func(p *schedCell, runs int, n uint64) { heldOf10(t, p, runs, n) }
 	a, err := launch(p, 6)
 	if err != nil {
 		t.Fatal(err)
@@ -668,4 +638,112 @@ func TestCellBudgetAdmission(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	held(p, 0, 0)
+}
+
+// launchLimited starts a waiter that sleeps an hour, under a token
+// granting http_requests=n (0: unlimited).
+func launchLimited(t *testing.T, p *schedCell, n uint64) (journal.RunID, error) {
+	t.Helper()
+	gr, err := host.ParseGrant([]byte(waiterGrant))
+	if err != nil {
+		t.Fatal(err)
+	}
+	caps, err := gr.TokenCaps()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b capability.Budget
+	if n > 0 {
+		b.HTTPRequests = capability.Limit(n)
+	}
+	now := p.clock.Now()
+	tok, err := capability.Issue(p.cell.Key, capability.Claims{Audience: p.cell.Public(), Caps: caps, Budget: b,
+		NotBefore: now.Add(-time.Hour), Expires: now.Add(24 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, _ := json.Marshal(map[string]any{"sleep": int64(time.Hour)})
+	return p.srv.Launch(context.Background(), host.RunSpec{Code: p.code, Input: in, Grant: gr, Token: tok}, "started")
+}
+
+// heldOf10 checks that runs hold n of a cell budget of http_requests=10.
+func heldOf10(t *testing.T, p *schedCell, runs int, n uint64) {
+	t.Helper()
+	cb := p.srv.SchedulerStats().CellBudget
+	if cb == nil || cb.Runs != runs || len(cb.Dims) != 1 || cb.Dims[0].Dim != "http_requests" || cb.Dims[0].Held != n || cb.Dims[0].Ceiling != 10 {
+		t.Fatalf("cell budget %+v, want %d runs holding %d of 10", cb, runs, n)
+	}
+}
+
+// TestResumeByHandIsAdmitted: a run resumed by hand (POST
+// /v1/runs/{run}/resume, agentrt resume) is admitted as a submission is.
+// With a cell budget of 10 HTTP requests, a cancelled run of 6 is
+// resumed while another run of 6 holds its share: it is refused with the
+// reason cell_budget, stays cancelled, and its journal gains no entry.
+// Once the other is cancelled, the resume is admitted, and the resumed run
+// holds its share: a new run of 6 is refused.
+func TestResumeByHandIsAdmitted(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	p := openSchedCell(t, dir, clock.NewFake(time.Now()), cell.SchedulerOptions{Workers: 2, Aging: time.Hour, CellBudget: "http_requests=10"})
+	defer p.close()
+	ln, err := cell.ListenSocket(cell.SocketPath(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs, err := p.srv.Endpoint(ln)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go hs.Serve(ln)
+	defer hs.Close()
+	cl, err := cell.Dial("unix:" + cell.SocketPath(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustLaunch := func(n uint64) journal.RunID {
+		t.Helper()
+		run, err := launchLimited(t, p, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.endOf(run) // parked on its timer
+		return run
+	}
+	entries := func(run journal.RunID) int {
+		t.Helper()
+		n := 0
+		if err := p.cell.Store.Records(ctx, run, 0, func(uint64, []byte) error { n++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	a := mustLaunch(6)
+	if err := p.srv.Cancel(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	b := mustLaunch(6)
+	heldOf10(t, p, 1, 6)
+	before := entries(a)
+	_, err = cl.Resume(ctx, a.String())
+	if !errors.Is(err, cell.ErrAdmissionRefused) || !strings.Contains(err.Error(), "admission refused (cell_budget)") {
+		t.Fatalf("resume of a run of 6 beside one holding 6 of 10: %v; want an admission refusal (cell_budget)", err)
+	}
+	if st, n := p.status(a), entries(a); st != journal.StatusCancelled || n != before {
+		t.Fatalf("after the refused resume the run is %s with %d entries; want cancelled with %d", st, n, before)
+	}
+	heldOf10(t, p, 1, 6)
+
+	if err := p.srv.Cancel(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Resume(ctx, a.String()); err != nil {
+		t.Fatalf("resume with room in the cell budget: %v", err)
+	}
+	p.endOf(a) // parked again
+	heldOf10(t, p, 1, 6)
+	if _, err := launchLimited(t, p, 6); !errors.Is(err, cell.ErrAdmissionRefused) {
+		t.Fatalf("a run of 6 beside the resumed run of 6: %v; want an admission refusal", err)
+	}
 }

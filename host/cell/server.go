@@ -221,6 +221,9 @@ type Server struct {
 	// follow GET /v1/approvals?follow=1.
 	waker        *waker
 	approvalSubs map[chan StreamLine]bool
+	// takeoverRefusals is why this cell last refused to take over each
+	// run its admission refused (takeover.go), so that it says so once.
+	takeoverRefusals map[journal.RunID]string
 	// tasks are the cell's tasks (tasks.go); nil on a control server.
 	tasks *tasks
 	// sched is the worker pool and the run queue (sched.go).
@@ -838,12 +841,45 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	st, err := s.cell.Host.Reopen(r.Context(), run)
+	st, err := s.reopenAdmitted(r.Context(), run, nil)
 	if err != nil {
-		writeError(w, startErrorCode(err), err, "")
+		writeError(w, startErrorCode(err), err, Hint(err))
 		return
 	}
 	s.launch(w, r, st, "resumed", http.StatusAccepted)
+}
+
+// reopenAdmitted reopens run, which this cell takes up again from outside
+// (resumed by hand; with decision, taken over from a cell whose lease
+// expired, Host.TakeOver), through this cell's admission, decided as for a
+// submission on the verified journal before the run's lease is taken. A
+// refused run is left as it was, nothing journaled; an admitted one holds
+// its share of the cell budget until it ends. A spawn is admitted as a
+// spawn: its parent's carve bounds it.
+func (s *Server) reopenAdmitted(ctx context.Context, run journal.RunID, decision []byte) (*host.Started, error) {
+	m, err := s.cell.Journal.Meta(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	spawn := m.Origin != nil && m.Origin.Kind == OriginSpawn
+	admitted := false
+	check := func(t host.Tail) error {
+		if err := s.sched.admitTail(ctx, run, t, spawn); err != nil {
+			return err
+		}
+		admitted = true
+		return nil
+	}
+	var st *host.Started
+	if decision != nil {
+		st, err = s.cell.Host.TakeOver(ctx, run, decision, check)
+	} else {
+		st, err = s.cell.Host.ReopenChecked(ctx, run, check)
+	}
+	if err != nil && admitted {
+		s.sched.cell.release(run)
+	}
+	return st, err
 }
 
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {

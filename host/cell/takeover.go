@@ -106,21 +106,57 @@ func (s *Server) takeOverExpired(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		st, err := s.cell.Host.TakeOver(ctx, m.ID, dec)
+		st, err := s.reopenAdmitted(ctx, m.ID, dec)
 		var held *journal.HeldError
 		if errors.As(err, &held) {
 			continue // another cell was quicker
+		}
+		if errors.Is(err, ErrAdmissionRefused) {
+			// Left as it is, lease expired, until this cell admits it
+			// (a queue with room, a cell budget with room) or placement
+			// picks another: said once per reason.
+			if s.refusedTakeover(m.ID, err) {
+				s.logf("cluster: take over run %s: %v; it waits, its lease expired, until a cell admits it", m.ID, err)
+			}
+			continue
 		}
 		if err != nil {
 			s.logf("cluster: take over run %s: %v", m.ID, err)
 			continue
 		}
+		s.refusedTakeover(m.ID, nil)
 		s.logf("cluster: took over run %s from cell %x (lease epoch %d expired)", m.ID, l.Owner, l.Epoch)
 		if err := s.execute(st, "taken over"); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// refusedTakeover records err as why this cell last refused to take run
+// over (nil: it took it), and reports whether that is news.
+func (s *Server) refusedTakeover(run journal.RunID, err error) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var why string
+	if err != nil {
+		var ae *AdmissionError
+		if why = err.Error(); errors.As(err, &ae) {
+			why = ae.Reason
+		}
+	}
+	if s.takeoverRefusals[run] == why {
+		return false
+	}
+	if why == "" {
+		delete(s.takeoverRefusals, run)
+	} else {
+		if s.takeoverRefusals == nil {
+			s.takeoverRefusals = map[journal.RunID]string{}
+		}
+		s.takeoverRefusals[run] = why
+	}
+	return true
 }
 
 // placeTakeover picks the cell that takes over a run whose lease l

@@ -811,7 +811,7 @@ func (t *tasks) resume(ctx context.Context, id string) (*Task, error) {
 		if err := t.save(r); err != nil {
 			return nil, err
 		}
-		st, err := t.s.cell.Host.Reopen(ctx, m.ID)
+		st, err := t.s.reopenAdmitted(ctx, m.ID, nil)
 		if err != nil {
 			r.State = TaskCancelled
 			return nil, errors.Join(err, t.save(r))
