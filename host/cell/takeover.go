@@ -75,6 +75,7 @@ func (s *Server) takeOverExpired(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.forgetRefusals(runs)
 	var hbs []Heartbeat
 	for _, m := range runs {
 		if m.Status != journal.StatusRunning || s.cell.Host.Live(m.ID) {
@@ -157,6 +158,28 @@ func (s *Server) refusedTakeover(run journal.RunID, err error) bool {
 		s.takeoverRefusals[run] = why
 	}
 	return true
+}
+
+// forgetRefusals forgets the takeover refusals of the runs that no longer
+// run, of those runs listed (a run another cell took goes on running, and
+// is forgotten once it ends).
+func (s *Server) forgetRefusals(runs []journal.RunMeta) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.takeoverRefusals) == 0 {
+		return
+	}
+	running := map[journal.RunID]bool{}
+	for _, m := range runs {
+		if m.Status == journal.StatusRunning {
+			running[m.ID] = true
+		}
+	}
+	for run := range s.takeoverRefusals {
+		if !running[run] {
+			delete(s.takeoverRefusals, run)
+		}
+	}
 }
 
 // placeTakeover picks the cell that takes over a run whose lease l
