@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -301,6 +304,9 @@ func TestMCPStdioSandboxed(t *testing.T) {
 	if !strings.Contains(log.String(), "mcp server notes: notes server starting\n") {
 		t.Errorf("the event log holds %q, want the server's stderr line", log.String())
 	}
+	if v := revision(in, "notes"); v != "2026-07-28" {
+		t.Errorf("the session over stdio speaks revision %q, want the stateless 2026-07-28", v)
+	}
 	in.mu.Lock()
 	cn := in.conns["notes"]
 	in.mu.Unlock()
@@ -452,5 +458,69 @@ func TestLoadCredentials(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want %q", tc.doc, err, tc.want)
 		}
+	}
+}
+
+// revision returns the protocol revision of the instance's session with
+// server ("" without one).
+func revision(in *instance, server string) string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if cn := in.conns[server]; cn != nil {
+		if r := cn.session.InitializeResult(); r != nil {
+			return r.ProtocolVersion
+		}
+	}
+	return ""
+}
+
+// TestMCPRevisions: the capability speaks the revision each server
+// offers, by the go-sdk's negotiation. A stateless go-sdk server over
+// streamable HTTP is spoken to in the stateless 2026-07-28 revision
+// (server/discover, no initialize handshake), and so is one over stdio
+// (TestMCPStdioSandboxed); a stateful one refuses server/discover and is
+// spoken to in 2025-11-25 after an initialize handshake, as is a server of
+// an earlier revision that does not know server/discover at all (the
+// go-sdk server behind a proxy that answers it as an unknown method). The
+// agent's calls work the same on each.
+func TestMCPRevisions(t *testing.T) {
+	for _, tc := range []struct {
+		name, want        string
+		stateless, legacy bool
+	}{{"stateless", "2026-07-28", true, false}, {"stateful", "2025-11-25", false, false}, {"legacy", "2025-11-25", false, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := notesServer(nil, "")
+			h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{Stateless: tc.stateless})
+			var discovers atomic.Int64
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				var msg struct {
+					ID     json.RawMessage `json:"id"`
+					Method string          `json:"method"`
+				}
+				if json.Unmarshal(body, &msg) == nil && msg.Method == "server/discover" {
+					discovers.Add(1)
+					if tc.legacy {
+						w.Header().Set("Content-Type", "application/json")
+						fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}`, msg.ID)
+						return
+					}
+				}
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				h.ServeHTTP(w, r)
+			}))
+			// Closed after the instance (cleanups run last in, first
+			// out): a session's open stream would hold Close.
+			t.Cleanup(ts.Close)
+			in := open(t, &Grant{Servers: []Server{{Name: "notes", URL: ts.URL + "/mcp", Tools: []string{"add_note"}}}}, Deps{})
+			st, body := call(t, in, "mcp.call_tool", &abi.MCPCallToolRequest{Server: "notes", Tool: "add_note", Arguments: `{"title":"tea"}`})
+			var res abi.MCPCallToolResponse
+			if st != abi.StatusOK || abi.Unmarshal(body, &res) != nil || res.Text != "added tea" {
+				t.Fatalf("call_tool: %v %q %+v", st, message(t, body), res)
+			}
+			if v := revision(in, "notes"); v != tc.want || discovers.Load() == 0 {
+				t.Fatalf("revision %q after %d server/discover requests, want %q after at least one", v, discovers.Load(), tc.want)
+			}
+		})
 	}
 }
