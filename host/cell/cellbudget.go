@@ -77,22 +77,34 @@ func (cb *cellBudget) hold(ctx context.Context, s *Server, run journal.RunID, c 
 	}
 	cb.mu.Lock()
 	defer cb.mu.Unlock()
-	cb.releaseLocked(run) // a run handed back to this cell holds one share
+	// A run that holds a share already (handed back to this cell, parked
+	// and resumed by hand) holds one: its own is not counted against it,
+	// and stays its own if it is refused.
+	prev, had := cb.held[run]
+	cb.releaseLocked(run)
 	d, ok := cb.fits(a)
 	if !ok {
 		cb.prune(ctx, s)
 		d, ok = cb.fits(a)
 	}
 	if !ok {
+		if had {
+			cb.holdLocked(run, prev)
+		}
 		m, _ := cb.max.Get(d)
 		return fmt.Errorf("the run asks %s=%d and the %d runs admitted that have not ended hold %d of the cell budget's %d: retry when some end",
 			d, a[d], len(cb.held), cb.sum[d], m)
 	}
+	cb.holdLocked(run, a)
+	return nil
+}
+
+// holdLocked makes run hold a; cb.mu is held and run holds nothing.
+func (cb *cellBudget) holdLocked(run journal.RunID, a budget.Amounts) {
 	cb.held[run] = a
 	for _, d := range cb.dims {
 		cb.sum[d] += a[d]
 	}
-	return nil
 }
 
 // fits returns the first dimension a does not fit in; cb.mu is held.
@@ -104,6 +116,18 @@ func (cb *cellBudget) fits(a budget.Amounts) (budget.Dim, bool) {
 		}
 	}
 	return 0, true
+}
+
+// holds reports whether run holds a share (false when cb is nil: no cell
+// budget).
+func (cb *cellBudget) holds(run journal.RunID) bool {
+	if cb == nil {
+		return false
+	}
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	_, ok := cb.held[run]
+	return ok
 }
 
 // release gives back what run holds (nothing when cb is nil: no cell
@@ -188,10 +212,7 @@ func (cb *cellBudget) recover(ctx context.Context, s *Server, m journal.RunMeta)
 	cb.mu.Lock()
 	defer cb.mu.Unlock()
 	cb.releaseLocked(m.ID)
-	cb.held[m.ID] = a
-	for _, d := range cb.dims {
-		cb.sum[d] += a[d]
-	}
+	cb.holdLocked(m.ID, a)
 	return nil
 }
 

@@ -686,7 +686,7 @@ func TestResumeByHandIsAdmitted(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
 	p := openSchedCell(t, dir, clock.NewFake(time.Now()), cell.SchedulerOptions{Workers: 2, Aging: time.Hour, CellBudget: "http_requests=10"})
-	defer p.close()
+	defer func() { p.close() }()
 	ln, err := cell.ListenSocket(cell.SocketPath(dir))
 	if err != nil {
 		t.Fatal(err)
@@ -696,7 +696,7 @@ func TestResumeByHandIsAdmitted(t *testing.T) {
 		t.Fatal(err)
 	}
 	go hs.Serve(ln)
-	defer hs.Close()
+	defer func() { hs.Close() }()
 	cl, err := cell.Dial("unix:" + cell.SocketPath(dir))
 	if err != nil {
 		t.Fatal(err)
@@ -745,5 +745,27 @@ func TestResumeByHandIsAdmitted(t *testing.T) {
 	heldOf10(t, p, 1, 6)
 	if _, err := launchLimited(t, p, 6); !errors.Is(err, cell.ErrAdmissionRefused) {
 		t.Fatalf("a run of 6 beside the resumed run of 6: %v; want an admission refusal", err)
+	}
+
+	// The cell starts again with a budget of 5: the parked run of 6
+	// holds its share past it (it was admitted), and a resume by hand of
+	// it is refused, the run keeping its share.
+	hs.Close()
+	p.close()
+	p = openSchedCell(t, dir, p.clock, cell.SchedulerOptions{Workers: 2, Aging: time.Hour, CellBudget: "http_requests=5"})
+	ln, err = cell.ListenSocket(cell.SocketPath(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hs, err = p.srv.Endpoint(ln); err != nil {
+		t.Fatal(err)
+	}
+	go hs.Serve(ln)
+	_, err = cl.Resume(ctx, a.String())
+	if !errors.Is(err, cell.ErrAdmissionRefused) || !strings.Contains(err.Error(), "admission refused (cell_budget)") {
+		t.Fatalf("resume of a parked run of 6 under a budget of 5: %v; want an admission refusal (cell_budget)", err)
+	}
+	if cb := p.srv.SchedulerStats().CellBudget; cb == nil || cb.Runs != 1 || cb.Dims[0].Held != 6 {
+		t.Fatalf("after the refused resume the cell budget is %+v; want the parked run holding its 6", cb)
 	}
 }

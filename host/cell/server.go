@@ -862,7 +862,9 @@ func (s *Server) reopenAdmitted(ctx context.Context, run journal.RunID, decision
 		return nil, err
 	}
 	spawn := m.Origin != nil && m.Origin.Kind == OriginSpawn
-	admitted := false
+	// A run that holds its share already (parked) keeps it whatever
+	// happens here.
+	had, admitted := s.sched.cell.holds(run), false
 	check := func(t host.Tail) error {
 		if err := s.sched.admitTail(ctx, run, t, spawn); err != nil {
 			return err
@@ -876,7 +878,7 @@ func (s *Server) reopenAdmitted(ctx context.Context, run journal.RunID, decision
 	} else {
 		st, err = s.cell.Host.ReopenChecked(ctx, run, check)
 	}
-	if err != nil && admitted {
+	if err != nil && admitted && !had {
 		s.sched.cell.release(run)
 	}
 	return st, err
