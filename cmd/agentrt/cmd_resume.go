@@ -34,7 +34,9 @@ A cancelled run (agentrt cancel) is continued the same way. A run is never
 executed twice at once: a resume of a run that is executing is refused.
 
 While a cell daemon (agentrt cell serve) holds the data directory, the run is
-resumed in it, and this command follows it.
+resumed in it, and this command follows it. The daemon admits it as it would
+a submission (its policy, --run-budget, queue bound and --cell-budget): a run
+it does not admit now is refused with the reason, and left as it was.
 
 On a terminal (stdout and stderr both), a progress bar on stderr counts the
 recorded calls answered from the journal until the run goes on live; not with
