@@ -201,7 +201,7 @@ func isConflict(err error) bool {
 // isDefinite reports an answer of the servers that refused the batch:
 // an atomic batch refused is not stored.
 func isDefinite(err error) bool {
-	return apiCode(err) != 0 || errors.Is(err, jetstreamext.ErrEmptyBatch)
+	return apiCode(err) != 0 || errors.Is(err, jetstreamext.ErrEmptyBatch) || errors.Is(err, errNotWritten)
 }
 
 // tooBusy reports a batch refused because the stream has too many open.
@@ -332,7 +332,11 @@ func (s *Store) flush(ctx context.Context, group []*pending) {
 
 // publish sends msgs as one atomic batch. A batch refused because the
 // stream has too many batches open (other stores' too) is sent again,
-// a few times, after a pause.
+// a few times, after a pause. So is one that found no responders: the
+// stream had no leader at that moment (an R3 stream between two, or
+// one just created), no server took the batch's commit, and so none of
+// it is applied; it is sent again until a leader answers, within the
+// store's timeout, and is then refused as not written.
 func (s *Store) publish(ctx context.Context, msgs []*nats.Msg) (*jetstreamext.BatchAck, error) {
 	select {
 	case s.inflight <- struct{}{}:
@@ -341,16 +345,34 @@ func (s *Store) publish(ctx context.Context, msgs []*nats.Msg) (*jetstreamext.Ba
 	}
 	defer func() { <-s.inflight }()
 	fc := jetstreamext.BatchFlowControl{AckFirst: false, AckEvery: 64, AckTimeout: s.opts.Timeout}
+	deadline := time.Now().Add(s.opts.Timeout)
 	for try := 0; ; try++ {
 		cctx, cancel := s.ctx(ctx)
 		ack, err := jetstreamext.PublishMsgBatch(cctx, s.js, msgs, fc)
 		cancel()
-		if err == nil || !tooBusy(err) || try == 8 {
+		switch {
+		case err == nil:
+			return ack, nil
+		case tooBusy(err) && try < 8:
+			time.Sleep(time.Duration(5<<try) * time.Millisecond)
+		case errors.Is(err, nats.ErrNoResponders):
+			if ctx.Err() != nil || time.Until(deadline) < leaderWait {
+				return nil, fmt.Errorf("%w: %w", errNotWritten, err)
+			}
+			time.Sleep(leaderWait)
+		default:
 			return ack, err
 		}
-		time.Sleep(time.Duration(5<<try) * time.Millisecond)
 	}
 }
+
+// leaderWait is the pause before a batch that found no responders is
+// sent again.
+const leaderWait = 50 * time.Millisecond
+
+// errNotWritten marks a batch that no server took: nothing of it is on
+// the stream.
+var errNotWritten = errors.New("no server of the stream answered: nothing was written")
 
 // encode returns the messages of b's atomic batch, in this order: the
 // records (the first carrying the fence), the blobs the stream does not

@@ -197,15 +197,21 @@ func leads(info *jetstream.StreamInfo) error {
 }
 
 // notReady reports whether err says the servers could not answer yet: no
-// answer in time, no responders, a stream without a leader yet, or a
+// answer in time, no responders, a stream without a leader yet, a
 // JetStream API error of the 5xx kind (no meta leader, temporarily
-// unavailable).
+// unavailable), or no peers to place a replicated stream on (10005: a
+// cluster that has just formed may take a server that is slow to answer
+// for offline for a moment; a cluster with too few servers for the
+// replicas asked is refused so too, once the timeout has passed).
 func notReady(err error) bool {
 	var api *jetstream.APIError
 	return errors.Is(err, errNoLeader) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
-		(errors.As(err, &api) && api.Code >= 500)
+		(errors.As(err, &api) && (api.Code >= 500 || api.ErrorCode == errCodeNoPeers))
 }
+
+// errCodeNoPeers is the servers' "no suitable peers for placement".
+const errCodeNoPeers jetstream.ErrorCode = 10005
 
 // open makes or checks the stream and the lease bucket: one attempt of
 // Open.
