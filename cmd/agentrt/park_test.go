@@ -22,8 +22,10 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
-// hitCounter is an HTTP server that counts the POSTs it gets, by body and
-// by idempotency key.
+// hitCounter is an HTTP server that counts the POSTs it gets, by
+// idempotency key, and their effects, by body: as a server that honours
+// Idempotency-Key, it applies a request sent again with a key it has seen
+// once (keys counts it again, bodies does not).
 type hitCounter struct {
 	*httptest.Server
 	mu     sync.Mutex
@@ -39,8 +41,11 @@ func newHitCounter(t *testing.T) *hitCounter {
 		n, _ := r.Body.Read(buf)
 		b.Write(buf[:n])
 		h.mu.Lock()
-		h.bodies[b.String()]++
-		h.keys[r.Header.Get("Idempotency-Key")]++
+		key := r.Header.Get("Idempotency-Key")
+		if key == "" || h.keys[key] == 0 {
+			h.bodies[b.String()]++
+		}
+		h.keys[key]++
 		h.mu.Unlock()
 		fmt.Fprint(w, "ok")
 	}))
@@ -104,7 +109,10 @@ func TestApprovalParkedAcrossThreeSIGKILLs(t *testing.T) {
 	}
 	hits := newHitCounter(t)
 	d := f.serve(t, data)
-	grant := "capabilities:\n  run: {}\n  kv: {namespace: waiter}\n  http: {hosts: [\"127.0.0.1\"]}\n  timer: {}\n  approval: {groups: [release]}\n"
+	// The server honours Idempotency-Key, and the grant says so: the third
+	// kill may land while the run, resumed, is inside its POST "after",
+	// which is then sent again with its key rather than left in doubt.
+	grant := "capabilities:\n  run: {}\n  kv: {namespace: waiter}\n  http: {hosts: [\"127.0.0.1\"], idempotent: true}\n  timer: {}\n  approval: {groups: [release]}\n"
 	input, _ := json.Marshal(map[string]any{"action": "deploy v2 to production", "group": "release", "hits": hits.URL, "counter": true})
 	run, err := d.client.Submit(context.Background(), cell.Submission{Module: f.code, Name: "waiter.wasm", Grant: grant, Input: input})
 	if err != nil {
@@ -165,8 +173,8 @@ func TestApprovalParkedAcrossThreeSIGKILLs(t *testing.T) {
 		t.Fatalf("the agent got %s (%v)", ri.Output, err)
 	}
 	hits.mu.Lock()
-	if hits.bodies["before"] != 1 || hits.bodies["after"] != 1 || len(hits.keys) != 2 {
-		t.Errorf("the effects around the wait: %v, keys %v; want each once", hits.bodies, hits.keys)
+	if hits.bodies["before"] != 1 || hits.bodies["after"] != 1 || len(hits.keys) != 2 || hits.keys[""] != 0 {
+		t.Errorf("the effects around the wait: %v, keys %v; want each once, under two keys", hits.bodies, hits.keys)
 	}
 	hits.mu.Unlock()
 	if err := d.term(t); err != nil {
