@@ -157,7 +157,7 @@ func (r *Report) Markdown(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", f.ID, f.Name, num(f.Value, f.Unit), floor, ratio, goal, met, noise)
 	}
-	fmt.Fprintf(&b, "\nRatio is ours / floor. Every figure is the median of its repetitions (samples in results.json). Noise is the CPU other processes used while the figure was measured, in CPUs (0 on an idle machine).\n")
+	fmt.Fprintf(&b, "\nRatio is ours / floor. Every figure is the median of its repetitions (samples in results.json). Noise is the CPU other processes used while the figure was measured, in CPUs (0 on an idle machine; the kernel's own threads and interrupts, mostly the I/O of the figure itself, left out).\n")
 	fmt.Fprintf(&b, "\n## What each figure measures\n\n")
 	for _, f := range r.Figures {
 		fmt.Fprintf(&b, "- **%s %s**: %s", f.ID, f.Name, f.Measures)
