@@ -77,16 +77,9 @@ func (h *harness) interrupt(ctx context.Context) ([]Figure, error) {
 	}
 	n := h.cfg.RoundTripCalls
 	perCall := func(e *host.Engine) (float64, error) {
-		base := time.Duration(1 << 62)
-		for range 3 {
-			d, err := execute(ctx, e, h.guests.Loop, countInput(0), 1)
-			if err != nil {
-				return 0, err
-			}
-			base = min(base, d)
-		}
-		d, err := execute(ctx, e, h.guests.Loop, countInput(n), uint64(n)+1)
-		return float64(d-base) / float64(n), err
+		return perLoopCall(func(k int) (time.Duration, error) {
+			return execute(ctx, e, h.guests.Loop, countInput(k), uint64(k)+1)
+		}, n)
 	}
 	o1, f1, err := pair("round trip", perCall)
 	if err != nil {
