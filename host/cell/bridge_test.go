@@ -263,7 +263,17 @@ func TestBudgetBridgeStepsAndWall(t *testing.T) {
 	defer func() { p.close() }()
 	code, mod := spender(p)
 	var served atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	// The first child's fetches wait until the parent's three spawns have
+	// their outcomes: the second is refused beside the first's carve, so
+	// the first must not have ended (its carve settled) by then.
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/child" {
+			select {
+			case <-release:
+			case <-time.After(time.Minute):
+			}
+		}
 		if served.Add(1) == 1 {
 			p.clock.Advance(100*time.Second + 500*time.Millisecond)
 		}
@@ -275,12 +285,27 @@ func TestBudgetBridgeStepsAndWall(t *testing.T) {
 	grant := parentGrant + fmt.Sprintf("  http: {hosts: [%q]}\n", hostport)
 	parent := p.launchBudgeted(code, map[string]any{
 		"spawn": []spawnOf{
-			{Module: mod, Caps: httpCaps, Budget: "steps=20", Input: map[string]any{"fetch": map[string]any{"url": srv.URL, "n": 2}}},
+			{Module: mod, Caps: httpCaps, Budget: "steps=20", Input: map[string]any{"fetch": map[string]any{"url": srv.URL + "/child", "n": 2}}},
 			{Module: mod, Caps: httpCaps, Budget: "steps=30", Input: map[string]any{}},
 			{Module: mod, Caps: httpCaps, Input: map[string]any{}},
 		},
 		"await": true, "fetch_first": true, "fetch": map[string]any{"url": srv.URL, "n": 1}, "then": map[string]any{"url": srv.URL, "n": 100},
 	}, grant, capability.Budget{Steps: capability.Limit(40), WallSeconds: capability.Limit(3600)})
+	go func() {
+		defer close(release)
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			outcomes := 0
+			_ = journal.ReadEntries(context.Background(), p.cell.Store, parent, func(e *journal.Entry, _ *journal.Record) error {
+				if e.Op == "agent.spawn" && (e.Phase == journal.PhaseCompleted || e.Phase == journal.PhaseFailed) {
+					outcomes++
+				}
+				return nil
+			})
+			if outcomes >= 3 {
+				return
+			}
+		}
+	}()
 	m := p.waitEnd(parent)
 	if m.Status != journal.StatusFailed || !strings.Contains(m.Error, "budget: steps") || !strings.Contains(m.Error, "its children hold or made") {
 		t.Fatalf("the parent ended %s: %q, want stopped by its steps with its child's", m.Status, m.Error)
