@@ -27,7 +27,8 @@ import (
 // SIGKILL while a parent run is parked awaiting two sub-agents, one of them
 // with an HTTP request open, under a budget of 12 requests the family
 // shares. The restarted daemon finishes every run of the family: the
-// children are recovered (the request in flight answered in_doubt), the
+// children are recovered (the request held open answered in_doubt, and
+// the other child's too when one was in flight at the kill), the
 // parent is woken by their ends and completes with their outcomes; the
 // server never sees more requests than the parent's ceiling, and
 // `agentrt replay` verifies every journal.
@@ -130,13 +131,18 @@ func TestDaemonKilledWithAFamilyInFlight(t *testing.T) {
 			}
 			inDoubt++
 		}
+		if len(kid.Errors) > 1 {
+			t.Errorf("child %d: %d requests in doubt, but a child has one request in flight at most", i, len(kid.Errors))
+		}
 		if ki := d.waitEnd(t, o.Run); ki.Status != journal.StatusCompleted {
 			t.Fatalf("child %s ended %s", o.Run, ki.Status)
 		}
 		runs = append(runs, o.Run)
 	}
-	if inDoubt != 1 {
-		t.Errorf("%d requests in doubt after the kill, want the one held open", inDoubt)
+	// The request held open is in doubt; so is the other child's, when
+	// the kill found one in flight (sent, its answer not yet journaled).
+	if inDoubt < 1 || inDoubt > 2 {
+		t.Errorf("%d requests in doubt after the kill, want the one held open, and at most the other child's in flight", inDoubt)
 	}
 	mu.Lock()
 	n := served
