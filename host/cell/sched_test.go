@@ -182,6 +182,21 @@ func (p *schedCell) status(run journal.RunID) journal.RunStatus {
 	return m.Status
 }
 
+// idle returns the scheduler's stats once no worker is busy and no run
+// waits, or after 10 s: a worker is given back just after its run's end
+// hooks (endOf), so the last run's may still be busy for a moment.
+func (p *schedCell) idle(t *testing.T) cell.SchedulerStats {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := p.srv.SchedulerStats()
+		if (st.Busy == 0 && st.Queued == 0) || time.Now().After(deadline) {
+			return st
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // queued returns how many runs wait for a worker (Launch queues a run
 // before it returns).
 func (p *schedCell) queued() int { return p.srv.SchedulerStats().Queued }
@@ -223,7 +238,7 @@ func TestPoolBoundIsNeverExceeded(t *testing.T) {
 			t.Fatalf("run %s %s", r, s)
 		}
 	}
-	st = p.srv.SchedulerStats()
+	st = p.idle(t)
 	if st.MaxBusy != 3 || g.maxHeld > 3 || st.Busy != 0 || st.Queued != 0 || st.Dispatched != 12 {
 		t.Fatalf("max busy %d, max in calls %d, busy %d, queued %d, dispatched %d: the pool of 3 was exceeded or lost a run",
 			st.MaxBusy, g.maxHeld, st.Busy, st.Queued, st.Dispatched)
@@ -248,16 +263,8 @@ func TestParkedRunsHoldNoWorker(t *testing.T) {
 			t.Fatalf("run %s is %s, want parked", r, s)
 		}
 	}
-	// A worker is given back just after its run's end hooks: the last
-	// parked run's may still be busy for a moment.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		st := p.srv.SchedulerStats()
-		if st.Busy == 0 && st.Queued == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("8 parked runs: %d workers busy, %d queued; want none", st.Busy, st.Queued)
-		}
+	if st := p.idle(t); st.Busy != 0 || st.Queued != 0 {
+		t.Fatalf("8 parked runs: %d workers busy, %d queued; want none", st.Busy, st.Queued)
 	}
 	fresh := p.mustLaunch(map[string]any{}, 0, nil)
 	p.endOf(fresh)
