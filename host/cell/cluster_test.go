@@ -62,6 +62,32 @@ func (c *clusterCell) count(s string) int {
 	return n
 }
 
+// crawlInFlight submits a crawl of g's site (examples/crawler, with its
+// grant) to cell c and returns the run once it is inside its first fetch
+// of /replay, which g holds until it is opened.
+func crawlInFlight(t *testing.T, c *clusterCell, g *gatedSite) journal.RunID {
+	t.Helper()
+	grant, err := os.ReadFile(filepath.Join(testutil.RepoRoot(), "examples/crawler/grant.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := c.client.Submit(context.Background(), cell.Submission{Module: testutil.BuildGo(t, "examples/crawler"), Name: "crawler",
+		Grant: string(grant), Input: []byte(`{"start":"` + g.URL + `/"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := journal.ParseRunID(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-g.reached:
+	case <-time.After(time.Minute):
+		t.Fatal("the crawl never reached /replay")
+	}
+	return run
+}
+
 func openClusterCell(t *testing.T, dir, url string, ttl time.Duration, self placement.Cell) *clusterCell {
 	t.Helper()
 	return openClusterCellWith(t, dir, cell.ClusterOptions{URLs: []string{url}, Heartbeat: 100 * time.Millisecond, Self: self}, ttl)
@@ -137,11 +163,6 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // B, and the exported bundle verifies offline.
 func TestClusterPeerTakesOverACutOffHolder(t *testing.T) {
 	ctx := context.Background()
-	module := testutil.BuildGo(t, "examples/crawler")
-	grant, err := os.ReadFile(filepath.Join(testutil.RepoRoot(), "examples/crawler/grant.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	srv := jstest.Server(t)
 	link := jstest.NewProxy(t, srv)
 	dirs, cellKeys := testutil.TrustingCells(t, 2)
@@ -151,20 +172,8 @@ func TestClusterPeerTakesOverACutOffHolder(t *testing.T) {
 	web := newGatedSite(t)
 
 	a := openClusterCell(t, dirs[0], link.URL(), time.Second, placement.Cell{Name: "a"})
-	runID, err := a.client.Submit(ctx, cell.Submission{Module: module, Name: "crawler", Grant: string(grant),
-		Input: []byte(`{"start":"` + web.URL + `/"}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run, err := journal.ParseRunID(runID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-web.reached:
-	case <-time.After(time.Minute):
-		t.Fatal("the crawl never reached /replay")
-	}
+	run := crawlInFlight(t, a, web)
+	runID := run.String()
 	link.Freeze()
 	// A stops the run on its own clock, with no word from the store.
 	waitFor(t, "cell A to stop the run while cut off", func() bool { return !a.cell.Host.Live(run) })

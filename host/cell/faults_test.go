@@ -3,7 +3,6 @@ package cell_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -29,11 +28,6 @@ func TestFaultStreamLeaderKilledMidRun(t *testing.T) {
 		t.Skip("part of the cluster fault matrix: run it with make test-cluster (AGENTRT_TEST_CLUSTER=1)")
 	}
 	ctx := context.Background()
-	module := testutil.BuildGo(t, "examples/crawler")
-	grant, err := os.ReadFile(filepath.Join(testutil.RepoRoot(), "examples/crawler/grant.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	servers := jstest.Cluster(t, 3)
 	dirs, cellKeys := testutil.TrustingCells(t, 1)
 	pubs := testutil.PublicKeys(cellKeys)
@@ -42,20 +36,7 @@ func TestFaultStreamLeaderKilledMidRun(t *testing.T) {
 
 	a := openClusterCellWith(t, dirs[0], cell.ClusterOptions{URLs: []string{jstest.URL(servers...)}, Replicas: 3,
 		Heartbeat: 200 * time.Millisecond, Self: placement.Cell{Name: "a"}}, 3*time.Second)
-	runID, err := a.client.Submit(ctx, cell.Submission{Module: module, Name: "crawler", Grant: string(grant),
-		Input: []byte(`{"start":"` + web.URL + `/"}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run, err := journal.ParseRunID(runID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-web.reached:
-	case <-time.After(time.Minute):
-		t.Fatal("the crawl never reached /replay")
-	}
+	run := crawlInFlight(t, a, web)
 	leader := journalLeader(t, servers)
 	t.Logf("stopping nats-server %s, the leader of the journal stream", leader.Name())
 	jstest.Stop(leader)

@@ -13,8 +13,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -40,8 +38,6 @@ import (
 type handoffCluster struct {
 	cells   []*clusterCell
 	pubs    []ed25519.PublicKey
-	module  []byte
-	grant   []byte
 	nc      *nats.Conn
 	natsURL string
 	untrust ed25519.PrivateKey
@@ -56,20 +52,16 @@ func newHandoffCluster(t *testing.T) *handoffCluster {
 // of each cell named in sched ("a", "b" or "c").
 func newHandoffClusterSched(t *testing.T, sched map[string]cell.SchedulerOptions) *handoffCluster {
 	t.Helper()
-	module := testutil.BuildGo(t, "examples/crawler")
-	grant, err := os.ReadFile(filepath.Join(testutil.RepoRoot(), "examples/crawler/grant.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	srv := jstest.Server(t)
 	dirs, keys := testutil.TrustingCells(t, 3)
-	hc := &handoffCluster{pubs: testutil.PublicKeys(keys), module: module, grant: grant, natsURL: srv.ClientURL()}
+	hc := &handoffCluster{pubs: testutil.PublicKeys(keys), natsURL: srv.ClientURL()}
 	for i, name := range []string{"a", "b", "c"} {
 		// Envelopes last a minute: long enough for a test to replay one
 		// before it expires.
 		hc.cells = append(hc.cells, openClusterCellSched(t, dirs[i], cell.ClusterOptions{URLs: []string{srv.ClientURL()},
 			Heartbeat: 100 * time.Millisecond, Self: placement.Cell{Name: name}, HandoffExpiry: time.Minute}, 5*time.Second, sched[name]))
 	}
+	var err error
 	if hc.nc, err = nats.Connect(srv.ClientURL()); err != nil {
 		t.Fatal(err)
 	}
@@ -144,21 +136,7 @@ func (g *gatedSite) exactlyOnce(t *testing.T) {
 // crawl is inside its fetch of /replay.
 func (hc *handoffCluster) crawlInFlight(t *testing.T, g *gatedSite) journal.RunID {
 	t.Helper()
-	id, err := hc.cells[0].client.Submit(context.Background(), cell.Submission{Module: hc.module, Name: "crawler", Grant: string(hc.grant),
-		Input: []byte(`{"start":"` + g.URL + `/"}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run, err := journal.ParseRunID(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-g.reached:
-	case <-time.After(time.Minute):
-		t.Fatal("the crawl never reached /replay")
-	}
-	return run
+	return crawlInFlight(t, hc.cells[0], g)
 }
 
 // handOff asks cell a, through its API, to hand run to the cell named to,

@@ -336,30 +336,11 @@ func TestAdmissionRefusesWithAReason(t *testing.T) {
 	g := newGate(t)
 	p := openSchedCell(t, dir, clock.NewFake(time.Now()), cell.SchedulerOptions{Workers: 1, MaxQueued: 1, Aging: time.Hour, RunBudget: "http_requests=10"})
 	defer p.close()
-	gr, err := host.ParseGrant([]byte(waiterGrant))
-	if err != nil {
-		t.Fatal(err)
-	}
-	caps, err := gr.TokenCaps()
-	if err != nil {
-		t.Fatal(err)
-	}
 	// launch starts a run of agent name granted http_requests=limit (0:
 	// no budget).
 	launch := func(name string, limit uint64, prio uint8) (journal.RunID, error) {
 		t.Helper()
-		var b capability.Budget
-		if limit > 0 {
-			b.HTTPRequests = capability.Limit(limit)
-		}
-		now := p.clock.Now()
-		tok, err := capability.Issue(p.cell.Key, capability.Claims{Audience: p.cell.Public(), Caps: caps, Budget: b,
-			NotBefore: now.Add(-time.Hour), Expires: now.Add(24 * time.Hour)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		in, _ := json.Marshal(map[string]any{"hits": g.URL + "/hold/" + name})
-		return p.srv.Launch(context.Background(), host.RunSpec{Code: p.code, Name: name, Input: in, Grant: gr, Token: tok, Priority: prio}, "started")
+		return p.launchLimited(map[string]any{"hits": g.URL + "/hold/" + name}, name, limit, prio)
 	}
 	refused := func(err error, reason string) {
 		t.Helper()
@@ -383,7 +364,7 @@ func TestAdmissionRefusesWithAReason(t *testing.T) {
 	}
 	const bounded = 5
 
-	_, err = launch("miner", bounded, 0)
+	_, err := launch("miner", bounded, 0)
 	refused(err, cell.RefusedPolicy)
 	if !strings.Contains(err.Error(), "forbidden by customer:") {
 		t.Fatalf("the policy refusal does not name its policy: %v", err)
@@ -659,26 +640,34 @@ func TestCellBudgetAdmission(t *testing.T) {
 // granting http_requests=n (0: unlimited).
 func launchLimited(t *testing.T, p *schedCell, n uint64) (journal.RunID, error) {
 	t.Helper()
+	return p.launchLimited(map[string]any{"sleep": int64(time.Hour)}, "", n, 0)
+}
+
+// launchLimited starts a waiter run of agent name with input, at priority
+// prio, under a token of the waiter's grant that allows limit HTTP
+// requests (0: no budget).
+func (p *schedCell) launchLimited(input map[string]any, name string, limit uint64, prio uint8) (journal.RunID, error) {
+	p.t.Helper()
 	gr, err := host.ParseGrant([]byte(waiterGrant))
 	if err != nil {
-		t.Fatal(err)
+		p.t.Fatal(err)
 	}
 	caps, err := gr.TokenCaps()
 	if err != nil {
-		t.Fatal(err)
+		p.t.Fatal(err)
 	}
 	var b capability.Budget
-	if n > 0 {
-		b.HTTPRequests = capability.Limit(n)
+	if limit > 0 {
+		b.HTTPRequests = capability.Limit(limit)
 	}
 	now := p.clock.Now()
 	tok, err := capability.Issue(p.cell.Key, capability.Claims{Audience: p.cell.Public(), Caps: caps, Budget: b,
 		NotBefore: now.Add(-time.Hour), Expires: now.Add(24 * time.Hour)})
 	if err != nil {
-		t.Fatal(err)
+		p.t.Fatal(err)
 	}
-	in, _ := json.Marshal(map[string]any{"sleep": int64(time.Hour)})
-	return p.srv.Launch(context.Background(), host.RunSpec{Code: p.code, Input: in, Grant: gr, Token: tok}, "started")
+	in, _ := json.Marshal(input)
+	return p.srv.Launch(context.Background(), host.RunSpec{Code: p.code, Name: name, Input: in, Grant: gr, Token: tok, Priority: prio}, "started")
 }
 
 // heldOf10 checks that runs hold n of a cell budget of http_requests=10.

@@ -3,8 +3,6 @@ package cell_test
 import (
 	"bytes"
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,11 +25,6 @@ import (
 // entries are A's and C's.
 func TestTakeoverIsAdmitted(t *testing.T) {
 	ctx := context.Background()
-	module := testutil.BuildGo(t, "examples/crawler")
-	grant, err := os.ReadFile(filepath.Join(testutil.RepoRoot(), "examples/crawler/grant.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	srv := jstest.Server(t)
 	link := jstest.NewProxy(t, srv)
 	dirs, cellKeys := testutil.TrustingCells(t, 3)
@@ -39,20 +32,8 @@ func TestTakeoverIsAdmitted(t *testing.T) {
 	web := newGatedSite(t)
 
 	a := openClusterCell(t, dirs[0], link.URL(), time.Second, placement.Cell{Name: "a"})
-	runID, err := a.client.Submit(ctx, cell.Submission{Module: module, Name: "crawler", Grant: string(grant),
-		Input: []byte(`{"start":"` + web.URL + `/"}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run, err := journal.ParseRunID(runID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-web.reached:
-	case <-time.After(time.Minute):
-		t.Fatal("the crawl never reached /replay")
-	}
+	run := crawlInFlight(t, a, web)
+	runID := run.String()
 	link.Freeze()
 	waitFor(t, "cell A to stop the run while cut off", func() bool { return !a.cell.Host.Live(run) })
 
