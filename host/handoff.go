@@ -96,6 +96,10 @@ type Tail struct {
 // source (a run taken over, or resumed by hand, as it was).
 func (t Tail) Admit() error { return t.h.admit(t.run, t.header) }
 
+// Origin returns what started the run, as its verified header records it
+// (nil: a submission).
+func (t Tail) Origin() *journal.Origin { return t.header.Origin }
+
 // Ceilings returns the run's budget ceilings, as Started.Ceilings will
 // once the run is received: its grant's, lowered by its journal.
 func (t Tail) Ceilings() budget.Ceilings { return t.ceilings }

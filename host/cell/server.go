@@ -857,22 +857,21 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 // its share of the cell budget until it ends. A spawn is admitted as a
 // spawn: its parent's carve bounds it.
 func (s *Server) reopenAdmitted(ctx context.Context, run journal.RunID, decision []byte) (*host.Started, error) {
-	m, err := s.cell.Journal.Meta(ctx, run)
-	if err != nil {
-		return nil, err
-	}
-	spawn := m.Origin != nil && m.Origin.Kind == OriginSpawn
 	// A run that holds its share already (parked) keeps it whatever
 	// happens here.
 	had, admitted := s.sched.cell.holds(run), false
 	check := func(t host.Tail) error {
-		if err := s.sched.admitTail(ctx, run, t, spawn); err != nil {
+		o := t.Origin()
+		if err := s.sched.admitTail(ctx, run, t, o != nil && o.Kind == OriginSpawn); err != nil {
 			return err
 		}
 		admitted = true
 		return nil
 	}
-	var st *host.Started
+	var (
+		st  *host.Started
+		err error
+	)
 	if decision != nil {
 		st, err = s.cell.Host.TakeOver(ctx, run, decision, check)
 	} else {

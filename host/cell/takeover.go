@@ -112,11 +112,12 @@ func (s *Server) takeOverExpired(ctx context.Context) error {
 		if errors.As(err, &held) {
 			continue // another cell was quicker
 		}
-		if errors.Is(err, ErrAdmissionRefused) {
+		var refused *AdmissionError
+		if errors.As(err, &refused) {
 			// Left as it is, lease expired, until this cell admits it
 			// (a queue with room, a cell budget with room) or placement
 			// picks another: said once per reason.
-			if s.refusedTakeover(m.ID, err) {
+			if s.refusedTakeover(m.ID, refused.Reason) {
 				s.logf("cluster: take over run %s: %v; it waits, its lease expired, until a cell admits it", m.ID, err)
 			}
 			continue
@@ -125,7 +126,7 @@ func (s *Server) takeOverExpired(ctx context.Context) error {
 			s.logf("cluster: take over run %s: %v", m.ID, err)
 			continue
 		}
-		s.refusedTakeover(m.ID, nil)
+		s.refusedTakeover(m.ID, "")
 		s.logf("cluster: took over run %s from cell %x (lease epoch %d expired)", m.ID, l.Owner, l.Epoch)
 		if err := s.execute(st, "taken over"); err != nil {
 			return err
@@ -134,18 +135,12 @@ func (s *Server) takeOverExpired(ctx context.Context) error {
 	return nil
 }
 
-// refusedTakeover records err as why this cell last refused to take run
-// over (nil: it took it), and reports whether that is news.
-func (s *Server) refusedTakeover(run journal.RunID, err error) bool {
+// refusedTakeover records why (an admission refusal's reason; "": it
+// took the run) this cell last refused to take run over, and reports
+// whether that is news.
+func (s *Server) refusedTakeover(run journal.RunID, why string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var why string
-	if err != nil {
-		var ae *AdmissionError
-		if why = err.Error(); errors.As(err, &ae) {
-			why = ae.Reason
-		}
-	}
 	if s.takeoverRefusals[run] == why {
 		return false
 	}
