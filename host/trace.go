@@ -6,10 +6,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"time"
+	"unsafe"
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/host/caps/llm"
 	"github.com/agentrt/agentrt/host/caps/llm/provider"
+	"github.com/agentrt/agentrt/internal/otlpwire"
 	"github.com/agentrt/agentrt/journal"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -37,6 +39,13 @@ import (
 //
 // With no tracer (or the API's no-op one, noop.TracerProvider), the host
 // makes no span and the path of a call pays one nil check.
+//
+// A tracer that offers a wire exporter (host/tracing's does: a method
+// SpanExporter(otlpwire.Scope) otlpwire.Exporter) takes the call spans
+// without the SDK: the host writes each one in OTLP's encoding and the
+// exporter batches and sends them (internal/otlpwire says why). They are
+// the spans the SDK would make, sampled as a parent-based sampler samples a
+// child: when the run's span is sampled.
 
 // GenAISemconv is the version of the OpenTelemetry semantic conventions
 // the spans follow, the GenAI ones of llm calls included; the tracer's
@@ -78,7 +87,9 @@ const (
 
 // tracer makes a host's spans; nil when the host does not trace.
 type tracer struct {
-	t        trace.Tracer
+	t trace.Tracer
+	// wire, when set, takes the call spans in place of t.
+	wire     otlpwire.Exporter
 	payloads bool
 	llm      *llm.Providers
 	// kinds are the span kinds' start options, made once.
@@ -101,6 +112,12 @@ func newTracer(d *Deps) *tracer {
 	}
 	for k := range t.kinds {
 		t.kinds[k] = trace.WithSpanKind(trace.SpanKind(k))
+	}
+	if w, ok := d.Tracer.(interface {
+		SpanExporter(otlpwire.Scope) otlpwire.Exporter
+	}); ok {
+		t.wire = w.SpanExporter(otlpwire.Scope{Name: TracerName, SchemaURL: semconv.SchemaURL,
+			Attrs: []attribute.KeyValue{attribute.Int("agentrt.abi", int(abi.Version))}})
 	}
 	return t
 }
@@ -181,6 +198,8 @@ type callSpan struct {
 	inputHex int
 	// extra holds the GenAI and payload attributes; attrs the span's.
 	extra, attrs []attribute.KeyValue
+	// wire is the span handed to tracer.wire.
+	wire otlpwire.Span
 }
 
 // startCall begins the span of call c of run, in cs. An llm.complete's
@@ -216,7 +235,20 @@ func (t *tracer) endCall(ctx context.Context, cs *callSpan) {
 		return
 	}
 	cs.on = false
-	hexes := string(cs.hex)
+	parent := trace.SpanContextFromContext(ctx)
+	wire := t.wire != nil && parent.IsValid()
+	if wire && !parent.IsSampled() {
+		clear(cs.extra)
+		return
+	}
+	var hexes string
+	if wire {
+		// The span is written before endCall returns and keeps nothing:
+		// the hashes' hex is read where it is.
+		hexes = unsafe.String(unsafe.SliceData(cs.hex), len(cs.hex))
+	} else {
+		hexes = string(cs.hex)
+	}
 	a := append(cs.attrs[:0], cs.runAttr, AttrStep.Int64(int64(cs.step)), AttrOp.String(cs.op.Name),
 		AttrOpClass.String(cs.op.Class.String()), AttrInputHash.String(hexes[:cs.inputHex]))
 	if cs.intent >= 0 {
@@ -230,13 +262,24 @@ func (t *tracer) endCall(ctx context.Context, cs *callSpan) {
 		}
 	}
 	a = append(a, cs.extra...)
-	_, span := t.t.Start(ctx, cs.name, trace.WithTimestamp(cs.start), trace.WithAttributes(a...), t.kinds[cs.kind])
-	if failed {
-		span.SetStatus(codes.Error, cs.status.String())
+	if wire {
+		cs.wire = otlpwire.Span{Trace: parent.TraceID(), Parent: parent.SpanID(), Remote: parent.IsRemote(),
+			State: parent.TraceState().String(), Flags: parent.TraceFlags(), Name: cs.name, Kind: cs.kind,
+			Start: cs.start, End: time.Now(), Attrs: a}
+		if failed {
+			cs.wire.Error = cs.status.String()
+		}
+		t.wire.ExportSpan(&cs.wire)
+		cs.wire.Attrs = nil
+	} else {
+		_, span := t.t.Start(ctx, cs.name, trace.WithTimestamp(cs.start), trace.WithAttributes(a...), t.kinds[cs.kind])
+		if failed {
+			span.SetStatus(codes.Error, cs.status.String())
+		}
+		span.End()
 	}
-	span.End()
-	// The SDK copied the attributes: the buffers serve the next call, the
-	// payloads' strings let go.
+	// The span's attributes were copied or written: the buffers serve the
+	// next call, the payloads' strings let go.
 	clear(a)
 	cs.attrs = a[:0]
 	clear(cs.extra)

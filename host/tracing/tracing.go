@@ -15,12 +15,22 @@
 //     Go exporter does not speak it).
 //   - AGENTRT_TRACE_PAYLOADS=true puts requests and responses into the
 //     spans (host.Deps.TracePayloads); off by default.
+//   - OTEL_BSP_SCHEDULE_DELAY, OTEL_BSP_EXPORT_TIMEOUT (ms),
+//     OTEL_BSP_MAX_QUEUE_SIZE, OTEL_BSP_MAX_EXPORT_BATCH_SIZE: the
+//     batching, as the SDK's batch span processor reads them; a value that
+//     is not a positive integer is refused (the SDK would ignore it).
 //
 // The exporters read the rest of the OTLP variables themselves (endpoint,
 // headers, timeout, compression, certificates), the SDK reads the sampler
-// (OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG) and the batch processor
-// (OTEL_BSP_*), and the resource reads OTEL_SERVICE_NAME and
+// (OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG), the span limits and
+// the batch processor, and the resource reads OTEL_SERVICE_NAME and
 // OTEL_RESOURCE_ATTRIBUTES; service.name defaults to "agentrt".
+//
+// The run spans are the SDK's. The call spans take the wire path
+// (wire.go): the host writes them in OTLP's encoding (internal/otlpwire)
+// and a batcher here sends them through the same OTLP client, batched by
+// the same OTEL_BSP_* settings, unless a span limit is set, which sends
+// them through the SDK that applies it.
 package tracing
 
 import (
@@ -53,15 +63,43 @@ var ErrConfig = errors.New("tracing: bad OTEL_* configuration")
 type Tracing struct {
 	Provider *sdktrace.TracerProvider
 	Payloads bool
+	// wire sends the call spans the host writes itself (wire.go); nil
+	// when the span limits ask for the SDK's path.
+	wire *wire
 }
 
 // Tracer returns the provider for host.Deps.Tracer; nil when t is nil
-// (tracing off).
+// (tracing off). Beside the SDK's provider, it offers the host the wire
+// path for its call spans (wire.go).
 func (t *Tracing) Tracer() trace.TracerProvider {
 	if t == nil {
 		return nil
 	}
-	return t.Provider
+	return provider{TracerProvider: t.Provider, t: t}
+}
+
+// ForceFlush sends every span ended so far; a nil t does nothing.
+func (t *Tracing) ForceFlush(ctx context.Context) error {
+	if t == nil {
+		return nil
+	}
+	var err error
+	if t.wire != nil {
+		err = t.wire.forceFlush(ctx)
+	}
+	return errors.Join(err, t.Provider.ForceFlush(ctx))
+}
+
+// Dropped is the number of call spans dropped so far on the wire path
+// because its queue was full (OTEL_BSP_MAX_QUEUE_SIZE), as the SDK's
+// batch processor drops spans.
+func (t *Tracing) Dropped() uint64 {
+	if t == nil || t.wire == nil {
+		return 0
+	}
+	var n uint64
+	_ = t.wire.each(false, func(b *batcher) error { n += b.Dropped(); return nil })
+	return n
 }
 
 // TracePayloads reports whether spans carry payloads; false when t is nil.
@@ -73,7 +111,13 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 	if t == nil {
 		return nil
 	}
-	return t.Provider.Shutdown(ctx)
+	var err error
+	if t.wire != nil {
+		// Before the provider: its exporter stops the client the wire
+		// sends through.
+		err = t.wire.shutdown(ctx)
+	}
+	return errors.Join(err, t.Provider.Shutdown(ctx))
 }
 
 // FromEnv returns the tracing the environment configures, or nil when it
@@ -115,16 +159,23 @@ func fromLookup(ctx context.Context, env func(string) (string, bool)) (*Tracing,
 	if proto == "" {
 		proto, from = get("OTEL_EXPORTER_OTLP_PROTOCOL"), "OTEL_EXPORTER_OTLP_PROTOCOL"
 	}
-	var exp *otlptrace.Exporter
-	var err error
+	cfg, err := bspFromLookup(get)
+	if err != nil {
+		return nil, err
+	}
+	// The client is the SDK exporter's and the wire path's: both send
+	// protobuf (the wire path needs it: its spans are a message's unknown
+	// fields, which only the binary encoding keeps).
+	var client otlptrace.Client
 	switch proto {
 	case "", "http/protobuf":
-		exp, err = otlptracehttp.New(ctx)
+		client = otlptracehttp.NewClient()
 	case "grpc":
-		exp, err = otlptracegrpc.New(ctx)
+		client = otlptracegrpc.NewClient()
 	default:
 		return nil, fmt.Errorf("%w: %s=%q: agentrt exports over http/protobuf or grpc", ErrConfig, from, proto)
 	}
+	exp, err := otlptrace.New(ctx, client)
 	if err != nil {
 		return nil, fmt.Errorf("tracing: OTLP exporter: %w", err)
 	}
@@ -135,5 +186,10 @@ func fromLookup(ctx context.Context, env func(string) (string, bool)) (*Tracing,
 		return nil, fmt.Errorf("tracing: resource (OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME): %w", err)
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
-	return &Tracing{Provider: tp, Payloads: payloads}, nil
+	t := &Tracing{Provider: tp, Payloads: payloads}
+	if lim := sdktrace.NewSpanLimits(); lim.AttributeValueLengthLimit < 0 &&
+		(lim.AttributeCountLimit < 0 || lim.AttributeCountLimit >= wireMaxAttrs) {
+		t.wire = newWire(client, res, cfg)
+	}
+	return t, nil
 }

@@ -366,10 +366,16 @@ func TestFromEnv(t *testing.T) {
 		{"http/json", map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/json"}, false, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"},
 		{"payloads maybe", map[string]string{"OTEL_TRACES_EXPORTER": "otlp", tracing.EnvPayloads: "maybe"}, false, tracing.EnvPayloads},
 		{"disabled maybe", map[string]string{"OTEL_SDK_DISABLED": "maybe"}, false, "OTEL_SDK_DISABLED"},
+		{"batch settings", map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_BSP_MAX_QUEUE_SIZE": "100", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "10",
+			"OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_BSP_EXPORT_TIMEOUT": "1000"}, true, ""},
+		{"queue size words", map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_BSP_MAX_QUEUE_SIZE": "12lots"}, false, "OTEL_BSP_MAX_QUEUE_SIZE"},
+		{"batch size zero", map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "0"}, false, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE"},
+		{"delay negative", map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_BSP_SCHEDULE_DELAY": "-5"}, false, "OTEL_BSP_SCHEDULE_DELAY"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, k := range []string{"OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-				"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", tracing.EnvPayloads} {
+				"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", tracing.EnvPayloads,
+				"OTEL_BSP_MAX_QUEUE_SIZE", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "OTEL_BSP_SCHEDULE_DELAY", "OTEL_BSP_EXPORT_TIMEOUT"} {
 				t.Setenv(k, tc.env[k])
 			}
 			tr, err := tracing.FromEnv(context.Background())

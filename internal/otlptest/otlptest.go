@@ -118,3 +118,15 @@ func (r *Receiver) Of(run string) []Span {
 	}
 	return out
 }
+
+// StartDiscarding starts a receiver on loopback, until tb ends, that
+// reads every export request whole and drops it, decoding nothing: for
+// benchmarks, where a test's decoding would be counted.
+func StartDiscarding(tb testing.TB) *Receiver {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		_, _ = io.Copy(io.Discard, req.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	tb.Cleanup(srv.Close)
+	return &Receiver{URL: srv.URL}
+}

@@ -1,0 +1,187 @@
+package otlpwire_test
+
+import (
+	"bytes"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/agentrt/agentrt/internal/otlpwire"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/encoding/prototext"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// differ returns the two spans' texts when they are not equal, "" when
+// they are.
+func differ(want, got []*tracepb.Span) string {
+	w, g := &tracepb.ScopeSpans{Spans: want}, &tracepb.ScopeSpans{Spans: got}
+	if proto.Equal(w, g) {
+		return ""
+	}
+	return "want:\n" + prototext.Format(w) + "\ngot:\n" + prototext.Format(g)
+}
+
+func str(s string) *commonpb.AnyValue {
+	return &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: s}}
+}
+func num(n int64) *commonpb.AnyValue {
+	return &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: n}}
+}
+func dbl(f float64) *commonpb.AnyValue {
+	return &commonpb.AnyValue{Value: &commonpb.AnyValue_DoubleValue{DoubleValue: f}}
+}
+func boo(b bool) *commonpb.AnyValue {
+	return &commonpb.AnyValue{Value: &commonpb.AnyValue_BoolValue{BoolValue: b}}
+}
+func arr(vs ...*commonpb.AnyValue) *commonpb.AnyValue {
+	return &commonpb.AnyValue{Value: &commonpb.AnyValue_ArrayValue{ArrayValue: &commonpb.ArrayValue{Values: vs}}}
+}
+
+// attrs is every attribute type, with the AnyValue OTLP has for it (the
+// OTLP exporter's transform), zero values and long strings included.
+var attrs = []struct {
+	kv   attribute.KeyValue
+	want *commonpb.AnyValue
+}{
+	{attribute.String("agentrt.run.id", "01JFQ3ZK2V8M4N6P8R0T2V4X6Z"), str("01JFQ3ZK2V8M4N6P8R0T2V4X6Z")},
+	{attribute.String("empty", ""), str("")},
+	{attribute.String("long", string(bytes.Repeat([]byte("é"), 300))), str(string(bytes.Repeat([]byte("é"), 300)))},
+	{attribute.Int64("agentrt.step", 0), num(0)},
+	{attribute.Int64("agentrt.journal.seq", 1<<40+7), num(1<<40 + 7)},
+	{attribute.Int64("negative", -3), num(-3)},
+	{attribute.Float64("gen_ai.request.temperature", 0.7), dbl(0.7)},
+	{attribute.Float64("nan", math.Inf(-1)), dbl(math.Inf(-1))},
+	{attribute.Bool("agentrt.run.resumed", true), boo(true)},
+	{attribute.Bool("no", false), boo(false)},
+	{attribute.StringSlice("gen_ai.response.finish_reasons", []string{"stop", ""}), arr(str("stop"), str(""))},
+	{attribute.Int64Slice("ints", []int64{1, -1, 0}), arr(num(1), num(-1), num(0))},
+	{attribute.Float64Slice("floats", []float64{0.5}), arr(dbl(0.5))},
+	{attribute.BoolSlice("bools", []bool{true, false}), arr(boo(true), boo(false))},
+	{attribute.StringSlice("none", nil), arr()},
+}
+
+// wireSpan is a span with every field this package writes set, and the
+// generated message the OTLP exporter would send for it.
+func wireSpan(failed bool) (*otlpwire.Span, *tracepb.Span) {
+	start := time.Date(2026, 12, 7, 2, 0, 0, 123456789, time.UTC)
+	s := &otlpwire.Span{
+		Trace:  trace.TraceID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16},
+		ID:     trace.SpanID{0xa1, 2, 3, 4, 5, 6, 7, 8},
+		Parent: trace.SpanID{0xb1, 2, 3, 4, 5, 6, 7, 9},
+		State:  "vendor=x",
+		Flags:  trace.FlagsSampled,
+		Name:   "http.fetch",
+		Kind:   trace.SpanKindClient,
+		Start:  start,
+		End:    start.Add(1500 * time.Microsecond),
+	}
+	want := &tracepb.Span{TraceId: s.Trace[:], SpanId: s.ID[:], ParentSpanId: s.Parent[:], TraceState: "vendor=x",
+		Flags: 0x101, Name: "http.fetch", Kind: tracepb.Span_SPAN_KIND_CLIENT,
+		StartTimeUnixNano: uint64(start.UnixNano()), EndTimeUnixNano: uint64(start.Add(1500 * time.Microsecond).UnixNano()),
+		Status: &tracepb.Status{}}
+	for _, a := range attrs {
+		s.Attrs = append(s.Attrs, a.kv)
+		want.Attributes = append(want.Attributes, &commonpb.KeyValue{Key: string(a.kv.Key), Value: a.want})
+	}
+	if failed {
+		s.Error, s.Remote = "denied", true
+		want.Status = &tracepb.Status{Code: tracepb.Status_STATUS_CODE_ERROR, Message: "denied"}
+		want.Flags |= 0x200
+	}
+	return s, want
+}
+
+// TestSpanIsTheGeneratedMessage: what AppendSpan writes decodes, as the
+// spans of a ScopeSpans, to the message the OTLP exporter's transform
+// makes of the same span, and is byte for byte what proto.Marshal writes
+// for it.
+func TestSpanIsTheGeneratedMessage(t *testing.T) {
+	for _, failed := range []bool{false, true} {
+		s, want := wireSpan(failed)
+		b := otlpwire.AppendSpan(nil, s)
+		var ss tracepb.ScopeSpans
+		if err := proto.Unmarshal(b, &ss); err != nil {
+			t.Fatalf("the span does not decode: %v", err)
+		}
+		if len(ss.Spans) != 1 {
+			t.Fatalf("%d spans decoded, want 1", len(ss.Spans))
+		}
+		if d := differ([]*tracepb.Span{want}, ss.Spans); d != "" {
+			t.Errorf("failed=%v: the decoded span differs from the exporter's :\n%s", failed, d)
+		}
+		m, err := proto.MarshalOptions{Deterministic: true}.Marshal(&tracepb.ScopeSpans{Spans: []*tracepb.Span{want}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(m, b) {
+			t.Errorf("failed=%v: the bytes differ from proto.Marshal's:\n%x\n%x", failed, b, m)
+		}
+	}
+}
+
+// TestSpansAsUnknownFieldsTravel: spans written by AppendSpan, set as the
+// unknown fields of a generated ScopeSpans (as host/tracing sends them),
+// are marshalled with the message and read back as its spans, beside its
+// known fields; so are a scope's fields and a resource's attributes.
+func TestSpansAsUnknownFieldsTravel(t *testing.T) {
+	var spans []byte
+	var want []*tracepb.Span
+	for _, failed := range []bool{false, true, false} {
+		s, w := wireSpan(failed)
+		spans = otlpwire.AppendSpan(spans, s)
+		want = append(want, w)
+	}
+	scope := &commonpb.InstrumentationScope{}
+	scope.ProtoReflect().SetUnknown(protoreflect.RawFields(otlpwire.AppendScopeFields(nil, "github.com/agentrt/agentrt/host", "",
+		[]attribute.KeyValue{attribute.Int("agentrt.abi", 3)})))
+	ss := &tracepb.ScopeSpans{Scope: scope, SchemaUrl: "https://opentelemetry.io/schemas/1.41.0"}
+	ss.ProtoReflect().SetUnknown(protoreflect.RawFields(spans))
+	b, err := proto.Marshal(&tracepb.TracesData{ResourceSpans: []*tracepb.ResourceSpans{{ScopeSpans: []*tracepb.ScopeSpans{ss}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got tracepb.TracesData
+	if err := proto.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	gs := got.ResourceSpans[0].ScopeSpans[0]
+	if gs.SchemaUrl != ss.SchemaUrl || gs.Scope.GetName() != "github.com/agentrt/agentrt/host" ||
+		len(gs.Scope.GetAttributes()) != 1 || gs.Scope.Attributes[0].Value.GetIntValue() != 3 {
+		t.Errorf("scope %v, schema %q", gs.Scope, gs.SchemaUrl)
+	}
+	if d := differ(want, gs.Spans); d != "" {
+		t.Errorf("the spans differ :\n%s", d)
+	}
+}
+
+// TestInvalidAttributesAreLeftOut: an attribute without a key is not
+// written, as the SDK drops it; one with an empty value is an empty
+// AnyValue, as the exporter's transform writes it.
+func TestInvalidAttributesAreLeftOut(t *testing.T) {
+	s, want := wireSpan(false)
+	s.Attrs = append([]attribute.KeyValue{attribute.String("", "no key"), {Key: "empty.value"}}, s.Attrs...)
+	want.Attributes = append([]*commonpb.KeyValue{{Key: "empty.value", Value: &commonpb.AnyValue{}}}, want.Attributes...)
+	var ss tracepb.ScopeSpans
+	if err := proto.Unmarshal(otlpwire.AppendSpan(nil, s), &ss); err != nil {
+		t.Fatal(err)
+	}
+	if d := differ([]*tracepb.Span{want}, ss.Spans); d != "" {
+		t.Errorf("%s", d)
+	}
+}
+
+func BenchmarkAppendSpan(b *testing.B) {
+	s, _ := wireSpan(false)
+	s.Attrs = s.Attrs[:9]
+	var buf []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = otlpwire.AppendSpan(buf[:0], s)
+	}
+	b.SetBytes(int64(len(buf)))
+}
