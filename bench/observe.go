@@ -8,17 +8,40 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/agentrt/agentrt/host"
 	agentcell "github.com/agentrt/agentrt/host/cell"
+	"github.com/agentrt/agentrt/host/tracing"
 	"github.com/agentrt/agentrt/internal/uibench"
 	"github.com/agentrt/agentrt/journal"
 	"github.com/agentrt/agentrt/journal/badgerstore"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 )
+
+// tracingTo is the tracing OTEL_EXPORTER_OTLP_ENDPOINT=url configures
+// (with a span queue that holds a whole figure, so that no span is
+// dropped), made by host/tracing as agentrt's commands make it. The
+// variables are set only while it is made.
+func tracingTo(ctx context.Context, url string) (*tracing.Tracing, error) {
+	set := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": url, "OTEL_BSP_MAX_QUEUE_SIZE": "262144"}
+	for k, v := range set {
+		old, had := os.LookupEnv(k)
+		os.Setenv(k, v)
+		defer func() {
+			if had {
+				os.Setenv(k, old)
+			} else {
+				os.Unsetenv(k)
+			}
+		}()
+	}
+	return tracing.FromEnv(ctx)
+}
 
 // Figure 20: what observing runs costs (issue 17). 20a and 20b are the
 // overhead of tracing and of the Prometheus metrics on figures 3 and 4;
@@ -49,17 +72,12 @@ func newOTLPSink() *otlpSink {
 	return s
 }
 
-// openObservedCell is openCell with the host traced (tp) or metered (a
-// fresh cell.Metrics watching the store, as cell serve --metrics sets it
-// up), or neither.
-func openObservedCell(dir string, engine *host.Engine, tp *sdktrace.TracerProvider, metered bool) (*cell, error) {
-	st, err := badgerstore.Open(dir)
-	if err != nil {
-		return nil, err
-	}
+// observedCell is a host on st traced (tp) or metered (a fresh
+// cell.Metrics watching st, as cell serve --metrics sets it up), or
+// neither. Closing it leaves st open.
+func observedCell(st *badgerstore.Store, engine *host.Engine, tp trace.TracerProvider, metered bool) (*cell, error) {
 	_, key, err := ed25519.GenerateKey(nil)
 	if err != nil {
-		st.Close()
 		return nil, err
 	}
 	deps := host.Deps{Store: st, KV: st, Events: st, Key: key}
@@ -73,7 +91,6 @@ func openObservedCell(dir string, engine *host.Engine, tp *sdktrace.TracerProvid
 	}
 	h, err := host.New(engine, deps, host.Config{})
 	if err != nil {
-		st.Close()
 		return nil, err
 	}
 	return &cell{store: st, host: h, key: key}, nil
@@ -83,25 +100,34 @@ func openObservedCell(dir string, engine *host.Engine, tp *sdktrace.TracerProvid
 func (h *harness) observability(ctx context.Context) ([]Figure, error) {
 	sink := newOTLPSink()
 	defer sink.srv.Close()
-	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(sink.srv.URL+"/v1/traces"))
+	tp, err := tracingTo(ctx, sink.srv.URL)
 	if err != nil {
 		return nil, err
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp))
 	defer tp.Shutdown(context.Background())
 
+	// The three hosts share one store, so that the store's own work in the
+	// background (memtable flushes, compactions, value log) falls on
+	// each host's turns alike. The metered host's metrics watch the
+	// store's syncs (one histogram observation per fsync, tens of ns
+	// against a sync of some 200 us), which therefore also happens in
+	// the other two hosts' turns.
+	st, err := badgerstore.Open(dir(h.root, "observe"))
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
 	cells := make([]*cell, len(observed))
 	for i, name := range observed {
-		var t *sdktrace.TracerProvider
+		var t trace.TracerProvider
 		if name == "traced" {
-			t = tp
+			t = tp.Tracer()
 		}
-		c, err := openObservedCell(dir(h.root, "observe-"+name), h.engine, t, name == "metered")
+		c, err := observedCell(st, h.engine, t, name == "metered")
 		if err != nil {
 			return nil, err
 		}
-		defer c.close()
-		if _, err := c.run(ctx, h.guests.KVPut, countInput(20), kvGrant("warmup"), 21); err != nil {
+		if _, err := c.run(ctx, h.guests.KVPut, countInput(20), kvGrant("warmup-"+name), 21); err != nil {
 			return nil, err
 		}
 		cells[i] = c
@@ -161,6 +187,9 @@ func (h *harness) observability(ctx context.Context) ([]Figure, error) {
 	if sink.requests.Load() == 0 {
 		return nil, errors.New("bench: the traced runs exported no spans")
 	}
+	if n := tp.Dropped(); n > 0 {
+		return nil, fmt.Errorf("bench: %d call spans were dropped (the OTLP queue was full)", n)
+	}
 	// overhead is, per repetition, how much slower than plain config c
 	// ran figure f, in percent.
 	overhead := func(f, c int) []float64 {
@@ -172,33 +201,157 @@ func (h *harness) observability(ctx context.Context) ([]Figure, error) {
 	}
 	// cpuOverhead is the same of the process's CPU time per call.
 	cpuOverhead := func(f, c int) float64 { return (median(cpu[f][c])/median(cpu[f][0]) - 1) * 100 }
-	figure := func(id, what string, c int, how string) Figure {
-		o3, o4 := overhead(0, c), overhead(1, c)
-		v, s := median(o3), o3
-		if median(o4) > v {
-			v, s = median(o4), o4
+
+	// The end-to-end rounds above move by tens of percent from round to
+	// round on this kind of machine (a durable call's time is mostly the
+	// disk's, and the store's work in the background lands in some rounds
+	// and not others), far more than the few percent the goal is about.
+	// So the figure is what observing adds to a call's CPU where nothing
+	// else moves: figure 2's pure calls (no disk) on the three hosts in
+	// turns, each turn on a fresh store (pureTurn), the observed host's CPU
+	// per call minus the plain host's in the same round; plus what comes once per run (tracing: the run's
+	// span) or once per durable commit (metrics: a commit's observation),
+	// measured alone; over the plain host's CPU per call of figures 3a and
+	// 4a in the rounds above.
+	pure := max(h.cfg.PureCalls, 2000)
+	var pureCPU [3][]float64
+	for r := range rounds {
+		for k := range observed {
+			i := (k + r) % len(observed)
+			cpu, err := h.pureTurn(ctx, fmt.Sprintf("observe-pure-%d-%d", r, i), pure, observed[i], tp)
+			if err != nil {
+				return nil, err
+			}
+			pureCPU[i] = append(pureCPU[i], cpu)
 		}
+	}
+	if err := tp.ForceFlush(ctx); err != nil {
+		return nil, err
+	}
+	if n := tp.Dropped(); n > 0 {
+		return nil, fmt.Errorf("bench: %d call spans were dropped (the OTLP queue was full)", n)
+	}
+	runSpan, err := runSpanCPU(ctx, tp)
+	if err != nil {
+		return nil, err
+	}
+	commitObs := commitObserveCPU()
+	callsPerRun := [2]float64{float64(n), float64(m)}
+	figure := func(id, what string, c int, perRun, perCall float64, how string) Figure {
+		// added[r] is what observing added to a pure call in round r, us.
+		var added []float64
+		for r := range pureCPU[c] {
+			added = append(added, pureCPU[c][r]-pureCPU[0][r])
+		}
+		add := median(added)
+		var pct [2]float64
+		for f := range pct {
+			pct[f] = (add + perRun/callsPerRun[f] + perCall) / median(cpu[f][0]) * 100
+		}
+		worst := 0
+		if pct[1] > pct[0] {
+			worst = 1
+		}
+		var samples []float64
+		for _, a := range added {
+			samples = append(samples, (a+perRun/callsPerRun[worst]+perCall)/median(cpu[worst][0])*100)
+		}
+		o3, o4 := overhead(0, c), overhead(1, c)
 		return Figure{
 			ID: id, Name: "overhead of " + what + " on figures 3a and 4a", Unit: "%", Better: "lower",
-			Value: v, Samples: s,
-			Measures: fmt.Sprintf("figures 3a and 4a at a third of their sizes, 3a one agent making %d kv.put calls of testdata/kvput.wat (each a durable badger commit), 4a %d agents of %d kv.put calls on one store, run on a host %s and on the same host with nothing observed (Deps.Tracer and Deps.Observer nil, as figures 3 and 4), each on its own badgerstore, the three hosts taking turns in %d rounds (3 a repetition, the order turning each round): the overhead is plain calls/s / observed calls/s - 1, per round; the figure is the larger of the two medians (3a's and 4a's; the samples are that one's). The process's CPU time per call, observed against plain (medians), is in extra: on a loaded machine it is steadier than the rates. A few percent is within the noise of one round on a loaded 2-core machine: read the samples, and the Go benchmarks that measure the observing alone in CPU per call (host BenchmarkCallSpan, host/cell BenchmarkMetricsCall; bench/README.md).", n, agents, m, how, rounds),
+			Value: pct[worst], Samples: samples,
+			Measures: fmt.Sprintf("the process CPU time observing adds to a call, over the CPU time per call of figures 3a and 4a, on a host %s. What it adds: figure 2's pure calls (testdata/loop.wat, %d per run) on the observed host and on the same host with nothing observed (Deps.Tracer and Deps.Observer nil, as figures 2 to 4) taking turns in %d rounds, each turn on a badgerstore of its own made for it (a fresh store's work in the background, flushes and compactions, does not start within a turn's writes), the observed host's CPU per call minus the plain host's in the same round (median), plus what comes once per run (divided by the calls per run of the figure) and once per durable commit, each measured alone. The CPU per call of figures 3a and 4a is the plain host's in the end-to-end rounds: 3a one agent making %d kv.put calls of testdata/kvput.wat (each a durable badger commit), 4a %d agents of %d kv.put calls, the three hosts sharing one badgerstore (the metered host's metrics watch its syncs) and taking turns in the same number of rounds. The figure is the larger of the two (3a's, 4a's); the samples are its rounds. The end-to-end rounds' own ratios (plain calls/s / observed calls/s - 1, medians; and the process CPU per call, observed against plain) are in extra: on this kind of machine they move by tens of percent from round to round, and cannot show a few percent either way.", how, pure, rounds, n, agents, m),
 			Goal:     &Goal{Text: "< 3 %", MaxValue: ptr(3)},
-			Extra: map[string]float64{"on 3a %": median(o3), "on 4a %": median(o4),
+			Extra: map[string]float64{"on 3a %": pct[0], "on 4a %": pct[1],
+				"CPU added per pure call us": add, "CPU per run us": perRun, "CPU per durable commit us": perCall,
+				"pure call plain CPU us": median(pureCPU[0]), "pure call observed CPU us": median(pureCPU[c]),
+				"3a plain CPU per call us": median(cpu[0][0]), "4a plain CPU per call us": median(cpu[1][0]),
+				"end-to-end wall on 3a %": median(o3), "end-to-end wall on 4a %": median(o4),
+				"end-to-end CPU per call on 3a %": cpuOverhead(0, c), "end-to-end CPU per call on 4a %": cpuOverhead(1, c),
 				"3a plain calls/s": median(rates[0][0]), "3a observed calls/s": median(rates[0][c]),
 				"4a plain calls/s": median(rates[1][0]), "4a observed calls/s": median(rates[1][c]),
-				"process CPU per call on 3a %": cpuOverhead(0, c), "process CPU per call on 4a %": cpuOverhead(1, c),
 				"rounds": float64(rounds)},
 		}
 	}
-	traced := figure("20a", "tracing", 1, "traced by the OpenTelemetry SDK (Deps.Tracer: a span per run and per import call, with the journal's run, seq and entry hash; payloads off, the default) through the SDK's batch span processor (default settings) and the real OTLP/HTTP protobuf exporter, to a receiver on loopback in the same process that reads each request and drops it; each traced turn ends with ForceFlush, timed with it: span making, batching, encoding and sending are included, a collector's decoding is not")
+	traced := figure("20a", "tracing", 1, runSpan, 0, "traced as OTEL_EXPORTER_OTLP_ENDPOINT alone sets it up (host/tracing.FromEnv; Deps.Tracer: a span per run and per import call, with the journal's run, seq and entry hash; payloads off, the default): the run spans through the SDK's batch span processor and OTLP exporter, the call spans written in OTLP's encoding by the host (internal/otlpwire) and batched as the SDK batches (OTEL_BSP_* defaults, but a queue large enough that no span is dropped: the figure fails if one is), both sent by the real OTLP/HTTP protobuf client to a receiver on loopback in the same process that reads each request and drops it; each traced turn ends with ForceFlush, timed with it: span making, batching, encoding and sending are included, a collector's decoding is not. Once per run: a run span made, ended and exported the same way")
 	traced.Extra["OTLP export requests"] = float64(sink.requests.Load())
-	traced.Extra["OTLP bytes per call (approx.)"] = float64(sink.size.Load()) / float64(rounds*(n+agents*m)+20)
-	metered := figure("20b", "metrics", 2, "with the cell's Prometheus metrics as its observer (cell.NewMetrics, Watch on the store: calls by op, class and status, commit latency histograms, fsync latency from the store; as cell serve --metrics), nothing scraping")
+	metered := figure("20b", "metrics", 2, 0, commitObs, "with the cell's Prometheus metrics as its observer (cell.NewMetrics, Watch on the store: calls by op, class and status, commit latency histograms, fsync latency from the store; as cell serve --metrics), nothing scraping. Once per durable commit: the commit's and its sync's observations (Metrics.Commit, and the fsync histogram)")
 	page, err := h.uiPage(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return []Figure{traced, metered, page}, nil
+}
+
+// pureTurn runs one agent of n pure calls on a host observed as how says
+// (one of observed), on a store of its own made for the turn and removed
+// after, and returns the process CPU time per call, in us. A fresh store
+// receives less than a memtable of entries, so none of its work in the
+// background (flushes, compactions) falls into the turn: what is left is
+// the calls' own work, the same on the three hosts but for the observing.
+func (h *harness) pureTurn(ctx context.Context, name string, n int, how string, tp *tracing.Tracing) (float64, error) {
+	path := dir(h.root, name)
+	defer os.RemoveAll(path)
+	st, err := badgerstore.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	var t trace.TracerProvider
+	if how == "traced" {
+		t = tp.Tracer()
+	}
+	c, err := observedCell(st, h.engine, t, how == "metered")
+	if err != nil {
+		return 0, err
+	}
+	mt := startMeter()
+	if _, err := c.run(ctx, h.guests.Loop, countInput(n), host.DefaultGrant(), uint64(n)+1); err != nil {
+		return 0, err
+	}
+	if how == "traced" {
+		if err := tp.ForceFlush(ctx); err != nil {
+			return 0, err
+		}
+	}
+	return us(mt.stop().CPU) / float64(n), nil
+}
+
+// runSpanCPU is the process CPU time, in us, of one run span made, ended
+// and exported through tp as the host makes it (host.TracerName's tracer,
+// the attributes the host gives a run's span at its start and its end).
+func runSpanCPU(ctx context.Context, tp *tracing.Tracing) (float64, error) {
+	const spans = 2000
+	tr := tp.Tracer().Tracer(host.TracerName)
+	run := journal.NewRunID(time.Now()).String()
+	module := strings.Repeat("ab", 32)
+	cpu := processCPU()
+	for i := range spans {
+		_, s := tr.Start(ctx, "agentrt.run", trace.WithAttributes(host.AttrRunID.String(run), host.AttrModule.String(module)))
+		s.SetAttributes(host.AttrLastSeq.Int64(int64(i)), host.AttrLastHash.String(module), host.AttrRunStatus.String("completed"),
+			host.AttrSteps.Int64(int64(i)))
+		s.End()
+	}
+	if err := tp.ForceFlush(ctx); err != nil {
+		return 0, err
+	}
+	return us(processCPU()-cpu) / spans, nil
+}
+
+// commitObserveCPU is the process CPU time, in us, of what the cell's
+// metrics observe of one durable commit: the commit (Metrics.Commit) and
+// its sync (an observation of a histogram like the metrics' fsync one,
+// which the store's sync hook feeds).
+func commitObserveCPU() float64 {
+	const commits = 100_000
+	m := agentcell.NewMetrics()
+	syncs := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "bench_fsync_seconds", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)})
+	cpu := processCPU()
+	for range commits {
+		m.Commit(300*time.Microsecond, true)
+		syncs.Observe(200e-6)
+	}
+	return us(processCPU()-cpu) / commits
 }
 
 // uiEntries is the number of calls of figure 20c's run.

@@ -6,15 +6,17 @@ import (
 	"syscall"
 	"testing"
 
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"github.com/agentrt/agentrt/host/tracing"
+	"github.com/agentrt/agentrt/journal/badgerstore"
 )
 
 // BenchmarkObserved is figure 20's setup as a Go benchmark, one op being
 // one durable kv.put call: figure 3a (one agent) and figure 4a (64 agents
-// on one store), each plain, traced (the SDK's batch processor and the
-// real OTLP/HTTP exporter to a loopback receiver in process that drops
-// what it reads, flushed within the timing) and metered (cell.NewMetrics
+// on one store), each plain, traced (as OTEL_EXPORTER_OTLP_ENDPOINT sets
+// it up, host/tracing: the call spans on the wire path, the run spans
+// through the SDK, both sent by the real OTLP/HTTP client to a loopback
+// receiver in process that drops what it reads, flushed within the
+// timing) and metered (cell.NewMetrics
 // watching the store). Besides ns/op (wall time, which the machine's load
 // moves), it reports the process's CPU time per call (cpu-ns/call), the
 // figure's steadier measure. Profile one case alone, e.g.
@@ -28,20 +30,23 @@ func BenchmarkObserved(b *testing.B) {
 	for _, fig := range []string{"3a", "4a"} {
 		for _, name := range observed {
 			b.Run(fig+"/"+name, func(b *testing.B) {
-				var tp *sdktrace.TracerProvider
+				var tp *tracing.Tracing
 				if name == "traced" {
-					exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(sink.srv.URL+"/v1/traces"))
-					if err != nil {
+					var err error
+					if tp, err = tracingTo(ctx, sink.srv.URL); err != nil {
 						b.Fatal(err)
 					}
-					tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp))
 					defer tp.Shutdown(ctx)
 				}
-				c, err := openObservedCell(b.TempDir(), engine(b), tp, name == "metered")
+				st, err := badgerstore.Open(b.TempDir())
 				if err != nil {
 					b.Fatal(err)
 				}
-				defer c.close()
+				defer st.Close()
+				c, err := observedCell(st, engine(b), tp.Tracer(), name == "metered")
+				if err != nil {
+					b.Fatal(err)
+				}
 				if _, err := c.run(ctx, g.KVPut, countInput(20), kvGrant("warmup"), 21); err != nil {
 					b.Fatal(err)
 				}
@@ -64,6 +69,9 @@ func BenchmarkObserved(b *testing.B) {
 				})
 				if err == nil && tp != nil {
 					err = tp.ForceFlush(ctx)
+				}
+				if err == nil && tp.Dropped() > 0 {
+					err = fmt.Errorf("%d call spans dropped", tp.Dropped())
 				}
 				if err != nil {
 					b.Fatal(err)
