@@ -44,6 +44,10 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == scaleChildFlag {
 		os.Exit(scaleChild(os.Args[2:], os.Stdout, os.Stderr))
 	}
+	// Figure 20's OTLP receiver is this binary, re-executed.
+	if len(os.Args) > 1 && os.Args[1] == sinkChildFlag {
+		os.Exit(sinkChild(os.Stdin, os.Stdout, os.Stderr))
+	}
 	var err error
 	if scratch, err = os.MkdirTemp("", "agentrt-bench-test-"); err != nil {
 		fmt.Fprintln(os.Stderr, err)

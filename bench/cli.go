@@ -21,6 +21,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == scaleChildFlag {
 		return scaleChild(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == sinkChildFlag {
+		return sinkChild(os.Stdin, stdout, stderr)
+	}
 	fs := flag.NewFlagSet("agentrt-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	out := fs.String("out", "bench/results.json", "write the JSON report to `file`")

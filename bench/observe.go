@@ -5,12 +5,8 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/agentrt/agentrt/host"
@@ -51,27 +47,6 @@ func tracingTo(ctx context.Context, url string) (*tracing.Tracing, error) {
 // do (nothing observed), traced, and metered.
 var observed = []string{"plain", "traced", "metered"}
 
-// otlpSink is an OTLP/HTTP trace receiver on loopback that reads every
-// export request whole and drops it: the exporter's work (batching,
-// protobuf encoding, the HTTP round trip) is all done, the receiver's
-// decoding is not.
-type otlpSink struct {
-	srv            *httptest.Server
-	requests, size atomic.Int64
-}
-
-func newOTLPSink() *otlpSink {
-	s := &otlpSink{}
-	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n, _ := io.Copy(io.Discard, r.Body)
-		s.requests.Add(1)
-		s.size.Add(n)
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		w.WriteHeader(http.StatusOK)
-	}))
-	return s
-}
-
 // observedCell is a host on st traced (tp) or metered (a fresh
 // cell.Metrics watching st, as cell serve --metrics sets it up), or
 // neither. Closing it leaves st open.
@@ -98,9 +73,12 @@ func observedCell(st *badgerstore.Store, engine *host.Engine, tp trace.TracerPro
 
 // observability measures figures 20a, 20b and 20c.
 func (h *harness) observability(ctx context.Context) ([]Figure, error) {
-	sink := newOTLPSink()
-	defer sink.srv.Close()
-	tp, err := tracingTo(ctx, sink.srv.URL)
+	sink, err := startOTLPSink()
+	if err != nil {
+		return nil, err
+	}
+	defer sink.close()
+	tp, err := tracingTo(ctx, sink.URL)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +162,11 @@ func (h *harness) observability(ctx context.Context) ([]Figure, error) {
 	if err := tp.ForceFlush(ctx); err != nil {
 		return nil, err
 	}
-	if sink.requests.Load() == 0 {
+	requests, err := sink.requests()
+	if err != nil {
+		return nil, err
+	}
+	if requests == 0 {
 		return nil, errors.New("bench: the traced runs exported no spans")
 	}
 	if n := tp.Dropped(); n > 0 {
@@ -273,8 +255,8 @@ func (h *harness) observability(ctx context.Context) ([]Figure, error) {
 				"rounds": float64(rounds)},
 		}
 	}
-	traced := figure("20a", "tracing", 1, runSpan, 0, "traced as OTEL_EXPORTER_OTLP_ENDPOINT alone sets it up (host/tracing.FromEnv; Deps.Tracer: a span per run and per import call, with the journal's run, seq and entry hash; payloads off, the default): the run spans through the SDK's batch span processor and OTLP exporter, the call spans written in OTLP's encoding by the host (internal/otlpwire) and batched as the SDK batches (OTEL_BSP_* defaults, but a queue large enough that no span is dropped: the figure fails if one is), both sent by the real OTLP/HTTP protobuf client to a receiver on loopback in the same process that reads each request and drops it; each traced turn ends with ForceFlush, timed with it: span making, batching, encoding and sending are included, a collector's decoding is not. Once per run: a run span made, ended and exported the same way")
-	traced.Extra["OTLP export requests"] = float64(sink.requests.Load())
+	traced := figure("20a", "tracing", 1, runSpan, 0, "traced as OTEL_EXPORTER_OTLP_ENDPOINT alone sets it up (host/tracing.FromEnv; Deps.Tracer: a span per run and per import call, with the journal's run, seq and entry hash; payloads off, the default): the run spans through the SDK's batch span processor and OTLP exporter, the call spans written in OTLP's encoding by the host (internal/otlpwire) and batched as the SDK batches (OTEL_BSP_* defaults, but a queue large enough that no span is dropped: the figure fails if one is), both sent by the real OTLP/HTTP protobuf client to a receiver on loopback in a process of its own (as a collector is) that reads each request and drops it; each traced turn ends with ForceFlush, timed with it: span making, batching, encoding and sending are included, a collector's decoding is not. Once per run: a run span made, ended and exported the same way")
+	traced.Extra["OTLP export requests"] = float64(requests)
 	metered := figure("20b", "metrics", 2, 0, commitObs, "with the cell's Prometheus metrics as its observer (cell.NewMetrics, Watch on the store: calls by op, class and status, commit latency histograms, fsync latency from the store; as cell serve --metrics), nothing scraping. Once per durable commit: the commit's and its sync's observations (Metrics.Commit, and the fsync histogram)")
 	page, err := h.uiPage(ctx)
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 // on one store), each plain, traced (as OTEL_EXPORTER_OTLP_ENDPOINT sets
 // it up, host/tracing: the call spans on the wire path, the run spans
 // through the SDK, both sent by the real OTLP/HTTP client to a loopback
-// receiver in process that drops what it reads, flushed within the
+// receiver in a process of its own that drops what it reads, flushed within the
 // timing) and metered (cell.NewMetrics
 // watching the store). Besides ns/op (wall time, which the machine's load
 // moves), it reports the process's CPU time per call (cpu-ns/call), the
@@ -25,15 +25,18 @@ import (
 func BenchmarkObserved(b *testing.B) {
 	g := guests(b, false)
 	ctx := context.Background()
-	sink := newOTLPSink()
-	defer sink.srv.Close()
+	sink, err := startOTLPSink()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sink.close()
 	for _, fig := range []string{"3a", "4a"} {
 		for _, name := range observed {
 			b.Run(fig+"/"+name, func(b *testing.B) {
 				var tp *tracing.Tracing
 				if name == "traced" {
 					var err error
-					if tp, err = tracingTo(ctx, sink.srv.URL); err != nil {
+					if tp, err = tracingTo(ctx, sink.URL); err != nil {
 						b.Fatal(err)
 					}
 					defer tp.Shutdown(ctx)

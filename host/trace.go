@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -94,6 +95,25 @@ type tracer struct {
 	llm      *llm.Providers
 	// kinds are the span kinds' start options, made once.
 	kinds [trace.SpanKindConsumer + 1]trace.SpanStartOption
+	// epoch is a recent time.Now: now reads the time from it.
+	epoch atomic.Pointer[time.Time]
+}
+
+// now is the time by the monotonic clock alone, from a recent wall clock
+// reading (t.epoch): one clock read where time.Now makes two (the wall
+// clock's and the monotonic one's), and a call's span is timed twice. The
+// SDK times a span's end from its start by the monotonic clock too. The
+// wall clock is read again every second, so that a step of the system's
+// clock shows in the spans within a second.
+func (t *tracer) now() time.Time {
+	e := t.epoch.Load()
+	d := time.Since(*e)
+	if d < time.Second {
+		return e.Add(d)
+	}
+	n := time.Now()
+	t.epoch.Store(&n)
+	return n
 }
 
 func newTracer(d *Deps) *tracer {
@@ -110,6 +130,8 @@ func newTracer(d *Deps) *tracer {
 		payloads: d.TracePayloads,
 		llm:      d.LLM,
 	}
+	now := time.Now()
+	t.epoch.Store(&now)
 	for k := range t.kinds {
 		t.kinds[k] = trace.WithSpanKind(trace.SpanKind(k))
 	}
@@ -208,7 +230,7 @@ func (t *tracer) startCall(cs *callSpan, run journal.RunID, c *Call) {
 	if cs.runAttr.Key == "" || cs.run != run {
 		cs.run, cs.runAttr = run, AttrRunID.String(run.String())
 	}
-	cs.on, cs.start, cs.name, cs.step, cs.op = true, time.Now(), c.Op.Name, c.Step, c.Op
+	cs.on, cs.start, cs.name, cs.step, cs.op = true, t.now(), c.Op.Name, c.Step, c.Op
 	cs.kind = trace.SpanKindInternal
 	if c.Op.Class == abi.Effect {
 		cs.kind = trace.SpanKindClient
@@ -265,7 +287,7 @@ func (t *tracer) endCall(ctx context.Context, cs *callSpan) {
 	if wire {
 		cs.wire = otlpwire.Span{Trace: parent.TraceID(), Parent: parent.SpanID(), Remote: parent.IsRemote(),
 			State: parent.TraceState().String(), Flags: parent.TraceFlags(), Name: cs.name, Kind: cs.kind,
-			Start: cs.start, End: time.Now(), Attrs: a}
+			Start: cs.start, End: t.now(), Attrs: a}
 		if failed {
 			cs.wire.Error = cs.status.String()
 		}
