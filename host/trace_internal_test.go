@@ -136,3 +136,29 @@ func TestNoopTracerIsOff(t *testing.T) {
 		t.Fatal("the SDK's provider made no tracer")
 	}
 }
+
+// TestTracerClockFollowsTheWallClock: a span's times come from the
+// monotonic clock and a wall clock reading; one older than a second is
+// read again, so that a step of the system's clock shows within a second.
+func TestTracerClockFollowsTheWallClock(t *testing.T) {
+	tr := newTracer(&Deps{Tracer: sdktrace.NewTracerProvider()})
+	if d := time.Since(tr.now()); d < -time.Millisecond || d > 100*time.Millisecond {
+		t.Fatalf("now is %v off time.Now", d)
+	}
+	// A reading from half a second ago serves: now is it plus the
+	// monotonic time since.
+	half := time.Now().Add(-500 * time.Millisecond)
+	tr.epoch.Store(&half)
+	if got := tr.now(); tr.epoch.Load() != &half || got.Sub(half) < 500*time.Millisecond {
+		t.Fatalf("now %v from a reading %v", got, half)
+	}
+	// One two seconds old is read again.
+	old := time.Now().Add(-2 * time.Second)
+	tr.epoch.Store(&old)
+	if d := time.Since(tr.now()); d < -time.Millisecond || d > 100*time.Millisecond {
+		t.Fatalf("a reading 2 s old was not read again: now is %v off", d)
+	}
+	if e := tr.epoch.Load(); time.Since(*e) > time.Second {
+		t.Fatalf("the reading kept is %v old", time.Since(*e))
+	}
+}
