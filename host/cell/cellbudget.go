@@ -2,6 +2,7 @@ package cell
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -18,14 +19,18 @@ import (
 // than the cell budget together; a spawn is carved out of its parent's
 // ceilings, counted already, and is not counted again.
 //
-// A run holds its ceilings from its admission to its end: released by the
-// end hook (Server.OnEnd, for a run whose index record says it is no
-// longer running or parked: it ended, was cancelled or held) and, for an
+// A run holds its ceilings from its admission to its end, or until it
+// leaves the cell: released by the end hook (Server.OnEnd, for a run whose
+// index record says it is no longer running or parked: it ended, was
+// cancelled or held; or one that lost its lease: taken over, or run out
+// unrenewed), by a handoff that gave the run to another cell, and, for an
 // end no hook saw (a parked run cancelled), when an admission finds the
-// budget full and looks again at each holder's index record. It is rebuilt
-// by Recover from the index: every run of this cell running or parked, but
-// a spawn, holds its ceilings again, read from its journal's header. So a restart neither loses what runs in flight hold nor keeps
-// what ended runs held.
+// budget full and looks again at each holder's index record. A run that
+// comes back (taken over, handed back, resumed) is admitted again. The
+// budget is rebuilt by Recover from the index: every run of this cell
+// running or parked, but a spawn, holds its ceilings again, read from its
+// journal's header. So a restart neither loses what runs in flight hold
+// nor keeps what ended runs held.
 
 // cellBudget is the scheduler's accounting of the cell budget.
 type cellBudget struct {
@@ -161,17 +166,24 @@ func inFlight(st journal.RunStatus) bool {
 	return st == journal.StatusRunning || st == journal.StatusParked
 }
 
-// ended releases run if its index record says it is no longer in flight.
-func (cb *cellBudget) ended(s *Server, run journal.RunID) {
+// ended releases run, which stopped on this cell for err, if it no longer
+// runs here: it lost its lease (to a takeover, or unrenewed: a cell that
+// takes it up again admits it anew), or its index record says it is no
+// longer in flight. A run stopped here and still this cell's (drained, or
+// backing off after a crash) keeps its share. (A run handed to another
+// cell is released by the handoff.)
+func (cb *cellBudget) ended(s *Server, run journal.RunID, err error) {
 	cb.mu.Lock()
 	_, ok := cb.held[run]
 	cb.mu.Unlock()
 	if !ok {
 		return
 	}
-	m, err := s.cell.Journal.Meta(context.Background(), run)
-	if err != nil || inFlight(m.Status) {
-		return
+	if !errors.Is(err, journal.ErrLeaseLost) && !errors.Is(err, host.ErrLeaseExpired) {
+		m, err := s.cell.Journal.Meta(context.Background(), run)
+		if err != nil || inFlight(m.Status) {
+			return
+		}
 	}
 	cb.mu.Lock()
 	cb.releaseLocked(run)

@@ -67,12 +67,19 @@ func (c *clusterCell) count(s string) int {
 // of /replay, which g holds until it is opened.
 func crawlInFlight(t *testing.T, c *clusterCell, g *gatedSite) journal.RunID {
 	t.Helper()
+	return crawlInFlightToken(t, c, g, nil)
+}
+
+// crawlInFlightToken is crawlInFlight with the submission carrying token
+// (nil: none, the cell grants the run its grant file).
+func crawlInFlightToken(t *testing.T, c *clusterCell, g *gatedSite, token []byte) journal.RunID {
+	t.Helper()
 	grant, err := os.ReadFile(filepath.Join(testutil.RepoRoot(), "examples/crawler/grant.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	id, err := c.client.Submit(context.Background(), cell.Submission{Module: testutil.BuildGo(t, "examples/crawler"), Name: "crawler",
-		Grant: string(grant), Input: []byte(`{"start":"` + g.URL + `/"}`)})
+		Grant: string(grant), Token: token, Input: []byte(`{"start":"` + g.URL + `/"}`)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -455,6 +455,87 @@ func TestHandoffRefusedByAdmission(t *testing.T) {
 	}
 }
 
+// TestHandoffGivesBackTheCellBudget: a run holds its share of its cell's
+// budget (SchedulerOptions.CellBudget) while it runs there; handed to
+// another cell, it holds none of the source's any more, so that the
+// source admits as much new work as before. (Before the fix, the source's
+// end hook saw the run still running, elsewhere, and kept the share until
+// a restart.)
+func TestHandoffGivesBackTheCellBudget(t *testing.T) {
+	hc, held, tok := budgetedCluster(t)
+	g := newGatedSite(t)
+	run := crawlInFlightToken(t, hc.cells[0], g, tok)
+	if runs, n := held(); runs != 1 || n != 1000 {
+		t.Fatalf("with the crawl running on a, %d runs hold %d of a's cell budget, want 1 holding 1000", runs, n)
+	}
+	if _, err := hc.handOff(t, g, run, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if runs, n := held(); runs != 0 || n != 0 {
+		t.Fatalf("with the crawl handed to b, %d runs hold %d of a's cell budget, want none", runs, n)
+	}
+	hc.completed(t, run)
+	if hc.cells[0].cell.Host.Live(run) {
+		t.Fatal("cell a executes the run")
+	}
+}
+
+// TestLeaseLostGivesBackTheCellBudget: a run whose lease another cell
+// takes (here handed to cell b behind cell a's back, as a takeover by a
+// peer whose clock judged the lease expired would) stops on a at its next
+// renewal, and holds no share of a's cell budget from then on.
+func TestLeaseLostGivesBackTheCellBudget(t *testing.T) {
+	ctx := context.Background()
+	hc, held, tok := budgetedCluster(t)
+	a := hc.cells[0]
+	g := newGatedSite(t)
+	run := crawlInFlightToken(t, a, g, tok)
+	if runs, n := held(); runs != 1 || n != 1000 {
+		t.Fatalf("with the crawl running on a, %d runs hold %d of a's cell budget, want 1 holding 1000", runs, n)
+	}
+	l, ok, err := a.cell.Cluster.Store.Lease(ctx, run)
+	if err != nil || !ok {
+		t.Fatalf("the crawl's lease: %v %v", ok, err)
+	}
+	if _, err := a.cell.Cluster.Store.Hand(ctx, l, hc.pubs[1], time.Now().Add(time.Hour).UnixNano()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "cell a to stop the run", func() bool { return !a.cell.Host.Live(run) })
+	waitFor(t, "cell a's budget to be given back", func() bool { runs, n := held(); return runs == 0 && n == 0 })
+}
+
+// budgetedCluster is a handoff cluster whose cell a has a cell budget of
+// 1500 HTTP requests, a function that returns how many runs hold how much
+// of it, and a token of cell a for the crawler's grant with a budget of
+// 1000 HTTP requests.
+func budgetedCluster(t *testing.T) (*handoffCluster, func() (int, uint64), []byte) {
+	t.Helper()
+	hc := newHandoffClusterSched(t, map[string]cell.SchedulerOptions{"a": {CellBudget: "http_requests=1500"}})
+	a := hc.cells[0]
+	gr, err := host.LoadGrant(testutil.RepoRoot() + "/examples/crawler/grant.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caps, err := gr.TokenCaps()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tok, err := capability.Issue(a.cell.Key, capability.Claims{Audience: a.cell.Public(), Caps: caps,
+		Budget: capability.Budget{HTTPRequests: capability.Limit(1000)}, NotBefore: now.Add(-time.Hour), Expires: now.Add(24 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := func() (int, uint64) {
+		cb := a.srv.SchedulerStats().CellBudget
+		if cb == nil || len(cb.Dims) != 1 {
+			t.Fatalf("cell a's budget: %+v", cb)
+		}
+		return cb.Runs, cb.Dims[0].Held
+	}
+	return hc, held, tok
+}
+
 // TestHandoffSubjectUnreachableByAgent: an agent of cell a granted http to
 // 127.0.0.1 and localhost (any port), where the cluster's NATS server
 // listens, tries to reach the bus with what it was granted: a GET of the

@@ -245,6 +245,7 @@ func (s *Server) Handoff(ctx context.Context, run journal.RunID, to string) (Han
 	if err == nil {
 		info.Envelope = hex.EncodeToString(handoff.Sum(raw))
 		s.logf("handoff: run %s handed to cell %x (epoch %d)", run, dest, y.Lease.Epoch)
+		s.sched.cell.release(run) // it runs elsewhere now
 		return info, nil
 	}
 	s.logf("handoff: run %s to cell %x: %v", run, dest, err)
@@ -258,6 +259,7 @@ func (s *Server) Handoff(ctx context.Context, run journal.RunID, to string) (Han
 				// not reach us.
 				info.Envelope = hex.EncodeToString(handoff.Sum(raw))
 				s.logf("handoff: run %s taken by cell %x (epoch %d) without an answer", run, dest, l.Epoch)
+				s.sched.cell.release(run)
 				return info, nil
 			}
 		}

@@ -314,7 +314,7 @@ func NewServer(c *Cell, opts ServerOptions) *Server {
 	}
 	if s.sched.cell.on() {
 		// A run that ended gives back its share of the cell budget.
-		s.OnEnd(func(run journal.RunID, _ *host.Result, _ error) { s.sched.cell.ended(s, run) })
+		s.OnEnd(func(run journal.RunID, _ *host.Result, err error) { s.sched.cell.ended(s, run, err) })
 	}
 	if opts.Triggers && !opts.ControlOnly {
 		s.triggers = newTriggers(s)
