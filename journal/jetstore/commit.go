@@ -286,7 +286,8 @@ func (s *Store) lead(ctx context.Context) {
 
 // flush sends group as one atomic batch and tells each commit its
 // outcome. A batch the servers refuse is sent again commit by commit, so
-// that a commit's conflict or refusal is its own, never its neighbours'.
+// that a commit's conflict or refusal is its own, never its neighbours';
+// one no server took within the timeout is every commit's refusal.
 // A batch without an answer is each commit's unknown outcome: all or
 // none of it is on the stream, which each commit resolves on its own
 // run.
@@ -318,6 +319,13 @@ func (s *Store) flush(ctx context.Context, group []*pending) {
 		for _, p := range group {
 			p.done <- sent{last: first + at + p.k - 1}
 			at += uint64(len(p.msgs))
+		}
+	case errors.Is(err, errNotWritten):
+		// No server took the batch for a whole timeout: none of it is on
+		// the stream, and each commit sent again alone would wait as long
+		// once more, one after the other. Each is refused now.
+		for _, p := range group {
+			p.done <- sent{err: err}
 		}
 	case isDefinite(err):
 		for _, p := range group {

@@ -68,3 +68,51 @@ func TestBatchNoServerTookIsSentAgain(t *testing.T) {
 		t.Fatalf("the journal holds %d entries (%v), want the 2 committed", n, err)
 	}
 }
+
+// TestGroupNoServerTookIsRefusedAtOnce: commits of several runs that wait
+// for one batch together (group commit), sent while no server of the
+// stream listens, are each refused as not written once the batch's
+// timeout has passed: not sent again one by one, each waiting a whole
+// timeout more.
+func TestGroupNoServerTookIsRefusedAtOnce(t *testing.T) {
+	ctx := context.Background()
+	nc := jstest.Connect(t, jstest.Server(t))
+	const timeout = time.Second
+	st, err := jetstore.Open(ctx, nc, jetstore.Options{Stream: "NG", Prefix: "ng", LeaseBucket: "NGL", Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(ctx, "NG")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deaf := stream.CachedInfo().Config
+	deaf.Subjects = []string{"elsewhere.>"}
+	if _, err := js.UpdateStream(ctx, deaf); err != nil {
+		t.Fatal(err)
+	}
+	const runs = 8
+	errs := make(chan error, runs)
+	began := time.Now()
+	for range runs {
+		run := journal.NewRunID(time.Now())
+		chain := storetest.Chain(t, run, 1)
+		go func() { errs <- st.Commit(ctx, &journal.Batch{Run: run, Records: chain, Durable: true}) }()
+	}
+	for range runs {
+		err := <-errs
+		if err == nil || errors.Is(err, jetstore.ErrOutcomeUnknown) || !strings.Contains(err.Error(), "nothing was written") {
+			t.Fatalf("a commit nobody took: %v; want a refusal, nothing written", err)
+		}
+	}
+	// The first commit goes alone, the others wait and go together: two
+	// timeouts. Sent again one by one, the group's would take one more
+	// each (nine in all).
+	if took := time.Since(began); took > 5*timeout {
+		t.Fatalf("%d commits nobody took were refused after %v; want about two timeouts of %v", runs, took, timeout)
+	}
+}
