@@ -180,7 +180,9 @@ type batcher struct {
 	queued  int
 	size    int // the largest chunk's bytes so far
 	dropped uint64
-	closed  bool
+	// reported is how many of the dropped reportDrops told of.
+	reported uint64
+	closed   bool
 
 	kick  chan struct{}
 	flush chan chan error
@@ -256,9 +258,11 @@ func (b *batcher) loop() {
 			all = true
 		case <-b.stop:
 			b.send(true)
+			b.reportDrops()
 			return
 		}
 		b.send(all)
+		b.reportDrops()
 		if reply != nil {
 			reply <- b.err
 		}
@@ -340,6 +344,19 @@ func (b *batcher) shutdown(ctx context.Context) error {
 		return b.err
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// reportDrops tells the OpenTelemetry error handler (otel.Handle: the
+// process's log, unless one was set) how many spans were dropped since it
+// last did, if any: a trace with holes says why.
+func (b *batcher) reportDrops() {
+	b.mu.Lock()
+	n := b.dropped - b.reported
+	b.reported = b.dropped
+	b.mu.Unlock()
+	if n > 0 {
+		otel.Handle(fmt.Errorf("agentrt tracing: %d call spans dropped, the queue of %d was full (OTEL_BSP_MAX_QUEUE_SIZE; the collector is slower than the calls)", n, b.w.cfg.queue))
 	}
 }
 

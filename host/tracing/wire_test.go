@@ -17,6 +17,7 @@ import (
 	"github.com/agentrt/agentrt/internal/otlptest"
 	"github.com/agentrt/agentrt/internal/testutil"
 	"github.com/agentrt/agentrt/journal"
+	"go.opentelemetry.io/otel"
 	"google.golang.org/protobuf/encoding/prototext"
 )
 
@@ -143,8 +144,9 @@ func TestWireSamplingIsByRun(t *testing.T) {
 
 // TestWireQueueFullDropsAndCounts: with the collector stalled, call spans
 // beyond OTEL_BSP_MAX_QUEUE_SIZE are dropped (the call never waits on the
-// network) and counted; the ones queued are sent once it answers, and
-// every span is either received or counted as dropped.
+// network), counted and told of through the OpenTelemetry error handler;
+// the ones queued are sent once it answers, and every span is either
+// received or counted as dropped.
 func TestWireQueueFullDropsAndCounts(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once
@@ -158,6 +160,15 @@ func TestWireQueueFullDropsAndCounts(t *testing.T) {
 	}))
 	t.Cleanup(stall.Close)
 	t.Cleanup(func() { once.Do(func() { close(release) }) })
+	var logged []string
+	var logMu sync.Mutex
+	prev := otel.GetErrorHandler()
+	t.Cleanup(func() { otel.SetErrorHandler(prev) })
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		logMu.Lock()
+		logged = append(logged, err.Error())
+		logMu.Unlock()
+	}))
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", stall.URL)
 	t.Setenv("OTEL_BSP_MAX_QUEUE_SIZE", "8")
 	t.Setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "4")
@@ -194,5 +205,18 @@ func TestWireQueueFullDropsAndCounts(t *testing.T) {
 	// through while the collector was stalled.
 	if dropped == 0 || dropped > uint64(calls) || got+int(dropped) != calls || got > 4+8 {
 		t.Errorf("%d calls: %d call spans received, %d dropped; want the rest dropped beyond 4 in flight and 8 queued", calls, got, dropped)
+	}
+	// The drops were told of, all of them.
+	logMu.Lock()
+	defer logMu.Unlock()
+	told := uint64(0)
+	for _, l := range logged {
+		var n, q uint64
+		if _, err := fmt.Sscanf(l, "agentrt tracing: %d call spans dropped, the queue of %d was full", &n, &q); err == nil && q == 8 {
+			told += n
+		}
+	}
+	if told != dropped {
+		t.Errorf("the error handler was told of %d dropped spans, want %d: %q", told, dropped, logged)
 	}
 }
