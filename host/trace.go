@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/host/caps/llm"
@@ -197,9 +196,10 @@ func endRun(span trace.Span, w *journal.Writer, res *Result, err error) {
 
 // callSpan is what the span of the call being journaled says, gathered as
 // the call goes: the span is made when the call is done, with its start
-// time and every attribute at once. The SDK then sizes the span's
-// attributes once, the two hashes' hex is one string between them, the run
-// id's attribute is made once per execution, and the buffers are the
+// time and every attribute at once. On the wire path the host writes the
+// attributes in OTLP's encoding itself, into a buffer kept from call to
+// call; through the SDK, the SDK sizes the span's attributes once, the
+// run id's attribute is made once per execution, and the buffers are the
 // path's, kept from call to call.
 type callSpan struct {
 	on      bool
@@ -213,22 +213,25 @@ type callSpan struct {
 	seq     uint64
 	status  abi.Status
 	run     journal.RunID
+	runID   string
 	runAttr attribute.KeyValue
-	// hex holds the input hash's hex, then the outcome entry's hash's
-	// from inputHex on.
-	hex      []byte
-	inputHex int
+	// hashes holds the input hash, then the outcome entry's hash from
+	// inputLen on.
+	hashes   []byte
+	inputLen int
 	// extra holds the GenAI and payload attributes; attrs the span's.
 	extra, attrs []attribute.KeyValue
-	// wire is the span handed to tracer.wire.
+	// wire is the span handed to tracer.wire, raw its attributes.
 	wire otlpwire.Span
+	raw  []byte
 }
 
 // startCall begins the span of call c of run, in cs. An llm.complete's
 // span is named and attributed as the GenAI conventions say.
 func (t *tracer) startCall(cs *callSpan, run journal.RunID, c *Call) {
 	if cs.runAttr.Key == "" || cs.run != run {
-		cs.run, cs.runAttr = run, AttrRunID.String(run.String())
+		cs.run, cs.runID = run, run.String()
+		cs.runAttr = AttrRunID.String(cs.runID)
 	}
 	cs.on, cs.start, cs.name, cs.step, cs.op = true, t.now(), c.Op.Name, c.Step, c.Op
 	cs.kind = trace.SpanKindInternal
@@ -236,8 +239,8 @@ func (t *tracer) startCall(cs *callSpan, run journal.RunID, c *Call) {
 		cs.kind = trace.SpanKindClient
 	}
 	cs.intent, cs.done = -1, false
-	cs.hex = hex.AppendEncode(cs.hex[:0], c.InputHash())
-	cs.inputHex = len(cs.hex)
+	cs.hashes = append(cs.hashes[:0], c.InputHash()...)
+	cs.inputLen = len(cs.hashes)
 	cs.extra = cs.extra[:0]
 	if c.Op.Cap == abi.CapLLM && c.Op.Code == abi.OpLLMComplete && !c.TooLarge {
 		var req abi.LLMRequest
@@ -257,54 +260,68 @@ func (t *tracer) endCall(ctx context.Context, cs *callSpan) {
 		return
 	}
 	cs.on = false
-	parent := trace.SpanContextFromContext(ctx)
-	wire := t.wire != nil && parent.IsValid()
-	if wire && !parent.IsSampled() {
-		clear(cs.extra)
+	defer clear(cs.extra) // the payloads' strings let go
+	failed := cs.done && cs.status != abi.StatusOK
+	if parent := trace.SpanContextFromContext(ctx); t.wire != nil && parent.IsValid() {
+		if parent.IsSampled() {
+			t.exportWire(parent, cs, failed)
+		}
 		return
 	}
-	var hexes string
-	if wire {
-		// The span is written before endCall returns and keeps nothing:
-		// the hashes' hex is read where it is.
-		hexes = unsafe.String(unsafe.SliceData(cs.hex), len(cs.hex))
-	} else {
-		hexes = string(cs.hex)
-	}
+	hexes := hex.EncodeToString(cs.hashes)
+	in := 2 * cs.inputLen
 	a := append(cs.attrs[:0], cs.runAttr, AttrStep.Int64(int64(cs.step)), AttrOp.String(cs.op.Name),
-		AttrOpClass.String(cs.op.Class.String()), AttrInputHash.String(hexes[:cs.inputHex]))
+		AttrOpClass.String(cs.op.Class.String()), AttrInputHash.String(hexes[:in]))
 	if cs.intent >= 0 {
 		a = append(a, AttrIntentSeq.Int64(cs.intent))
 	}
-	failed := cs.done && cs.status != abi.StatusOK
 	if cs.done {
-		a = append(a, AttrSeq.Int64(int64(cs.seq)), AttrEntryHash.String(hexes[cs.inputHex:]), AttrStatus.String(cs.status.String()))
+		a = append(a, AttrSeq.Int64(int64(cs.seq)), AttrEntryHash.String(hexes[in:]), AttrStatus.String(cs.status.String()))
 		if failed {
 			a = append(a, semconv.ErrorTypeKey.String(cs.status.String()))
 		}
 	}
 	a = append(a, cs.extra...)
-	if wire {
-		cs.wire = otlpwire.Span{Trace: parent.TraceID(), Parent: parent.SpanID(), Remote: parent.IsRemote(),
-			State: parent.TraceState().String(), Flags: parent.TraceFlags(), Name: cs.name, Kind: cs.kind,
-			Start: cs.start, End: t.now(), Attrs: a}
-		if failed {
-			cs.wire.Error = cs.status.String()
-		}
-		t.wire.ExportSpan(&cs.wire)
-		cs.wire.Attrs = nil
-	} else {
-		_, span := t.t.Start(ctx, cs.name, trace.WithTimestamp(cs.start), trace.WithAttributes(a...), t.kinds[cs.kind])
-		if failed {
-			span.SetStatus(codes.Error, cs.status.String())
-		}
-		span.End()
+	_, span := t.t.Start(ctx, cs.name, trace.WithTimestamp(cs.start), trace.WithAttributes(a...), t.kinds[cs.kind])
+	if failed {
+		span.SetStatus(codes.Error, cs.status.String())
 	}
-	// The span's attributes were copied or written: the buffers serve the
-	// next call, the payloads' strings let go.
+	span.End()
+	// The SDK copied the attributes: the buffer serves the next call.
 	clear(a)
 	cs.attrs = a[:0]
-	clear(cs.extra)
+}
+
+// exportWire writes the span cs gathered, a child of parent, and hands it
+// to the wire exporter: the attributes the SDK's span would have, in the
+// same order, written here in OTLP's encoding (the extra ones, GenAI and
+// payloads, by the exporter).
+func (t *tracer) exportWire(parent trace.SpanContext, cs *callSpan, failed bool) {
+	r := otlpwire.AppendStringAttr(cs.raw[:0], string(AttrRunID), cs.runID)
+	r = otlpwire.AppendIntAttr(r, string(AttrStep), int64(cs.step))
+	r = otlpwire.AppendStringAttr(r, string(AttrOp), cs.op.Name)
+	r = otlpwire.AppendStringAttr(r, string(AttrOpClass), cs.op.Class.String())
+	r = otlpwire.AppendHexAttr(r, string(AttrInputHash), cs.hashes[:cs.inputLen])
+	if cs.intent >= 0 {
+		r = otlpwire.AppendIntAttr(r, string(AttrIntentSeq), cs.intent)
+	}
+	if cs.done {
+		r = otlpwire.AppendIntAttr(r, string(AttrSeq), int64(cs.seq))
+		r = otlpwire.AppendHexAttr(r, string(AttrEntryHash), cs.hashes[cs.inputLen:])
+		r = otlpwire.AppendStringAttr(r, string(AttrStatus), cs.status.String())
+		if failed {
+			r = otlpwire.AppendStringAttr(r, string(semconv.ErrorTypeKey), cs.status.String())
+		}
+	}
+	cs.raw = r
+	cs.wire = otlpwire.Span{Trace: parent.TraceID(), Parent: parent.SpanID(), Remote: parent.IsRemote(),
+		State: parent.TraceState().String(), Flags: parent.TraceFlags(), Name: cs.name, Kind: cs.kind,
+		Start: cs.start, End: t.now(), Raw: r, Attrs: cs.extra}
+	if failed {
+		cs.wire.Error = cs.status.String()
+	}
+	t.wire.ExportSpan(&cs.wire)
+	cs.wire.Raw, cs.wire.Attrs = nil, nil
 }
 
 // genAIRequest adds the GenAI attributes of an llm request.
@@ -369,7 +386,7 @@ func (t *tracer) genAIResponse(attrs []attribute.KeyValue, r *abi.LLMResponse) [
 // hash, its status and, for llm calls, the answer's GenAI attributes.
 func (t *tracer) outcome(cs *callSpan, c *Call, status abi.Status, resp []byte, seq uint64, hash []byte) {
 	cs.done, cs.seq, cs.status = true, seq, status
-	cs.hex = hex.AppendEncode(cs.hex[:cs.inputHex], hash)
+	cs.hashes = append(cs.hashes[:cs.inputLen], hash...)
 	if t.payloads {
 		cs.extra = payload(cs.extra, AttrResponse, AttrRespSize, resp)
 	}

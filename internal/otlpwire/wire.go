@@ -17,6 +17,7 @@
 package otlpwire
 
 import (
+	"encoding/hex"
 	"math"
 	"time"
 
@@ -40,7 +41,10 @@ type Span struct {
 	Kind  trace.SpanKind
 	// Start and End are the span's times.
 	Start, End time.Time
-	Attrs      []attribute.KeyValue
+	// Raw holds attributes already written as a Span's attribute fields
+	// (AppendStringAttr, AppendIntAttr, AppendHexAttr), before Attrs.
+	Raw   []byte
+	Attrs []attribute.KeyValue
 	// Error, when set, is the description of an error status; an unset
 	// status otherwise.
 	Error string
@@ -118,6 +122,7 @@ func AppendSpan(b []byte, s *Span) []byte {
 	b = protowire.AppendFixed64(b, unixNano(s.Start))
 	b = protowire.AppendTag(b, fEnd, protowire.Fixed64Type)
 	b = protowire.AppendFixed64(b, unixNano(s.End))
+	b = append(b, s.Raw...)
 	b = AppendAttrs(b, fAttrs, s.Attrs)
 	b, st := openLen(b, fStatus)
 	if s.Error != "" {
@@ -186,6 +191,39 @@ func AppendAttrs(b []byte, field protowire.Number, attrs []attribute.KeyValue) [
 		b = closeLen(closeLen(b, av), at)
 	}
 	return b
+}
+
+// AppendStringAttr appends the attribute key = v, a string, as a Span's
+// attribute field (for Span.Raw).
+func AppendStringAttr(b []byte, key, v string) []byte {
+	b, at := openLen(b, fAttrs)
+	b = appendString(b, fKey, key)
+	b, av := openLen(b, fValue)
+	b = appendString(b, fString, v)
+	return closeLen(closeLen(b, av), at)
+}
+
+// AppendIntAttr appends the attribute key = v, an integer, as a Span's
+// attribute field (for Span.Raw).
+func AppendIntAttr(b []byte, key string, v int64) []byte {
+	b, at := openLen(b, fAttrs)
+	b = appendString(b, fKey, key)
+	b, av := openLen(b, fValue)
+	b = protowire.AppendTag(b, fInt, protowire.VarintType)
+	b = protowire.AppendVarint(b, uint64(v))
+	return closeLen(closeLen(b, av), at)
+}
+
+// AppendHexAttr appends the attribute key = the lower-case hex of v, a
+// string, as a Span's attribute field (for Span.Raw).
+func AppendHexAttr(b []byte, key string, v []byte) []byte {
+	b, at := openLen(b, fAttrs)
+	b = appendString(b, fKey, key)
+	b, av := openLen(b, fValue)
+	b = protowire.AppendTag(b, fString, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(hex.EncodedLen(len(v))))
+	b = hex.AppendEncode(b, v)
+	return closeLen(closeLen(b, av), at)
 }
 
 // AppendScopeFields appends the fields of an InstrumentationScope

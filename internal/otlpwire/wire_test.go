@@ -2,7 +2,9 @@ package otlpwire_test
 
 import (
 	"bytes"
+	"encoding/hex"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -184,4 +186,26 @@ func BenchmarkAppendSpan(b *testing.B) {
 		buf = otlpwire.AppendSpan(buf[:0], s)
 	}
 	b.SetBytes(int64(len(buf)))
+}
+
+// TestRawAttrsAreTheAttrs: attributes written ahead (Span.Raw, with
+// AppendStringAttr, AppendIntAttr and AppendHexAttr) are the bytes the
+// same attributes given as Span.Attrs make, ahead of the others.
+func TestRawAttrsAreTheAttrs(t *testing.T) {
+	hash := bytes.Repeat([]byte{0xab, 0x01}, 16)
+	long := strings.Repeat("x", 200) // a length of two varint bytes
+	s, _ := wireSpan(false)
+	extra := s.Attrs[:3]
+	s.Attrs = append([]attribute.KeyValue{attribute.String("agentrt.run.id", "run"), attribute.Int64("agentrt.step", 1<<33),
+		attribute.Int64("neg", -7), attribute.String("agentrt.input_hash", hex.EncodeToString(hash)), attribute.String("long", long)}, extra...)
+	want := otlpwire.AppendSpan(nil, s)
+	r := otlpwire.AppendStringAttr(nil, "agentrt.run.id", "run")
+	r = otlpwire.AppendIntAttr(r, "agentrt.step", 1<<33)
+	r = otlpwire.AppendIntAttr(r, "neg", -7)
+	r = otlpwire.AppendHexAttr(r, "agentrt.input_hash", hash)
+	r = otlpwire.AppendStringAttr(r, "long", long)
+	s.Raw, s.Attrs = r, extra
+	if got := otlpwire.AppendSpan(nil, s); !bytes.Equal(got, want) {
+		t.Fatalf("with raw attributes:\n%x\nwith the same as attrs:\n%x", got, want)
+	}
 }
