@@ -184,46 +184,45 @@ func AppendAttrs(b []byte, field protowire.Number, attrs []attribute.KeyValue) [
 			continue
 		}
 		var at, av int
-		b, at = openLen(b, field)
-		b = appendString(b, fKey, string(kv.Key))
-		b, av = openLen(b, fValue)
-		b = appendValue(b, &kv.Value)
-		b = closeLen(closeLen(b, av), at)
+		b, at, av = openAttr(b, field, string(kv.Key))
+		b = closeAttr(appendValue(b, &kv.Value), at, av)
 	}
 	return b
 }
 
+// openAttr appends the start of a KeyValue field of number field, its key
+// and the start of its AnyValue, whose fields follow; closeAttr ends both.
+func openAttr(b []byte, field protowire.Number, key string) ([]byte, int, int) {
+	b, at := openLen(b, field)
+	b = appendString(b, fKey, key)
+	b, av := openLen(b, fValue)
+	return b, at, av
+}
+
+func closeAttr(b []byte, at, av int) []byte { return closeLen(closeLen(b, av), at) }
+
 // AppendStringAttr appends the attribute key = v, a string, as a Span's
 // attribute field (for Span.Raw).
 func AppendStringAttr(b []byte, key, v string) []byte {
-	b, at := openLen(b, fAttrs)
-	b = appendString(b, fKey, key)
-	b, av := openLen(b, fValue)
-	b = appendString(b, fString, v)
-	return closeLen(closeLen(b, av), at)
+	b, at, av := openAttr(b, fAttrs, key)
+	return closeAttr(appendString(b, fString, v), at, av)
 }
 
 // AppendIntAttr appends the attribute key = v, an integer, as a Span's
 // attribute field (for Span.Raw).
 func AppendIntAttr(b []byte, key string, v int64) []byte {
-	b, at := openLen(b, fAttrs)
-	b = appendString(b, fKey, key)
-	b, av := openLen(b, fValue)
+	b, at, av := openAttr(b, fAttrs, key)
 	b = protowire.AppendTag(b, fInt, protowire.VarintType)
-	b = protowire.AppendVarint(b, uint64(v))
-	return closeLen(closeLen(b, av), at)
+	return closeAttr(protowire.AppendVarint(b, uint64(v)), at, av)
 }
 
 // AppendHexAttr appends the attribute key = the lower-case hex of v, a
 // string, as a Span's attribute field (for Span.Raw).
 func AppendHexAttr(b []byte, key string, v []byte) []byte {
-	b, at := openLen(b, fAttrs)
-	b = appendString(b, fKey, key)
-	b, av := openLen(b, fValue)
+	b, at, av := openAttr(b, fAttrs, key)
 	b = protowire.AppendTag(b, fString, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(hex.EncodedLen(len(v))))
-	b = hex.AppendEncode(b, v)
-	return closeLen(closeLen(b, av), at)
+	return closeAttr(hex.AppendEncode(b, v), at, av)
 }
 
 // AppendScopeFields appends the fields of an InstrumentationScope
@@ -268,31 +267,29 @@ func appendValue(b []byte, v *attribute.Value) []byte {
 
 // appendArray appends the values of a slice v as an ArrayValue's fields.
 func appendArray(b []byte, v *attribute.Value) []byte {
-	elem := func(b []byte, x attribute.Value) []byte {
-		b, at := openLen(b, fValues)
-		return closeLen(appendValue(b, &x), at)
-	}
 	switch v.Type() {
 	case attribute.BOOLSLICE:
-		for _, x := range v.AsBoolSlice() {
-			b = elem(b, attribute.BoolValue(x))
-		}
+		return appendElems(b, v.AsBoolSlice(), attribute.BoolValue)
 	case attribute.INT64SLICE:
-		for _, x := range v.AsInt64Slice() {
-			b = elem(b, attribute.Int64Value(x))
-		}
+		return appendElems(b, v.AsInt64Slice(), attribute.Int64Value)
 	case attribute.FLOAT64SLICE:
-		for _, x := range v.AsFloat64Slice() {
-			b = elem(b, attribute.Float64Value(x))
-		}
+		return appendElems(b, v.AsFloat64Slice(), attribute.Float64Value)
 	case attribute.STRINGSLICE:
-		for _, x := range v.AsStringSlice() {
-			b = elem(b, attribute.StringValue(x))
-		}
+		return appendElems(b, v.AsStringSlice(), attribute.StringValue)
 	case attribute.SLICE:
-		for _, x := range v.AsSlice() {
-			b = elem(b, x)
-		}
+		return appendElems(b, v.AsSlice(), func(x attribute.Value) attribute.Value { return x })
+	}
+	return b
+}
+
+// appendElems appends xs, each made a Value by value, as an ArrayValue's
+// values.
+func appendElems[T any](b []byte, xs []T, value func(T) attribute.Value) []byte {
+	for _, x := range xs {
+		v := value(x)
+		var at int
+		b, at = openLen(b, fValues)
+		b = closeLen(appendValue(b, &v), at)
 	}
 	return b
 }
