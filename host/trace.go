@@ -44,8 +44,8 @@ import (
 // SpanExporter(otlpwire.Scope) otlpwire.Exporter) takes the call spans
 // without the SDK: the host writes each one in OTLP's encoding and the
 // exporter batches and sends them (internal/otlpwire says why). They are
-// the spans the SDK would make, sampled as a parent-based sampler samples a
-// child: when the run's span is sampled.
+// the spans the SDK would make, made only under a sampled run span (as
+// every call span is: livePath.traced), as a parent-based sampler would.
 
 // GenAISemconv is the version of the OpenTelemetry semantic conventions
 // the spans follow, the GenAI ones of llm calls included; the tracer's
@@ -262,10 +262,10 @@ func (t *tracer) endCall(ctx context.Context, cs *callSpan) {
 	cs.on = false
 	defer clear(cs.extra) // the payloads' strings let go
 	failed := cs.done && cs.status != abi.StatusOK
-	if parent := trace.SpanContextFromContext(ctx); t.wire != nil && parent.IsValid() {
-		if parent.IsSampled() {
-			t.exportWire(parent, cs, failed)
-		}
+	if t.wire != nil {
+		// ctx holds the run's span, sampled: a call's span is started
+		// only then (livePath.traced).
+		t.exportWire(trace.SpanContextFromContext(ctx), cs, failed)
 		return
 	}
 	hexes := hex.EncodeToString(cs.hashes)

@@ -2,15 +2,13 @@ package host
 
 import (
 	"context"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/agentrt/agentrt/abi"
 	"github.com/agentrt/agentrt/host/tracing"
 	"github.com/agentrt/agentrt/internal/cputime"
+	"github.com/agentrt/agentrt/internal/otlptest"
 	"github.com/agentrt/agentrt/journal"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -35,12 +33,7 @@ import (
 // the process's CPU time per op (cpu-ns/op), which the machine's load
 // moves less.
 func BenchmarkCallSpan(b *testing.B) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		w.WriteHeader(http.StatusOK)
-	}))
-	defer srv.Close()
+	url := otlptest.StartDiscarding(b)
 	ctx := context.Background()
 	run := journal.NewRunID(time.Now())
 	op, _ := abi.LookupOp(abi.CapKV, abi.OpKVPut)
@@ -50,14 +43,14 @@ func BenchmarkCallSpan(b *testing.B) {
 	}
 	hash := journal.Sum([]byte("entry"))
 
-	b.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
+	b.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url)
 	b.Setenv("OTEL_BSP_MAX_QUEUE_SIZE", "262144")
 	wire, err := tracing.FromEnv(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer wire.Shutdown(ctx)
-	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(srv.URL+"/v1/traces"))
+	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(url+"/v1/traces"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -47,8 +47,7 @@ func BenchmarkCallTracing(b *testing.B) {
 				b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 				deps.Tracer, flush = tp, tp.ForceFlush
 			case "wire":
-				rcv := otlptest.StartDiscarding(b)
-				b.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.URL)
+				b.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlptest.StartDiscarding(b))
 				b.Setenv("OTEL_BSP_MAX_QUEUE_SIZE", "1000000")
 				tr, err := tracing.FromEnv(context.Background())
 				if err != nil {

@@ -83,18 +83,14 @@ func (t *Tracing) ForceFlush(ctx context.Context) error {
 	if t == nil {
 		return nil
 	}
-	var err error
-	if t.wire != nil {
-		err = t.wire.forceFlush(ctx)
-	}
-	return errors.Join(err, t.Provider.ForceFlush(ctx))
+	return errors.Join(t.wire.forceFlush(ctx), t.Provider.ForceFlush(ctx))
 }
 
 // Dropped is the number of call spans dropped so far on the wire path
 // because its queue was full (OTEL_BSP_MAX_QUEUE_SIZE), as the SDK's
 // batch processor drops spans.
 func (t *Tracing) Dropped() uint64 {
-	if t == nil || t.wire == nil {
+	if t == nil {
 		return 0
 	}
 	var n uint64
@@ -111,13 +107,9 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 	if t == nil {
 		return nil
 	}
-	var err error
-	if t.wire != nil {
-		// Before the provider: its exporter stops the client the wire
-		// sends through.
-		err = t.wire.shutdown(ctx)
-	}
-	return errors.Join(err, t.Provider.Shutdown(ctx))
+	// The wire first: the provider's exporter stops the client the wire
+	// sends through.
+	return errors.Join(t.wire.shutdown(ctx), t.Provider.Shutdown(ctx))
 }
 
 // FromEnv returns the tracing the environment configures, or nil when it

@@ -129,8 +129,11 @@ func (w *wire) batcher(scope otlpwire.Scope) *batcher {
 }
 
 // each calls f on every batcher; closing marks the wire closed first, so
-// that no batcher starts after.
+// that no batcher starts after. A nil w (no wire path) has none.
 func (w *wire) each(closing bool, f func(*batcher) error) error {
+	if w == nil {
+		return nil
+	}
 	w.mu.Lock()
 	w.closed = w.closed || closing
 	bs := make([]*batcher, 0, len(w.batchers))

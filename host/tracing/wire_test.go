@@ -137,9 +137,6 @@ func TestWireSamplingIsByRun(t *testing.T) {
 	if kept == 0 || kept == len(runs) {
 		t.Errorf("%d of %d runs kept under a ratio of 0.5", kept, len(runs))
 	}
-	if n := len(rcv.Spans()); n == 0 {
-		t.Fatal("no span exported")
-	}
 }
 
 // TestWireQueueFullDropsAndCounts: with the collector stalled, call spans
