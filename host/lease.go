@@ -210,9 +210,9 @@ func (o *holder) watch(stop func(error)) func() {
 	return func() { close(done) }
 }
 
-// lostLease reports whether err says a run stopped for its lease: lost to
-// another cell, or run out unrenewed. Such a run writes nothing more.
-func lostLease(err error) bool {
+// LostLease reports whether err says a run stopped for its lease: lost to
+// another cell, or run out unrenewed. Such a run writes nothing more here.
+func LostLease(err error) bool {
 	return errors.Is(err, ErrLeaseExpired) || errors.Is(err, journal.ErrLeaseLost)
 }
 

@@ -538,7 +538,7 @@ func (h *Host) conclude(ctx context.Context, m *Module, s *session, w *journal.W
 			if cause == nil {
 				cause = context.Cause(ctx)
 			}
-			if lostLease(cause) {
+			if LostLease(cause) {
 				// The lease is gone: nothing more is written, not even
 				// the events; the next holder goes on from the journal.
 				return res, fmt.Errorf("%w: %w", s.fatal, cause)

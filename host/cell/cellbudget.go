@@ -2,7 +2,6 @@ package cell
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -179,9 +178,9 @@ func (cb *cellBudget) ended(s *Server, run journal.RunID, err error) {
 	if !ok {
 		return
 	}
-	if !errors.Is(err, journal.ErrLeaseLost) && !errors.Is(err, host.ErrLeaseExpired) {
-		m, err := s.cell.Journal.Meta(context.Background(), run)
-		if err != nil || inFlight(m.Status) {
+	if !host.LostLease(err) {
+		m, merr := s.cell.Journal.Meta(context.Background(), run)
+		if merr != nil || inFlight(m.Status) {
 			return
 		}
 	}

@@ -320,18 +320,16 @@ func (s *Store) flush(ctx context.Context, group []*pending) {
 			p.done <- sent{last: first + at + p.k - 1}
 			at += uint64(len(p.msgs))
 		}
-	case errors.Is(err, errNotWritten):
-		// No server took the batch for a whole timeout: none of it is on
-		// the stream, and each commit sent again alone would wait as long
-		// once more, one after the other. Each is refused now.
-		for _, p := range group {
-			p.done <- sent{err: err}
-		}
-	case isDefinite(err):
+	case isDefinite(err) && !errors.Is(err, errNotWritten):
 		for _, p := range group {
 			one(p)
 		}
 	default:
+		// No answer (each commit resolves it on its own run), or no
+		// server took the batch for a whole timeout (none of it is on the
+		// stream, and each commit sent again alone would wait as long
+		// once more, one after the other): the batch's outcome is each
+		// commit's.
 		for _, p := range group {
 			p.done <- sent{err: err}
 		}

@@ -23,22 +23,7 @@ import (
 // nothing of it.
 func TestBatchNoServerTookIsSentAgain(t *testing.T) {
 	ctx := context.Background()
-	nc := jstest.Connect(t, jstest.Server(t))
-	st, err := jetstore.Open(ctx, nc, jetstore.Options{Stream: "NL", Prefix: "nl", LeaseBucket: "NLL", Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stream, err := js.Stream(ctx, "NL")
-	if err != nil {
-		t.Fatal(err)
-	}
-	listening := stream.CachedInfo().Config
-	deaf := listening
-	deaf.Subjects = []string{"elsewhere.>"}
+	st, listen := deafenable(t, "NL", time.Second)
 	run := journal.NewRunID(time.Now())
 	chain := storetest.Chain(t, run, 3)
 	if err := st.Commit(ctx, &journal.Batch{Run: run, Records: chain[:1], Durable: true}); err != nil {
@@ -46,10 +31,8 @@ func TestBatchNoServerTookIsSentAgain(t *testing.T) {
 	}
 
 	// Nobody listens for the whole timeout: refused, nothing written.
-	if _, err := js.UpdateStream(ctx, deaf); err != nil {
-		t.Fatal(err)
-	}
-	err = st.Commit(ctx, &journal.Batch{Run: run, Next: 1, Records: chain[1:2], Durable: true})
+	listen(false)
+	err := st.Commit(ctx, &journal.Batch{Run: run, Next: 1, Records: chain[1:2], Durable: true})
 	if err == nil || errors.Is(err, jetstore.ErrOutcomeUnknown) || !strings.Contains(err.Error(), "nothing was written") {
 		t.Fatalf("a commit nobody took for the whole timeout: %v; want a refusal, nothing written", err)
 	}
@@ -57,9 +40,7 @@ func TestBatchNoServerTookIsSentAgain(t *testing.T) {
 	// The stream listens again while the commit is being sent again.
 	go func() {
 		time.Sleep(300 * time.Millisecond)
-		if _, err := js.UpdateStream(ctx, listening); err != nil {
-			t.Error(err)
-		}
+		listen(true)
 	}()
 	if err := st.Commit(ctx, &journal.Batch{Run: run, Next: 1, Records: chain[1:2], Durable: true}); err != nil {
 		t.Fatalf("a commit sent again until the stream listened: %v", err)
@@ -76,25 +57,9 @@ func TestBatchNoServerTookIsSentAgain(t *testing.T) {
 // timeout more.
 func TestGroupNoServerTookIsRefusedAtOnce(t *testing.T) {
 	ctx := context.Background()
-	nc := jstest.Connect(t, jstest.Server(t))
 	const timeout = time.Second
-	st, err := jetstore.Open(ctx, nc, jetstore.Options{Stream: "NG", Prefix: "ng", LeaseBucket: "NGL", Timeout: timeout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stream, err := js.Stream(ctx, "NG")
-	if err != nil {
-		t.Fatal(err)
-	}
-	deaf := stream.CachedInfo().Config
-	deaf.Subjects = []string{"elsewhere.>"}
-	if _, err := js.UpdateStream(ctx, deaf); err != nil {
-		t.Fatal(err)
-	}
+	st, listen := deafenable(t, "NG", timeout)
+	listen(false)
 	const runs = 8
 	errs := make(chan error, runs)
 	began := time.Now()
@@ -114,5 +79,41 @@ func TestGroupNoServerTookIsRefusedAtOnce(t *testing.T) {
 	// each (nine in all).
 	if took := time.Since(began); took > 5*timeout {
 		t.Fatalf("%d commits nobody took were refused after %v; want about two timeouts of %v", runs, took, timeout)
+	}
+}
+
+// deafenable opens a store on a stream of its own (name) on a server of
+// its own, with the store's timeout, and returns it with listen, which
+// makes the stream listen on the journal's subjects again, or stop: a
+// stopped stream leaves a batch without responders, as a stream between
+// two leaders does.
+func deafenable(t *testing.T, name string, timeout time.Duration) (*jetstore.Store, func(on bool)) {
+	t.Helper()
+	ctx := context.Background()
+	nc := jstest.Connect(t, jstest.Server(t))
+	low := strings.ToLower(name)
+	st, err := jetstore.Open(ctx, nc, jetstore.Options{Stream: name, Prefix: low, LeaseBucket: name + "L", Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listening := stream.CachedInfo().Config
+	deaf := listening
+	deaf.Subjects = []string{"elsewhere.>"}
+	return st, func(on bool) {
+		cfg := deaf
+		if on {
+			cfg = listening
+		}
+		if _, err := js.UpdateStream(ctx, cfg); err != nil {
+			t.Error(err)
+		}
 	}
 }
