@@ -516,16 +516,7 @@ func budgetedCluster(t *testing.T) (*handoffCluster, func() (int, uint64), []byt
 	if err != nil {
 		t.Fatal(err)
 	}
-	caps, err := gr.TokenCaps()
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	tok, err := capability.Issue(a.cell.Key, capability.Claims{Audience: a.cell.Public(), Caps: caps,
-		Budget: capability.Budget{HTTPRequests: capability.Limit(1000)}, NotBefore: now.Add(-time.Hour), Expires: now.Add(24 * time.Hour)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := limitedToken(t, a.cell.Key, gr, 1000, time.Now())
 	held := func() (int, uint64) {
 		cb := a.srv.SchedulerStats().CellBudget
 		if cb == nil || len(cb.Dims) != 1 {

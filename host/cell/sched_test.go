@@ -2,6 +2,7 @@ package cell_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"io"
@@ -652,22 +653,30 @@ func (p *schedCell) launchLimited(input map[string]any, name string, limit uint6
 	if err != nil {
 		p.t.Fatal(err)
 	}
+	tok := limitedToken(p.t, p.cell.Key, gr, limit, p.clock.Now())
+	in, _ := json.Marshal(input)
+	return p.srv.Launch(context.Background(), host.RunSpec{Code: p.code, Name: name, Input: in, Grant: gr, Token: tok, Priority: prio}, "started")
+}
+
+// limitedToken issues, with key and for its cell, a token of gr's
+// capabilities whose budget allows limit HTTP requests (0: no budget),
+// valid from an hour before now to a day after.
+func limitedToken(t *testing.T, key ed25519.PrivateKey, gr *host.Grant, limit uint64, now time.Time) []byte {
+	t.Helper()
 	caps, err := gr.TokenCaps()
 	if err != nil {
-		p.t.Fatal(err)
+		t.Fatal(err)
 	}
 	var b capability.Budget
 	if limit > 0 {
 		b.HTTPRequests = capability.Limit(limit)
 	}
-	now := p.clock.Now()
-	tok, err := capability.Issue(p.cell.Key, capability.Claims{Audience: p.cell.Public(), Caps: caps, Budget: b,
+	tok, err := capability.Issue(key, capability.Claims{Audience: key.Public().(ed25519.PublicKey), Caps: caps, Budget: b,
 		NotBefore: now.Add(-time.Hour), Expires: now.Add(24 * time.Hour)})
 	if err != nil {
-		p.t.Fatal(err)
+		t.Fatal(err)
 	}
-	in, _ := json.Marshal(input)
-	return p.srv.Launch(context.Background(), host.RunSpec{Code: p.code, Name: name, Input: in, Grant: gr, Token: tok, Priority: prio}, "started")
+	return tok
 }
 
 // heldOf10 checks that runs hold n of a cell budget of http_requests=10.
