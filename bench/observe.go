@@ -55,10 +55,7 @@ func observedCell(st *badgerstore.Store, engine *host.Engine, tp trace.TracerPro
 	if err != nil {
 		return nil, err
 	}
-	deps := host.Deps{Store: st, KV: st, Events: st, Key: key}
-	if tp != nil {
-		deps.Tracer = tp
-	}
+	deps := host.Deps{Store: st, KV: st, Events: st, Key: key, Tracer: tp}
 	if metered {
 		m := agentcell.NewMetrics()
 		m.Watch(st)
@@ -159,19 +156,6 @@ func (h *harness) observability(ctx context.Context) ([]Figure, error) {
 		h.logf("20 observability round %d: one agent %.0f / %.0f / %.0f calls/s, %d agents %.0f / %.0f / %.0f calls/s (plain / traced / metered)", r,
 			rates[0][0][r], rates[0][1][r], rates[0][2][r], agents, rates[1][0][r], rates[1][1][r], rates[1][2][r])
 	}
-	if err := tp.ForceFlush(ctx); err != nil {
-		return nil, err
-	}
-	requests, err := sink.requests()
-	if err != nil {
-		return nil, err
-	}
-	if requests == 0 {
-		return nil, errors.New("bench: the traced runs exported no spans")
-	}
-	if n := tp.Dropped(); n > 0 {
-		return nil, fmt.Errorf("bench: %d call spans were dropped (the OTLP queue was full)", n)
-	}
 	// overhead is, per repetition, how much slower than plain config c
 	// ran figure f, in percent.
 	overhead := func(f, c int) []float64 {
@@ -190,11 +174,11 @@ func (h *harness) observability(ctx context.Context) ([]Figure, error) {
 	// and not others), far more than the few percent the goal is about.
 	// So the figure is what observing adds to a call's CPU where nothing
 	// else moves: figure 2's pure calls (no disk) on the three hosts in
-	// turns, each turn on a fresh store (pureTurn), the observed host's CPU
-	// per call minus the plain host's in the same round; plus what comes once per run (tracing: the run's
-	// span) or once per durable commit (metrics: a commit's observation),
-	// measured alone; over the plain host's CPU per call of figures 3a and
-	// 4a in the rounds above.
+	// turns, each turn on a fresh store (pureTurn), the observed host's
+	// CPU per call minus the plain host's in the same round; plus what
+	// comes once per run (tracing: the run's span) or once per durable
+	// commit (metrics: a commit's observation), measured alone; over the
+	// plain host's CPU per call of figures 3a and 4a in the rounds above.
 	pure := max(h.cfg.PureCalls, 2000)
 	var pureCPU [3][]float64
 	for r := range rounds {
@@ -207,8 +191,17 @@ func (h *harness) observability(ctx context.Context) ([]Figure, error) {
 			pureCPU[i] = append(pureCPU[i], cpu)
 		}
 	}
+	// Every span of the traced turns, end-to-end and pure, reached the
+	// receiver.
 	if err := tp.ForceFlush(ctx); err != nil {
 		return nil, err
+	}
+	requests, err := sink.requests()
+	if err != nil {
+		return nil, err
+	}
+	if requests == 0 {
+		return nil, errors.New("bench: the traced runs exported no spans")
 	}
 	if n := tp.Dropped(); n > 0 {
 		return nil, fmt.Errorf("bench: %d call spans were dropped (the OTLP queue was full)", n)
