@@ -642,3 +642,11 @@ func TestDaemonStartFigure(t *testing.T) {
 		t.Errorf("17c: %+v", c)
 	}
 }
+
+// TestStepName checks that a failing step is named by its method.
+func TestStepName(t *testing.T) {
+	h := &harness{}
+	if got := stepName(h.llmOverhead); got != "llmOverhead" {
+		t.Fatalf("stepName(h.llmOverhead) = %q, want llmOverhead", got)
+	}
+}

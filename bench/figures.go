@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -171,7 +172,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			continue
 		}
 		if err := measure(step); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("step %d of %d (%s): %w", i+1, len(steps), stepName(step), err)
 		}
 	}
 	if len(noisy) > 0 {
@@ -179,6 +180,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep.DurationS = time.Since(start).Seconds()
 	return rep, nil
+}
+
+// stepName is the name of the harness method step is, for an error.
+func stepName(step func(context.Context) ([]Figure, error)) string {
+	name := runtime.FuncForPC(reflect.ValueOf(step).Pointer()).Name()
+	name = name[strings.LastIndexByte(name, '.')+1:]
+	return strings.TrimSuffix(name, "-fm")
 }
 
 // harness holds what the figures share.

@@ -260,7 +260,7 @@ func (h *harness) llmOverhead(ctx context.Context) ([]Figure, error) {
 		return nil, err
 	}
 	if warm.Status != journal.StatusCompleted {
-		return nil, fmt.Errorf("bench: warm-up run %s ended %s: %v", warm.Run, warm.Status, warm.Err)
+		return nil, endedErr(ctx, c.store, "warm-up run", warm)
 	}
 	for i := range 2 {
 		if _, _, err := directCall(ctx, hc, fp.url, i); err != nil {
@@ -275,7 +275,7 @@ func (h *harness) llmOverhead(ctx context.Context) ([]Figure, error) {
 			return nil, err
 		}
 		if res.Status != journal.StatusCompleted {
-			return nil, fmt.Errorf("bench: run %s ended %s: %v", res.Run, res.Status, res.Err)
+			return nil, endedErr(ctx, c.store, "run", res)
 		}
 		times, err := streamedCallTimes(ctx, c.store, res.Run)
 		if err != nil {
@@ -389,7 +389,7 @@ func (h *harness) opConversation(ctx context.Context, code []byte, calls int, na
 		return convSize{}, 0, err
 	}
 	if res.Status != journal.StatusCompleted {
-		return convSize{}, 0, fmt.Errorf("bench: conversation run %s ended %s: %v", res.Run, res.Status, res.Err)
+		return convSize{}, 0, endedErr(ctx, c.store, "conversation run", res)
 	}
 	var naive int64
 	n := 0

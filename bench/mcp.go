@@ -121,8 +121,12 @@ func (h *harness) mcpOverhead(ctx context.Context) ([]Figure, error) {
 		return time.Since(start), err
 	}
 	// Warm up both paths.
-	if res, err := c.host.Run(ctx, host.RunSpec{Code: mod, Name: "bench", Input: input(2), Grant: grant}); err != nil || res.Status != journal.StatusCompleted {
-		return nil, fmt.Errorf("bench: warm-up run: %v %+v", err, res)
+	warm, err := c.host.Run(ctx, host.RunSpec{Code: mod, Name: "bench", Input: input(2), Grant: grant})
+	if err != nil {
+		return nil, err
+	}
+	if warm.Status != journal.StatusCompleted {
+		return nil, endedErr(ctx, c.store, "warm-up run", warm)
 	}
 	for range 2 {
 		if _, err := direct(); err != nil {
@@ -136,7 +140,7 @@ func (h *harness) mcpOverhead(ctx context.Context) ([]Figure, error) {
 			return nil, err
 		}
 		if res.Status != journal.StatusCompleted {
-			return nil, fmt.Errorf("bench: run %s ended %s: %v", res.Run, res.Status, res.Err)
+			return nil, endedErr(ctx, c.store, "run", res)
 		}
 		times, err := mcpCallTimes(ctx, c.store, res.Run)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -218,7 +219,7 @@ func (c *cell) run(ctx context.Context, code, input []byte, grant *host.Grant, w
 		return nil, err
 	}
 	if res.Status != journal.StatusCompleted {
-		return nil, fmt.Errorf("bench: run %s ended %s: %v", res.Run, res.Status, res.Err)
+		return nil, endedErr(ctx, c.store, "run", res)
 	}
 	if res.Steps != wantSteps {
 		return nil, fmt.Errorf("bench: run %s made %d calls, want %d", res.Run, res.Steps, wantSteps)
@@ -444,4 +445,26 @@ func loadOnly(ctx context.Context, st journal.Store, run journal.RunID, trust jo
 		return 0, err
 	}
 	return j.Summary.Entries, nil
+}
+
+// endedErr is the error of a run that ended res.Status where want was
+// expected, with what the guest wrote to its standard error (its own
+// account of the failure, which a Go agent's exit status does not carry),
+// read from log. what names the run in the message ("run", "warm-up run").
+func endedErr(ctx context.Context, log host.EventLog, what string, res *host.Result) error {
+	var stderr strings.Builder
+	err := host.ReadEvents(ctx, log, res.Run, func(ev host.Event) error {
+		if ev.Kind == host.EventStderr && stderr.Len() < 4096 {
+			stderr.Write(ev.Data)
+		}
+		return nil
+	})
+	msg := strings.TrimSpace(stderr.String())
+	switch {
+	case err != nil:
+		msg = fmt.Sprintf("(its events could not be read: %v)", err)
+	case msg == "":
+		msg = "(nothing on its stderr)"
+	}
+	return fmt.Errorf("bench: %s %s ended %s: %v; its stderr: %s", what, res.Run, res.Status, res.Err, msg)
 }
