@@ -21,16 +21,20 @@
 //     is not a positive integer is refused (the SDK would ignore it).
 //
 // The exporters read the rest of the OTLP variables themselves (endpoint,
-// headers, timeout, compression, certificates), the SDK reads the sampler
+// headers, timeout, compression, certificates; an endpoint that is not a
+// URL, or a timeout that is not a number of milliseconds, is refused
+// here, where the exporter would ignore it), the SDK reads the sampler
 // (OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG), the span limits and
 // the batch processor, and the resource reads OTEL_SERVICE_NAME and
 // OTEL_RESOURCE_ATTRIBUTES; service.name defaults to "agentrt".
 //
 // The run spans are the SDK's. The call spans take the wire path
 // (wire.go): the host writes them in OTLP's encoding (internal/otlpwire)
-// and a batcher here sends them through the same OTLP client, batched by
-// the same OTEL_BSP_* settings, unless a span limit is set, which sends
-// them through the SDK that applies it.
+// and a batcher here sends them, batched by the same OTEL_BSP_* settings,
+// to where the run spans go (otlphttp.go: over HTTP it posts the requests
+// itself, by the OTLP client's rules; otherwise through that client),
+// unless a span limit is set, which sends them through the SDK that
+// applies it.
 package tracing
 
 import (
@@ -159,9 +163,13 @@ func fromLookup(ctx context.Context, env func(string) (string, bool)) (*Tracing,
 	// protobuf (the wire path needs it: its spans are a message's unknown
 	// fields, which only the binary encoding keeps).
 	var client otlptrace.Client
+	var sender *httpSender
 	switch proto {
 	case "", "http/protobuf":
 		client = otlptracehttp.NewClient()
+		if sender, err = httpSenderFrom(get); err != nil {
+			return nil, err
+		}
 	case "grpc":
 		client = otlptracegrpc.NewClient()
 	default:
@@ -181,7 +189,7 @@ func fromLookup(ctx context.Context, env func(string) (string, bool)) (*Tracing,
 	t := &Tracing{Provider: tp, Payloads: payloads}
 	if lim := sdktrace.NewSpanLimits(); lim.AttributeValueLengthLimit < 0 &&
 		(lim.AttributeCountLimit < 0 || lim.AttributeCountLimit >= wireMaxAttrs) {
-		t.wire = newWire(client, res, cfg)
+		t.wire = newWire(sender, client, res, cfg)
 	}
 	return t, nil
 }

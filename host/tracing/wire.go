@@ -96,8 +96,12 @@ func (p provider) SpanExporter(scope otlpwire.Scope) otlpwire.Exporter {
 
 // wire sends the spans written by otlpwire: a batcher per scope.
 type wire struct {
+	// sender posts the batches (OTLP/HTTP); when nil, client sends them.
+	sender *httpSender
 	client otlptrace.Client
 	res    *resourcepb.Resource
+	// resRaw is the resource's fields, encoded.
+	resRaw []byte
 	schema string
 	cfg    bsp
 
@@ -106,10 +110,11 @@ type wire struct {
 	closed   bool
 }
 
-func newWire(client otlptrace.Client, res *resource.Resource, cfg bsp) *wire {
+func newWire(sender *httpSender, client otlptrace.Client, res *resource.Resource, cfg bsp) *wire {
+	raw := otlpwire.AppendAttrs(nil, otlpwire.ResourceAttrs, res.Attributes())
 	pb := &resourcepb.Resource{}
-	pb.ProtoReflect().SetUnknown(protoreflect.RawFields(otlpwire.AppendAttrs(nil, otlpwire.ResourceAttrs, res.Attributes())))
-	return &wire{client: client, res: pb, schema: res.SchemaURL(), cfg: cfg, batchers: map[string]*batcher{}}
+	pb.ProtoReflect().SetUnknown(protoreflect.RawFields(raw))
+	return &wire{sender: sender, client: client, res: pb, resRaw: raw, schema: res.SchemaURL(), cfg: cfg, batchers: map[string]*batcher{}}
 }
 
 func (w *wire) batcher(scope otlpwire.Scope) *batcher {
@@ -153,7 +158,11 @@ func (w *wire) forceFlush(ctx context.Context) error {
 }
 
 func (w *wire) shutdown(ctx context.Context) error {
-	return w.each(true, func(b *batcher) error { return b.shutdown(ctx) })
+	err := w.each(true, func(b *batcher) error { return b.shutdown(ctx) })
+	if w != nil && w.sender != nil {
+		w.sender.close()
+	}
+	return err
 }
 
 // maxFree is the most sent chunks a batcher keeps to fill again: enough
@@ -192,6 +201,9 @@ type batcher struct {
 	stop  chan struct{}
 	done  chan struct{}
 	err   error // the last export's error, read at flush
+	// req is the request being sent (the sender's path), kept for the
+	// next one.
+	req []byte
 }
 
 // ExportSpan implements otlpwire.Exporter.
@@ -306,10 +318,17 @@ func (b *batcher) send(all bool) {
 }
 
 // export sends c: a ResourceSpans of the wire's resource, with one
-// ScopeSpans whose spans are c's bytes, as its unknown fields.
+// ScopeSpans whose spans are c's bytes. The sender posts the request
+// written here; the client takes generated messages, with the encoded
+// parts as their unknown fields.
 func (b *batcher) export(c *chunk) error {
 	ctx, cancel := context.WithTimeout(context.Background(), b.w.cfg.timeout)
 	defer cancel()
+	if s := b.w.sender; s != nil {
+		b.req = otlpwire.AppendRequest(b.req[:0], &otlpwire.Batch{Resource: b.w.resRaw, ResourceSchema: b.w.schema,
+			Scope: b.scope, ScopeSchema: b.schema, Spans: c.b})
+		return s.send(ctx, b.req)
+	}
 	scope := &commonpb.InstrumentationScope{}
 	scope.ProtoReflect().SetUnknown(b.scope)
 	ss := &tracepb.ScopeSpans{Scope: scope, SchemaUrl: b.schema}

@@ -87,18 +87,24 @@ func callShapes(t *testing.T, extra map[string]string) []string {
 // with the same values (GenAI ones of a model call included), linked to
 // their journal entries (checkLinks). The SDK's path is the one taken when
 // a span limit is set (here a value length limit no attribute reaches).
+// The wire path's batches go out through its own sender, or through the
+// OTLP client when a variable only the client honours is set (here
+// INSECURE, true of an http endpoint anyway).
 func TestWireSpansAreTheSDKs(t *testing.T) {
-	var wire, sdk []string
+	var wire, wireClient, sdk []string
 	t.Run("wire", func(t *testing.T) { wire = callShapes(t, nil) })
+	t.Run("wire through the client", func(t *testing.T) {
+		wireClient = callShapes(t, map[string]string{"OTEL_EXPORTER_OTLP_INSECURE": "true"})
+	})
 	t.Run("sdk", func(t *testing.T) {
 		sdk = callShapes(t, map[string]string{"OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT": "100000"})
 	})
-	if len(wire) < 50 || len(wire) != len(sdk) {
-		t.Fatalf("%d call spans on the wire path, %d through the SDK", len(wire), len(sdk))
+	if len(wire) < 50 || len(wire) != len(sdk) || len(wireClient) != len(sdk) {
+		t.Fatalf("%d call spans on the wire path, %d on it through the client, %d through the SDK", len(wire), len(wireClient), len(sdk))
 	}
 	for i := range wire {
-		if wire[i] != sdk[i] {
-			t.Errorf("call span %d:\nwire: %s\nsdk:  %s", i, wire[i], sdk[i])
+		if wire[i] != sdk[i] || wireClient[i] != sdk[i] {
+			t.Errorf("call span %d:\nwire:   %s\nclient: %s\nsdk:    %s", i, wire[i], wireClient[i], sdk[i])
 		}
 	}
 }

@@ -11,7 +11,9 @@ import (
 	"github.com/agentrt/agentrt/internal/otlpwire"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
@@ -161,6 +163,50 @@ func TestSpansAsUnknownFieldsTravel(t *testing.T) {
 	}
 }
 
+// TestRequestIsTheGeneratedMessage: AppendRequest's bytes decode as the
+// ExportTraceServiceRequest of the same resource, scope and spans, made
+// of generated messages, with and without schema URLs, for one span and
+// for a batch whose lengths take more than one varint byte each.
+func TestRequestIsTheGeneratedMessage(t *testing.T) {
+	resAttrs := []attribute.KeyValue{attribute.String("service.name", "agentrt"), attribute.String("host.name", "cell-1")}
+	scopeAttrs := []attribute.KeyValue{attribute.Int("agentrt.abi", 3)}
+	for _, n := range []int{1, 600} {
+		for _, schema := range []string{"", "https://opentelemetry.io/schemas/1.41.0"} {
+			var spans []byte
+			var want []*tracepb.Span
+			for i := range n {
+				s, w := wireSpan(i%3 == 1)
+				spans = otlpwire.AppendSpan(spans, s)
+				want = append(want, w)
+			}
+			prefix := []byte("kept")
+			b := otlpwire.AppendRequest(prefix, &otlpwire.Batch{
+				Resource: otlpwire.AppendAttrs(nil, otlpwire.ResourceAttrs, resAttrs), ResourceSchema: schema,
+				Scope: otlpwire.AppendScopeFields(nil, "github.com/agentrt/agentrt/host", "v1", scopeAttrs), ScopeSchema: schema,
+				Spans: spans})
+			if !bytes.HasPrefix(b, []byte("kept")) {
+				t.Fatalf("AppendRequest overwrote what b held")
+			}
+			var got coltracepb.ExportTraceServiceRequest
+			if err := proto.Unmarshal(b[4:], &got); err != nil {
+				t.Fatalf("%d spans, schema %q: %v", n, schema, err)
+			}
+			wantReq := &coltracepb.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{{
+				Resource: &resourcepb.Resource{Attributes: []*commonpb.KeyValue{
+					{Key: "service.name", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: "agentrt"}}},
+					{Key: "host.name", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: "cell-1"}}}}},
+				SchemaUrl: schema,
+				ScopeSpans: []*tracepb.ScopeSpans{{
+					Scope: &commonpb.InstrumentationScope{Name: "github.com/agentrt/agentrt/host", Version: "v1",
+						Attributes: []*commonpb.KeyValue{{Key: "agentrt.abi", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: 3}}}}},
+					SchemaUrl: schema, Spans: want}}}}}
+			if !proto.Equal(&got, wantReq) {
+				t.Errorf("%d spans, schema %q: the request differs from the generated one:\n%s", n, schema, prototext.Format(&got)[:min(2000, len(prototext.Format(&got)))])
+			}
+		}
+	}
+}
+
 // TestInvalidAttributesAreLeftOut: an attribute without a key is not
 // written, as the SDK drops it; one with an empty value is an empty
 // AnyValue, as the exporter's transform writes it.
@@ -194,16 +240,22 @@ func BenchmarkAppendSpan(b *testing.B) {
 func TestRawAttrsAreTheAttrs(t *testing.T) {
 	hash := bytes.Repeat([]byte{0xab, 0x01}, 16)
 	long := strings.Repeat("x", 200) // a length of two varint bytes
+	every := make([]byte, 256)       // every byte's hex digits
+	for i := range every {
+		every[i] = byte(i)
+	}
 	s, _ := wireSpan(false)
 	extra := s.Attrs[:3]
 	s.Attrs = append([]attribute.KeyValue{attribute.String("agentrt.run.id", "run"), attribute.Int64("agentrt.step", 1<<33),
-		attribute.Int64("neg", -7), attribute.String("agentrt.input_hash", hex.EncodeToString(hash)), attribute.String("long", long)}, extra...)
+		attribute.Int64("neg", -7), attribute.String("agentrt.input_hash", hex.EncodeToString(hash)), attribute.String("long", long),
+		attribute.String("every", hex.EncodeToString(every))}, extra...)
 	want := otlpwire.AppendSpan(nil, s)
 	r := otlpwire.AppendStringAttr(nil, "agentrt.run.id", "run")
 	r = otlpwire.AppendIntAttr(r, "agentrt.step", 1<<33)
 	r = otlpwire.AppendIntAttr(r, "neg", -7)
 	r = otlpwire.AppendHexAttr(r, "agentrt.input_hash", hash)
 	r = otlpwire.AppendStringAttr(r, "long", long)
+	r = otlpwire.AppendHexAttr(r, "every", every)
 	s.Raw, s.Attrs = r, extra
 	if got := otlpwire.AppendSpan(nil, s); !bytes.Equal(got, want) {
 		t.Fatalf("with raw attributes:\n%x\nwith the same as attrs:\n%x", got, want)
