@@ -24,8 +24,10 @@ import (
 
 // The spans of import calls take a path of their own (otlpwire): the host
 // writes each one straight into OTLP's encoding, and a batcher here sends
-// them through the same OTLP client the SDK's exporter uses, batched by
-// the same OTEL_BSP_* settings. The run spans stay SDK spans.
+// them, batched by the same OTEL_BSP_* settings as the SDK's, to where the
+// SDK's exporter sends the run spans: posted by httpSender (otlphttp.go)
+// or, when it leaves the configuration to the client, through the same
+// OTLP client. The run spans stay SDK spans.
 
 // wireMaxAttrs is the most attributes a call span of the host has (a
 // traced llm call with payloads has some 30): the wire path is taken only
