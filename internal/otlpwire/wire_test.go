@@ -261,3 +261,13 @@ func TestRawAttrsAreTheAttrs(t *testing.T) {
 		t.Fatalf("with raw attributes:\n%x\nwith the same as attrs:\n%x", got, want)
 	}
 }
+
+// BenchmarkAppendHexAttr: a call span's two hashes as hex attributes.
+func BenchmarkAppendHexAttr(b *testing.B) {
+	hash := bytes.Repeat([]byte{0xab, 0x01, 0x7f, 0xe0}, 8)
+	var buf []byte
+	for b.Loop() {
+		buf = otlpwire.AppendHexAttr(buf[:0], "agentrt.input_hash", hash)
+		buf = otlpwire.AppendHexAttr(buf, "agentrt.journal.entry_hash", hash)
+	}
+}
