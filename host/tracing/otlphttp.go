@@ -13,6 +13,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
@@ -65,13 +66,19 @@ type httpSender struct {
 	gzip    bool
 	client  *http.Client
 	retry   retryPolicy
-	// stop is closed at shutdown: a request waiting to be tried again
-	// gives up.
-	stop chan struct{}
-	// gz and zbuf compress a body (gzip); only the batcher's goroutine
-	// sends, one request at a time.
-	gz   *gzip.Writer
-	zbuf bytes.Buffer
+	// stop is closed at shutdown (once): a request waiting to be tried
+	// again gives up.
+	stop     chan struct{}
+	stopOnce sync.Once
+	// zips holds compressors and their buffers: a batcher per scope
+	// sends, each on its own goroutine.
+	zips sync.Pool
+}
+
+// zipped is a body compressed with gzip, and the compressor.
+type zipped struct {
+	w   *gzip.Writer
+	buf bytes.Buffer
 }
 
 // httpSenderFrom returns the sender of the variables get reads, or nil
@@ -192,18 +199,21 @@ func (s *httpSender) send(ctx context.Context, body []byte) error {
 		return fmt.Errorf("tracing: OTLP request of %d bytes is over the %d-byte bound; nothing was sent", len(body), maxRequest)
 	}
 	if s.gzip {
-		if s.gz == nil {
-			s.gz = gzip.NewWriter(&s.zbuf)
+		z, _ := s.zips.Get().(*zipped)
+		if z == nil {
+			z = &zipped{}
+			z.w = gzip.NewWriter(&z.buf)
 		}
-		s.zbuf.Reset()
-		s.gz.Reset(&s.zbuf)
-		if _, err := s.gz.Write(body); err != nil {
+		defer s.zips.Put(z)
+		z.buf.Reset()
+		z.w.Reset(&z.buf)
+		if _, err := z.w.Write(body); err != nil {
 			return err
 		}
-		if err := s.gz.Close(); err != nil {
+		if err := z.w.Close(); err != nil {
 			return err
 		}
-		body = s.zbuf.Bytes()
+		body = z.buf.Bytes()
 	}
 	start := time.Now()
 	interval := s.retry.initial
@@ -303,6 +313,6 @@ func answer(data []byte) string {
 // close stops a request waiting to be tried again and lets the idle
 // connections go.
 func (s *httpSender) close() {
-	close(s.stop)
+	s.stopOnce.Do(func() { close(s.stop) })
 	s.client.CloseIdleConnections()
 }

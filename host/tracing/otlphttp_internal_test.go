@@ -324,3 +324,47 @@ func TestClientPathStillSends(t *testing.T) {
 		}
 	}
 }
+
+// TestSenderSendsConcurrently: batchers of several scopes share the
+// sender; compressed bodies sent at once each arrive whole (run with
+// -race), and closing the sender twice is harmless.
+func TestSenderSendsConcurrently(t *testing.T) {
+	rec := &recorder{}
+	srv := httptest.NewServer(rec)
+	defer srv.Close()
+	env := map[string]string{otlpEnv + "ENDPOINT": srv.URL, otlpEnv + "COMPRESSION": "gzip"}
+	s, err := httpSenderFrom(func(k string) string { return env[k] })
+	if err != nil || s == nil {
+		t.Fatal(s, err)
+	}
+	batch, rs := testBatch()
+	want := &coltracepb.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{rs}}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4*5)
+	for range 4 {
+		wg.Go(func() {
+			body := otlpwire.AppendRequest(nil, batch)
+			for range 5 {
+				errs <- s.send(context.Background(), body)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	reqs := rec.take()
+	if len(reqs) != 20 {
+		t.Fatalf("%d requests, want 20", len(reqs))
+	}
+	for i, r := range reqs {
+		if r.encoding != "gzip" || r.body == nil || !proto.Equal(r.body, want) {
+			t.Errorf("request %d: encoding %q, body %v", i, r.encoding, r.body)
+		}
+	}
+	s.close()
+	s.close()
+}
