@@ -130,6 +130,9 @@ func (w *wire) batcher(scope otlpwire.Scope) *batcher {
 	b := &batcher{w: w, schema: scope.SchemaURL, kick: make(chan struct{}, 1), flush: make(chan chan error),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	b.scope = protoreflect.RawFields(sb)
+	if w.sender != nil {
+		b.room = otlpwire.PrefixLen(&otlpwire.Batch{Resource: w.resRaw, Scope: sb})
+	}
 	w.batchers[key] = b
 	go b.loop()
 	return b
@@ -172,7 +175,8 @@ func (w *wire) shutdown(ctx context.Context) error {
 // of a long queue that filled once.
 const maxFree = 4
 
-// chunk is a batch of encoded spans, each a ScopeSpans' spans field.
+// chunk is a batch of encoded spans, each a ScopeSpans' spans field,
+// after the batcher's room for a request's framing (room bytes).
 type chunk struct {
 	b []byte
 	n int
@@ -186,6 +190,10 @@ type batcher struct {
 	w      *wire
 	schema string
 	scope  protoreflect.RawFields
+	// room is the bytes each chunk keeps before its spans, where the
+	// sender's request frames them in place (otlpwire.FrameRequest); 0
+	// when the client sends.
+	room int
 
 	mu      sync.Mutex
 	cur     *chunk
@@ -203,9 +211,6 @@ type batcher struct {
 	stop  chan struct{}
 	done  chan struct{}
 	err   error // the last export's error, read at flush
-	// req is the request being sent (the sender's path), kept for the
-	// next one.
-	req []byte
 }
 
 // ExportSpan implements otlpwire.Exporter.
@@ -226,7 +231,7 @@ func (b *batcher) ExportSpan(s *otlpwire.Span) {
 		} else {
 			// As large as the largest batch so far, so that it seldom
 			// grows (and is copied) as it fills.
-			c = &chunk{b: make([]byte, 0, b.size)}
+			c = &chunk{b: make([]byte, b.room, max(b.size, b.room))}
 		}
 		b.cur = c
 	}
@@ -312,7 +317,7 @@ func (b *batcher) send(all bool) {
 		}
 		b.mu.Lock()
 		if len(b.free) < maxFree {
-			c.b, c.n = c.b[:0], 0
+			c.b, c.n = c.b[:b.room], 0
 			b.free = append(b.free, c)
 		}
 		b.mu.Unlock()
@@ -321,20 +326,19 @@ func (b *batcher) send(all bool) {
 
 // export sends c: a ResourceSpans of the wire's resource, with one
 // ScopeSpans whose spans are c's bytes. The sender posts the request
-// written here; the client takes generated messages, with the encoded
-// parts as their unknown fields.
+// framed around them in place; the client takes generated messages, with
+// the encoded parts as their unknown fields.
 func (b *batcher) export(c *chunk) error {
 	ctx, cancel := context.WithTimeout(context.Background(), b.w.cfg.timeout)
 	defer cancel()
 	if s := b.w.sender; s != nil {
-		b.req = otlpwire.AppendRequest(b.req[:0], &otlpwire.Batch{Resource: b.w.resRaw, ResourceSchema: b.w.schema,
-			Scope: b.scope, ScopeSchema: b.schema, Spans: c.b})
-		return s.send(ctx, b.req)
+		return s.send(ctx, otlpwire.FrameRequest(c.b, b.room, &otlpwire.Batch{Resource: b.w.resRaw, ResourceSchema: b.w.schema,
+			Scope: b.scope, ScopeSchema: b.schema}))
 	}
 	scope := &commonpb.InstrumentationScope{}
 	scope.ProtoReflect().SetUnknown(b.scope)
 	ss := &tracepb.ScopeSpans{Scope: scope, SchemaUrl: b.schema}
-	ss.ProtoReflect().SetUnknown(protoreflect.RawFields(c.b))
+	ss.ProtoReflect().SetUnknown(protoreflect.RawFields(c.b[b.room:]))
 	rs := &tracepb.ResourceSpans{Resource: b.w.res, SchemaUrl: b.w.schema, ScopeSpans: []*tracepb.ScopeSpans{ss}}
 	return b.w.client.UploadTraces(ctx, []*tracepb.ResourceSpans{rs})
 }

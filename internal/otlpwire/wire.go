@@ -387,23 +387,74 @@ type Batch struct {
 // request's body, or a gRPC call's message. Its lengths are known
 // beforehand, so that the spans are copied once.
 func AppendRequest(b []byte, batch *Batch) []byte {
-	field := func(n int) int { return 1 + protowire.SizeBytes(n) } // a one-byte tag and a length-delimited field
-	ss := field(len(batch.Scope)) + len(batch.Spans)
+	rs, ss := requestSizes(batch, len(batch.Spans))
+	b = slices.Grow(b, 1+protowire.SizeBytes(rs))
+	b = appendPrefix(b, batch, rs, ss)
+	b = append(b, batch.Spans...)
+	return appendSuffix(b, batch)
+}
+
+// PrefixLen is the most bytes of a request's framing that come before its
+// spans, for batch's resource and scope: the room FrameRequest needs.
+func PrefixLen(batch *Batch) int {
+	const tagAndLen = 1 + 5 // a one-byte tag, a length under 4 GiB
+	return 2*tagAndLen + 1 + protowire.SizeBytes(len(batch.Resource)) + 1 + protowire.SizeBytes(len(batch.Scope))
+}
+
+// FrameRequest makes the request AppendRequest makes of batch, whose spans
+// are buf[at:] rather than batch.Spans, in buf itself: its framing is
+// written just before the spans, in the room buf[:at] (at least
+// PrefixLen(batch) bytes), and its last fields after them. It returns the
+// request, which shares buf's memory unless the last fields did not fit
+// in its capacity. The spans are not copied.
+func FrameRequest(buf []byte, at int, batch *Batch) []byte {
+	rs, ss := requestSizes(batch, len(buf)-at)
+	p := prefixLen(batch, rs, ss)
+	if p > at {
+		panic("otlpwire: FrameRequest: less room before the spans than PrefixLen")
+	}
+	start := at - p
+	appendPrefix(buf[start:start:at], batch, rs, ss)
+	return appendSuffix(buf[start:], batch)
+}
+
+// requestSizes returns the lengths of the ResourceSpans (rs) and of the
+// ScopeSpans (ss) of batch with spans bytes of spans.
+func requestSizes(batch *Batch, spans int) (rs, ss int) {
+	ss = field(len(batch.Scope)) + spans
 	if batch.ScopeSchema != "" {
 		ss += field(len(batch.ScopeSchema))
 	}
-	rs := field(len(batch.Resource)) + field(ss)
+	rs = field(len(batch.Resource)) + field(ss)
 	if batch.ResourceSchema != "" {
 		rs += field(len(batch.ResourceSchema))
 	}
-	b = slices.Grow(b, field(rs))
+	return rs, ss
+}
+
+// field is the size of a length-delimited field of n bytes, its tag one.
+func field(n int) int { return 1 + protowire.SizeBytes(n) }
+
+// prefixLen is the size of what appendPrefix writes.
+func prefixLen(batch *Batch, rs, ss int) int {
+	return 1 + protowire.SizeVarint(uint64(rs)) + field(len(batch.Resource)) + 1 + protowire.SizeVarint(uint64(ss)) + field(len(batch.Scope))
+}
+
+// appendPrefix appends a request's framing up to its spans: the
+// ResourceSpans' tag and length, its resource, the ScopeSpans' tag and
+// length, its scope.
+func appendPrefix(b []byte, batch *Batch, rs, ss int) []byte {
 	b = appendTag(b, fResourceSpans, protowire.BytesType)
 	b = appendVarint(b, uint64(rs))
 	b = appendBytes(b, fResource, batch.Resource)
 	b = appendTag(b, fScopeSpans, protowire.BytesType)
 	b = appendVarint(b, uint64(ss))
-	b = appendBytes(b, fScope, batch.Scope)
-	b = append(b, batch.Spans...)
+	return appendBytes(b, fScope, batch.Scope)
+}
+
+// appendSuffix appends a request's fields after its spans: the schema
+// URLs of the ScopeSpans, then of the ResourceSpans.
+func appendSuffix(b []byte, batch *Batch) []byte {
 	if batch.ScopeSchema != "" {
 		b = appendString(b, fSchemaURL, batch.ScopeSchema)
 	}

@@ -200,6 +200,17 @@ func TestRequestIsTheGeneratedMessage(t *testing.T) {
 					Scope: &commonpb.InstrumentationScope{Name: "github.com/agentrt/agentrt/host", Version: "v1",
 						Attributes: []*commonpb.KeyValue{{Key: "agentrt.abi", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: 3}}}}},
 					SchemaUrl: schema, Spans: want}}}}}
+			// FrameRequest makes the same bytes around spans already in
+			// place, in the room PrefixLen asks for (or more).
+			batch := &otlpwire.Batch{Resource: otlpwire.AppendAttrs(nil, otlpwire.ResourceAttrs, resAttrs), ResourceSchema: schema,
+				Scope: otlpwire.AppendScopeFields(nil, "github.com/agentrt/agentrt/host", "v1", scopeAttrs), ScopeSchema: schema}
+			for _, extra := range []int{0, 7} {
+				room := otlpwire.PrefixLen(batch) + extra
+				buf := append(bytes.Repeat([]byte{0xee}, room), spans...)
+				if framed := otlpwire.FrameRequest(buf, room, batch); !bytes.Equal(framed, b[4:]) {
+					t.Errorf("%d spans, schema %q, room %d: FrameRequest's bytes differ from AppendRequest's", n, schema, room)
+				}
+			}
 			if !proto.Equal(&got, wantReq) {
 				t.Errorf("%d spans, schema %q: the request differs from the generated one:\n%s", n, schema, prototext.Format(&got)[:min(2000, len(prototext.Format(&got)))])
 			}
