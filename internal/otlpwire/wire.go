@@ -10,8 +10,9 @@
 // group-committed call's own CPU. Written here, a call's span costs a few
 // hundred nanoseconds and no allocation. The bytes are the ones
 // proto.Marshal writes for the same message (the tests check it field by
-// field against the generated types). AppendRequest frames a batch of them
-// as an ExportTraceServiceRequest, an OTLP/HTTP body; they also travel as
+// field against the generated types). AppendRequest and FrameRequest (in
+// place) frame a batch of them as an ExportTraceServiceRequest, an
+// OTLP/HTTP body; they also travel as
 // the unknown fields of a generated ScopeSpans, which an OTLP client
 // (otlptracehttp, otlptracegrpc) marshals with the message.
 package otlpwire
