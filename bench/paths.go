@@ -452,14 +452,8 @@ func loadOnly(ctx context.Context, st journal.Store, run journal.RunID, trust jo
 // account of the failure, which a Go agent's exit status does not carry),
 // read from log. what names the run in the message ("run", "warm-up run").
 func endedErr(ctx context.Context, log host.EventLog, what string, res *host.Result) error {
-	var stderr strings.Builder
-	err := host.ReadEvents(ctx, log, res.Run, func(ev host.Event) error {
-		if ev.Kind == host.EventStderr && stderr.Len() < 4096 {
-			stderr.Write(ev.Data)
-		}
-		return nil
-	})
-	msg := strings.TrimSpace(stderr.String())
+	msg, err := host.Stderr(ctx, log, res.Run, 4096)
+	msg = strings.TrimSpace(msg)
 	switch {
 	case err != nil:
 		msg = fmt.Sprintf("(its events could not be read: %v)", err)

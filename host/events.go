@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,6 +54,20 @@ func ReadEvents(ctx context.Context, log EventLog, run journal.RunID, fn func(Ev
 		}
 		return fn(e)
 	})
+}
+
+// Stderr returns what run wrote to its standard error, as log holds it:
+// the guest's own account of a failure. limit bounds the bytes kept (0:
+// all of it).
+func Stderr(ctx context.Context, log EventLog, run journal.RunID, limit int) (string, error) {
+	var b strings.Builder
+	err := ReadEvents(ctx, log, run, func(e Event) error {
+		if e.Kind == EventStderr && (limit == 0 || b.Len() < limit) {
+			b.Write(e.Data)
+		}
+		return nil
+	})
+	return b.String(), err
 }
 
 // Limits of the event buffer between two journal commits.

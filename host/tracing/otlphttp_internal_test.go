@@ -83,10 +83,10 @@ func (r *recorder) take() []request {
 	return reqs
 }
 
-// testBatch is a batch of three spans, encoded, and the same as the
-// generated ResourceSpans the client takes.
-func testBatch() (*otlpwire.Batch, *tracepb.ResourceSpans) {
-	var spans []byte
+// testBatch is a batch of three spans, encoded (spans), its request as
+// the sender posts it (body), and the same as the generated ResourceSpans
+// the client takes.
+func testBatch() (batch *otlpwire.Batch, spans, body []byte, rs *tracepb.ResourceSpans) {
 	start := time.Unix(1700000000, 0)
 	for i := range 3 {
 		spans = otlpwire.AppendSpan(spans, &otlpwire.Span{Trace: trace.TraceID{1, 2, 3}, ID: trace.SpanID{byte(i + 1)},
@@ -96,14 +96,16 @@ func testBatch() (*otlpwire.Batch, *tracepb.ResourceSpans) {
 	res := otlpwire.AppendAttrs(nil, otlpwire.ResourceAttrs, []attribute.KeyValue{attribute.String("service.name", "agentrt")})
 	scope := otlpwire.AppendScopeFields(nil, "github.com/agentrt/agentrt/host", "", nil)
 	const schema = "https://opentelemetry.io/schemas/1.41.0"
-	batch := &otlpwire.Batch{Resource: res, ResourceSchema: schema, Scope: scope, ScopeSchema: schema, Spans: spans}
+	batch = &otlpwire.Batch{Resource: res, ResourceSchema: schema, Scope: scope, ScopeSchema: schema}
+	room := otlpwire.PrefixLen(batch)
+	body = otlpwire.FrameRequest(append(make([]byte, room), spans...), room, batch)
 	// The generated messages, decoded from the request's own bytes so that
 	// the client marshals the same message.
 	var req coltracepb.ExportTraceServiceRequest
-	if err := proto.Unmarshal(otlpwire.AppendRequest(nil, batch), &req); err != nil {
+	if err := proto.Unmarshal(body, &req); err != nil {
 		panic(err)
 	}
-	return batch, req.ResourceSpans[0]
+	return batch, spans, body, req.ResourceSpans[0]
 }
 
 // TestSenderSendsAsTheClient: for each configuration of the OTLP
@@ -116,7 +118,7 @@ func TestSenderSendsAsTheClient(t *testing.T) {
 	srv := httptest.NewServer(rec)
 	defer srv.Close()
 	base := srv.URL
-	batch, rs := testBatch()
+	_, _, body, rs := testBatch()
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
@@ -152,7 +154,7 @@ func TestSenderSendsAsTheClient(t *testing.T) {
 				t.Fatalf("httpSenderFrom: %v, %v", s, err)
 			}
 			defer s.close()
-			if err := s.send(ctx, otlpwire.AppendRequest(nil, batch)); err != nil {
+			if err := s.send(ctx, body); err != nil {
 				t.Fatalf("the sender: %v", err)
 			}
 			reqs := rec.take()
@@ -241,8 +243,7 @@ func TestSenderRetriesAsTheClient(t *testing.T) {
 			io.WriteString(w, body)
 		}
 	}
-	batch, _ := testBatch()
-	body := otlpwire.AppendRequest(nil, batch)
+	_, _, body, _ := testBatch()
 	ctx := context.Background()
 
 	rec.answers = []func(http.ResponseWriter){status(503, "Retry-After", "0", "busy"), status(429, "", "", "slow down")}
@@ -300,9 +301,9 @@ func TestClientPathStillSends(t *testing.T) {
 	if tr.wire == nil || tr.wire.sender != nil {
 		t.Fatalf("wire %v: want the wire path through the client", tr.wire)
 	}
-	batch, rs := testBatch()
+	batch, spans, _, rs := testBatch()
 	b := tr.wire.batcher(otlpwire.Scope{Name: "github.com/agentrt/agentrt/host", SchemaURL: batch.ScopeSchema})
-	if err := b.export(&chunk{b: batch.Spans, n: 3}); err != nil {
+	if err := b.export(&chunk{b: spans, n: 3}); err != nil {
 		t.Fatal(err)
 	}
 	if err := tr.Shutdown(context.Background()); err != nil {
@@ -337,13 +338,12 @@ func TestSenderSendsConcurrently(t *testing.T) {
 	if err != nil || s == nil {
 		t.Fatal(s, err)
 	}
-	batch, rs := testBatch()
+	_, _, body, rs := testBatch()
 	want := &coltracepb.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{rs}}
 	var wg sync.WaitGroup
 	errs := make(chan error, 4*5)
 	for range 4 {
 		wg.Go(func() {
-			body := otlpwire.AppendRequest(nil, batch)
 			for range 5 {
 				errs <- s.send(context.Background(), body)
 			}

@@ -21,10 +21,11 @@
 //     is not a positive integer is refused (the SDK would ignore it).
 //
 // The exporters read the rest of the OTLP variables themselves (endpoint,
-// headers, timeout, compression, certificates; an endpoint that is not a
-// URL, or a timeout that is not a number of milliseconds, is refused
-// here, where the exporter would ignore it), the SDK reads the sampler
-// (OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG), the span limits and
+// headers, timeout, compression, certificates; over HTTP, when no TLS or
+// INSECURE variable hands the call spans to the client, an endpoint that
+// is not a URL or a timeout that is not a number of milliseconds is
+// refused here, where the exporter would ignore it), the SDK reads the
+// sampler (OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG), the span limits and
 // the batch processor, and the resource reads OTEL_SERVICE_NAME and
 // OTEL_RESOURCE_ATTRIBUTES; service.name defaults to "agentrt".
 //

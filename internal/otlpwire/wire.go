@@ -10,9 +10,9 @@
 // group-committed call's own CPU. Written here, a call's span costs a few
 // hundred nanoseconds and no allocation. The bytes are the ones
 // proto.Marshal writes for the same message (the tests check it field by
-// field against the generated types). AppendRequest and FrameRequest (in
-// place) frame a batch of them as an ExportTraceServiceRequest, an
-// OTLP/HTTP body; they also travel as
+// field against the generated types). FrameRequest frames a batch of them,
+// in place, as an ExportTraceServiceRequest, an OTLP/HTTP body; they also
+// travel as
 // the unknown fields of a generated ScopeSpans, which an OTLP client
 // (otlptracehttp, otlptracegrpc) marshals with the message.
 package otlpwire
@@ -372,27 +372,14 @@ const (
 )
 
 // Batch is what an ExportTraceServiceRequest of one resource and one
-// scope holds, its parts already encoded: the fields of the Resource
-// (AppendAttrs with ResourceAttrs), those of the InstrumentationScope
-// (AppendScopeFields), and the spans (AppendSpan's, one after another).
+// scope holds besides its spans, its parts already encoded: the fields of
+// the Resource (AppendAttrs with ResourceAttrs) and those of the
+// InstrumentationScope (AppendScopeFields).
 type Batch struct {
 	Resource       []byte
 	ResourceSchema string
 	Scope          []byte
 	ScopeSchema    string
-	Spans          []byte
-}
-
-// AppendRequest appends the ExportTraceServiceRequest of one
-// ResourceSpans with one ScopeSpans that batch describes: an OTLP/HTTP
-// request's body, or a gRPC call's message. Its lengths are known
-// beforehand, so that the spans are copied once.
-func AppendRequest(b []byte, batch *Batch) []byte {
-	rs, ss := requestSizes(batch, len(batch.Spans))
-	b = slices.Grow(b, 1+protowire.SizeBytes(rs))
-	b = appendPrefix(b, batch, rs, ss)
-	b = append(b, batch.Spans...)
-	return appendSuffix(b, batch)
 }
 
 // PrefixLen is the most bytes of a request's framing that come before its
@@ -402,12 +389,13 @@ func PrefixLen(batch *Batch) int {
 	return 2*tagAndLen + 1 + protowire.SizeBytes(len(batch.Resource)) + 1 + protowire.SizeBytes(len(batch.Scope))
 }
 
-// FrameRequest makes the request AppendRequest makes of batch, whose spans
-// are buf[at:] rather than batch.Spans, in buf itself: its framing is
-// written just before the spans, in the room buf[:at] (at least
-// PrefixLen(batch) bytes), and its last fields after them. It returns the
-// request, which shares buf's memory unless the last fields did not fit
-// in its capacity. The spans are not copied.
+// FrameRequest makes the ExportTraceServiceRequest of one ResourceSpans
+// with one ScopeSpans that batch describes, whose spans (AppendSpan's,
+// one after another) are buf[at:], in buf itself: an OTLP/HTTP request's
+// body. Its framing is written just before the spans, in the room
+// buf[:at] (at least PrefixLen(batch) bytes), and its last fields after
+// them. It returns the request, which shares buf's memory unless the last
+// fields did not fit in its capacity. The spans are not copied.
 func FrameRequest(buf []byte, at int, batch *Batch) []byte {
 	rs, ss := requestSizes(batch, len(buf)-at)
 	p := prefixLen(batch, rs, ss)

@@ -88,17 +88,11 @@ type Env struct {
 // it: the guest's own account of a failure, for a test's message.
 func (e *Env) Stderr(t testing.TB, run journal.RunID) string {
 	t.Helper()
-	var b strings.Builder
-	err := host.ReadEvents(context.Background(), e.Store, run, func(ev host.Event) error {
-		if ev.Kind == host.EventStderr {
-			b.Write(ev.Data)
-		}
-		return nil
-	})
+	out, err := host.Stderr(context.Background(), e.Store, run, 0)
 	if err != nil {
 		return fmt.Sprintf("(reading the events of run %s: %v)", run, err)
 	}
-	return b.String()
+	return out
 }
 
 // testCompile are the compile limits of the tests' engines: the default
