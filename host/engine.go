@@ -49,6 +49,14 @@ type EngineConfig struct {
 	// the run (a grant's limits section rewrites the module); the
 	// engine's own settings are the engine's, so two engines share none.
 	KeepCompiled int
+	// KeepMemory is the most bytes of guest memory, zeroed, that the
+	// engine keeps from ended instances for the next ones (wazero on
+	// Linux): a Go agent's instance starts some 7 ms sooner on a
+	// memory whose pages are already the process's than on fresh ones.
+	// Only the pages an instance touched are counted and zeroed. Zero:
+	// DefaultKeepMemory; below zero: none kept, every memory is given
+	// back to the system when its instance ends.
+	KeepMemory int64
 
 	// uninterruptible is internal/benchknobs.NoGuestInterrupt when the
 	// engine was made: guests cannot be stopped between calls.
@@ -58,6 +66,10 @@ type EngineConfig struct {
 // DefaultKeepCompiled is the number of compiled modules an engine keeps
 // in memory when EngineConfig.KeepCompiled is zero.
 const DefaultKeepCompiled = 32
+
+// DefaultKeepMemory is the bytes of zeroed guest memory an engine keeps
+// for its next instances when EngineConfig.KeepMemory is zero.
+const DefaultKeepMemory = 64 << 20
 
 // ErrEngineUnavailable is returned by NewEngine for an engine kind this
 // binary was built without (wasmtime without the build tag).
@@ -209,6 +221,9 @@ func NewEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
 		cfg.KeepCompiled = DefaultKeepCompiled
 	case cfg.KeepCompiled < 0:
 		return nil, fmt.Errorf("host: KeepCompiled %d is below 0: keep at least one compiled module (0 for the default, %d)", cfg.KeepCompiled, DefaultKeepCompiled)
+	}
+	if cfg.KeepMemory == 0 {
+		cfg.KeepMemory = DefaultKeepMemory
 	}
 	cfg.uninterruptible = benchknobs.NoGuestInterrupt.Load()
 	var rt wasmRuntime

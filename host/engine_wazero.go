@@ -22,6 +22,9 @@ type wazeroRuntime struct {
 	// instrument says modules are rewritten with yields (always, but in a
 	// benchmark of their cost: internal/benchknobs).
 	instrument bool
+	// memories keeps the memories of ended instances for the next
+	// (EngineConfig.KeepMemory).
+	memories *memoryPool
 }
 
 func newWazero(ctx context.Context, cfg EngineConfig) (*wazeroRuntime, error) {
@@ -52,10 +55,14 @@ func newWazero(ctx context.Context, cfg EngineConfig) (*wazeroRuntime, error) {
 		rt.Close(ctx)
 		return nil, err
 	}
-	return &wazeroRuntime{rt: rt, instrument: !cfg.uninterruptible}, nil
+	return &wazeroRuntime{rt: rt, instrument: !cfg.uninterruptible, memories: newMemoryPool(cfg.KeepMemory)}, nil
 }
 
-func (w *wazeroRuntime) close(ctx context.Context) error { return w.rt.Close(ctx) }
+func (w *wazeroRuntime) close(ctx context.Context) error {
+	err := w.rt.Close(ctx)
+	w.memories.close()
+	return err
+}
 
 // wazero cannot interrupt compiled code from outside but by exiting to Go
 // at every loop iteration (WithCloseOnContextDone: 23 times slower on a
@@ -88,7 +95,12 @@ func (w *wazeroRuntime) instantiate(ctx context.Context, m *Module, s *session) 
 	// function is refused), so no call can come before s.mem is set; a
 	// call that did would fault.
 	s.mem = noMemory{}
-	actx, release := withMemoryAllocator(ctx)
+	actx, giveBack := withMemoryAllocator(ctx, w.memories)
+	release := func() {
+		// The memory may serve another instance from here on.
+		s.mem = noMemory{}
+		giveBack()
+	}
 	inst, err := w.rt.InstantiateModule(actx, m.compiled.(wazero.CompiledModule), moduleConfig(s))
 	if err != nil {
 		release()

@@ -584,6 +584,11 @@ func (m *wasmModule) rewrite(l moduleLimits, instrument bool) ([]byte, error) {
 				p = m.instrumentCode(p, counter, yieldIdx, shift)
 			}
 			emit(s.id, p)
+		case secData:
+			if !present[secDataCount] {
+				p = mergeData(p)
+			}
+			emit(s.id, p)
 		default:
 			emit(s.id, p)
 		}
