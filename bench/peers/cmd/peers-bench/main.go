@@ -216,7 +216,8 @@ func run(ctx context.Context, agentrt string, steps, reps int, levels []int) (*R
 
 	// 3..: the daemon, and runs at once.
 	logf("starting agentrt cell serve")
-	dm, err := startDaemon(ctx, agentrt, filepath.Join(root, "daemon"), filepath.Join(root, "daemon.log"), code, steps)
+	daemonData := filepath.Join(root, "daemon")
+	dm, err := startDaemon(ctx, agentrt, daemonData, filepath.Join(root, "daemon.log"), code, steps)
 	if err != nil {
 		return nil, err
 	}
@@ -231,6 +232,25 @@ func run(ctx context.Context, agentrt string, steps, reps int, levels []int) (*R
 	r3 := row("3", "one at a time, through the daemon", "agentrt: a run of the Go agent submitted to an agentrt cell serve process on its unix socket by module_sha256 (pushed once, compiled and kept by the daemon, warmed by one run) and followed to its end (POST /v1/runs?follow=1), from the request to the end line; DBOS: figure 1's in-process workflow, measured again in turns with these runs (DBOS has no daemon).", a3, d3)
 	latencyGoal(&r3)
 	rep.Rows = append(rep.Rows, r3)
+
+	// 2d: one at a time, whole processes, through the daemon: agentrt run
+	// without --in-process on the daemon's data directory, which it finds
+	// held by the daemon and submits to by hash.
+	logf("one at a time, whole processes, through the daemon")
+	viaDaemon := []string{"run", wasm, "--data", daemonData, "--grant", grant, "--input", strconv.Itoa(steps), "-q"}
+	if err := command(ctx, "", agentrt, viaDaemon...); err != nil { // the warm-up
+		return nil, err
+	}
+	a2d, d2d, err := compare(reps, 1, steps, process(ctx, agentrt, viaDaemon...), process(ctx, dbosBin, "-db", pg.URL, "-steps", strconv.Itoa(steps)))
+	if err != nil {
+		return nil, err
+	}
+	r2d := row("2d", "whole process, via the daemon", fmt.Sprintf(
+		"agentrt: the process agentrt run agent.wasm (no --in-process) of the Go agent (%d steps) on the data directory that figure 3's daemon holds: it submits the run to the daemon by the module's hash and follows it to its end, start to exit; DBOS: figure 2's process, measured again in turns with these.", steps), a2d, d2d)
+	r2d.Goal = "whole agentrt run <= 1.0x DBOS's whole workflow"
+	met2d := r2d.RunRatio <= 1
+	r2d.Met = &met2d
+	rep.Rows = append(rep.Rows, r2d)
 
 	for _, n := range levels {
 		logf("%d at once, in process", n)
