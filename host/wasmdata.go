@@ -11,7 +11,7 @@ const dataGapMax = 64
 
 // mergeData returns a data section's payload p with its active segments
 // merged where at most dataGapMax bytes lie between them, the bytes
-// between filled with zeros; p itself when it cannot (see below) or
+// between filled with zeros; p as it is when it cannot (see below) or
 // nothing merges. Go's linker splits a program's data at every run of
 // zeros: the 3.6 MB agent of make bench-peers has 38 470 segments, which
 // wazero walks one by one at every instantiation (some 1.5 ms of the
@@ -25,6 +25,11 @@ const dataGapMax = 64
 // can name a segment by its index (memory.init, data.drop), so their
 // number and order may change.
 func mergeData(p []byte) []byte {
+	return appendMergedData(nil, p)
+}
+
+// appendMergedData appends to o what mergeData returns.
+func appendMergedData(o, p []byte) []byte {
 	type segment struct {
 		off  uint64
 		data []byte
@@ -34,32 +39,32 @@ func mergeData(p []byte) []byte {
 	segs := make([]segment, 0, n)
 	for ; n > 0 && r.err == nil; n-- {
 		if r.u32() != 0 || r.byte() != 0x41 { // active on memory 0, i32.const
-			return p
+			return append(o, p...)
 		}
 		off, ok := r.i32()
 		if !ok || r.byte() != 0x0b { // end
-			return p
+			return append(o, p...)
 		}
 		segs = append(segs, segment{off: uint64(uint32(off)), data: r.bytes(r.u32())})
 	}
 	if r.err != nil || !r.done() || len(segs) < 2 {
-		return p
+		return append(o, p...)
 	}
 	slices.SortStableFunc(segs, func(a, b segment) int { return cmpUint64(a.off, b.off) })
 	merged := 1
 	for i := 1; i < len(segs); i++ {
 		end := segs[i-1].off + uint64(len(segs[i-1].data))
 		if segs[i].off < end {
-			return p // overlapping: the order would matter
+			return append(o, p...) // overlapping: the order would matter
 		}
 		if segs[i].off-end > dataGapMax {
 			merged++
 		}
 	}
 	if merged == len(segs) {
-		return p
+		return append(o, p...)
 	}
-	o := binary.AppendUvarint(make([]byte, 0, len(p)+len(p)/4), uint64(merged))
+	o = binary.AppendUvarint(o, uint64(merged))
 	for i := 0; i < len(segs); {
 		j, end := i+1, segs[i].off+uint64(len(segs[i].data))
 		for j < len(segs) && segs[j].off-end <= dataGapMax {

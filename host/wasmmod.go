@@ -429,7 +429,10 @@ const (
 // (DWARF), whose code offsets would be wrong, are dropped.
 func (m *wasmModule) rewrite(l moduleLimits, instrument bool) ([]byte, error) {
 	code := m.code
-	out := make([]byte, 0, len(code)+len(code)/8+64)
+	// Room for what the instrumentation adds and what filling the gaps
+	// between data segments adds (mergeData): some 25 % for a Go agent.
+	// Pages of it never written are never touched.
+	out := make([]byte, 0, 2*len(code)+64)
 	out = append(out, code[:8]...)
 	var yieldType, yieldIdx, counter uint32
 	if instrument {
@@ -457,6 +460,23 @@ func (m *wasmModule) rewrite(l moduleLimits, instrument bool) ([]byte, error) {
 		out = append(out, id)
 		out = binary.AppendUvarint(out, uint64(len(payload)))
 		out = append(out, payload...)
+	}
+	// emitBuilt emits a section whose payload build appends to out in
+	// place, its size then written in the 5 bytes kept for it (a padded
+	// LEB128, which the binary format allows): the large sections are
+	// not built aside and copied.
+	emitBuilt := func(id byte, build func(o []byte) []byte) {
+		out = append(out, id, 0x80, 0x80, 0x80, 0x80, 0x00)
+		start := len(out)
+		out = build(out)
+		size := uint32(len(out) - start)
+		for i := range 5 {
+			b := byte(size>>(7*i)) & 0x7f
+			if i < 4 {
+				b |= 0x80
+			}
+			out[start-5+i] = b
+		}
 	}
 	// grow prepends a new count to a vector section's items plus extra.
 	grow := func(payload []byte, extra []byte) []byte {
@@ -580,15 +600,17 @@ func (m *wasmModule) rewrite(l moduleLimits, instrument bool) ([]byte, error) {
 			}
 			emit(s.id, p)
 		case secCode:
-			if instrument {
-				p = m.instrumentCode(p, counter, yieldIdx, shift)
+			if !instrument {
+				emit(s.id, p)
+				continue
 			}
-			emit(s.id, p)
+			emitBuilt(s.id, func(o []byte) []byte { return m.instrumentCode(o, p, counter, yieldIdx, shift) })
 		case secData:
-			if !present[secDataCount] {
-				p = mergeData(p)
+			if present[secDataCount] {
+				emit(s.id, p)
+				continue
 			}
-			emit(s.id, p)
+			emitBuilt(s.id, func(o []byte) []byte { return appendMergedData(o, p) })
 		default:
 			emit(s.id, p)
 		}
@@ -715,11 +737,12 @@ func (e *bodyEdits) code(at int)           { e.start = at }
 func (e *bodyEdits) loop(at int)           { e.loops = append(e.loops, at) }
 func (e *bodyEdits) funcIndex(at, end int) { e.spans = append(e.spans, [2]int{at, end}) }
 
-// instrumentCode rewrites a code section (already checked by readModule).
-func (m *wasmModule) instrumentCode(p []byte, counter, yield uint32, shift func(uint32) uint32) []byte {
+// instrumentCode appends to o the payload of code section p (already
+// checked by readModule), rewritten.
+func (m *wasmModule) instrumentCode(o, p []byte, counter, yield uint32, shift func(uint32) uint32) []byte {
 	r := &reader{b: p}
 	n := r.u32()
-	o := binary.AppendUvarint(make([]byte, 0, len(p)+len(p)/8), uint64(n))
+	o = binary.AppendUvarint(o, uint64(n))
 	var body []byte
 	for i := range n {
 		size := r.u32()
