@@ -93,14 +93,15 @@ func (p *memoryPool) allocate(max uint64) experimental.LinearMemory {
 }
 
 // put keeps m, zeroed, or unmaps it when it cannot be zeroed or the pool
-// is full.
+// has no room for its touched pages. The room is taken before the pages
+// are zeroed, so a memory that will not be kept is not zeroed.
 func (p *memoryPool) put(m *mmapMemory) {
 	if p == nil || m.buf == nil {
 		m.unmap()
 		return
 	}
-	resident, ok := zeroTouched(m)
-	if !ok || resident > p.limit {
+	vec, resident, ok := touchedPages(m)
+	if !ok {
 		m.unmap()
 		return
 	}
@@ -110,9 +111,20 @@ func (p *memoryPool) put(m *mmapMemory) {
 		m.unmap()
 		return
 	}
+	p.resident += resident
+	p.mu.Unlock()
+	ok = zeroTouched(m, vec)
+	p.mu.Lock()
+	if !ok || p.closed {
+		if !p.closed { // close forgot every reservation
+			p.resident -= resident
+		}
+		p.mu.Unlock()
+		m.unmap()
+		return
+	}
 	m.resident = resident
 	p.free = append(p.free, m)
-	p.resident += resident
 	p.mu.Unlock()
 }
 
