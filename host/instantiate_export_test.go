@@ -88,7 +88,7 @@ func applyData(p []byte) ([]byte, int) {
 		off := int32(-1)
 		if r.u32() == 0 {
 			if r.byte() == 0x41 { // i32.const
-				off, _ = r.i32()
+				off = int32(r.sleb(32))
 			} else { // global.get: not applied
 				r.u32()
 			}

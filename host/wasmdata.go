@@ -1,6 +1,7 @@
 package host
 
 import (
+	"cmp"
 	"encoding/binary"
 	"slices"
 )
@@ -41,8 +42,8 @@ func appendMergedData(o, p []byte) []byte {
 		if r.u32() != 0 || r.byte() != 0x41 { // active on memory 0, i32.const
 			return append(o, p...)
 		}
-		off, ok := r.i32()
-		if !ok || r.byte() != 0x0b { // end
+		off := int32(r.sleb(32))              // readModule checked it is one
+		if r.err != nil || r.byte() != 0x0b { // end
 			return append(o, p...)
 		}
 		segs = append(segs, segment{off: uint64(uint32(off)), data: r.bytes(r.u32())})
@@ -50,7 +51,7 @@ func appendMergedData(o, p []byte) []byte {
 	if r.err != nil || !r.done() || len(segs) < 2 {
 		return append(o, p...)
 	}
-	slices.SortStableFunc(segs, func(a, b segment) int { return cmpUint64(a.off, b.off) })
+	slices.SortStableFunc(segs, func(a, b segment) int { return cmp.Compare(a.off, b.off) })
 	merged := 1
 	for i := 1; i < len(segs); i++ {
 		end := segs[i-1].off + uint64(len(segs[i-1].data))
@@ -84,35 +85,4 @@ func appendMergedData(o, p []byte) []byte {
 		i = j
 	}
 	return o
-}
-
-func cmpUint64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-// i32 reads a signed LEB128 of at most 32 bits.
-func (r *reader) i32() (int32, bool) {
-	var v int64
-	for shift := uint(0); ; shift += 7 {
-		c := r.byte()
-		if r.err != nil || shift >= 35 {
-			return 0, false
-		}
-		v |= int64(c&0x7f) << shift
-		if c&0x80 == 0 {
-			if shift+7 < 64 && c&0x40 != 0 {
-				v |= -1 << (shift + 7)
-			}
-			if v < -1<<31 || v >= 1<<31 {
-				return 0, false
-			}
-			return int32(v), true
-		}
-	}
 }

@@ -430,8 +430,9 @@ const (
 func (m *wasmModule) rewrite(l moduleLimits, instrument bool) ([]byte, error) {
 	code := m.code
 	// Room for what the instrumentation adds and what filling the gaps
-	// between data segments adds (mergeData): some 25 % for a Go agent.
-	// Pages of it never written are never touched.
+	// between data segments adds (mergeData): some 25 % for a Go agent,
+	// so the buffer is not grown and copied; what is not written of a
+	// fresh allocation is not touched.
 	out := make([]byte, 0, 2*len(code)+64)
 	out = append(out, code[:8]...)
 	var yieldType, yieldIdx, counter uint32

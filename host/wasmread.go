@@ -118,19 +118,25 @@ func (r *reader) u32() uint32 {
 	}
 }
 
-// sleb skips a signed LEB128 of at most bits bits.
-func (r *reader) sleb(bits uint) {
+// sleb reads a signed LEB128 of at most bits bits; 0 when it is
+// malformed (r.err says so).
+func (r *reader) sleb(bits uint) int64 {
+	var v int64
 	for n := uint(0); ; n += 7 {
 		c := r.byte()
 		if r.err != nil {
-			return
+			return 0
 		}
 		if n >= bits {
 			r.fail("integer too large for %d bits", bits)
-			return
+			return 0
 		}
+		v |= int64(c&0x7f) << n
 		if c&0x80 == 0 {
-			return
+			if n+7 < 64 && c&0x40 != 0 {
+				v |= -1 << (n + 7) // sign-extend
+			}
+			return v
 		}
 	}
 }
