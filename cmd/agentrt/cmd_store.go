@@ -131,6 +131,9 @@ func printCheck(w io.Writer, rep *badgerstore.CheckReport) error {
 	for _, d := range rep.Debris {
 		fmt.Fprintf(w, "debris:  %s (left by a crash; the next open removes it)\n", d)
 	}
+	if rep.LogRounds > 0 {
+		fmt.Fprintf(w, "log:     %d rounds in the journal's log, left by a crash: checked applied, as the next open applies them\n", rep.LogRounds)
+	}
 	if rep.Blobs > 0 || len(rep.BadBlobs) > 0 {
 		fmt.Fprintf(w, "blobs:   %d read, %d changed\n", rep.Blobs, len(rep.BadBlobs))
 		for _, b := range rep.BadBlobs {

@@ -57,7 +57,7 @@ func checkBlobs(b *journal.Batch) error {
 // writeBlobs sets the batch's blobs the store does not hold yet: a blob is
 // kept once, whichever run wrote it first (a blob staged earlier in the
 // same transaction counts as held).
-func writeBlobs(txn *badger.Txn, blobs []journal.Blob) error {
+func writeBlobs(txn *badger.Txn, blobs []journal.Blob, set func(k, v []byte) error) error {
 	for _, bl := range blobs {
 		k := blobKey(bl.Sum)
 		_, err := txn.Get(k)
@@ -67,7 +67,7 @@ func writeBlobs(txn *badger.Txn, blobs []journal.Blob) error {
 		if !errors.Is(err, badger.ErrKeyNotFound) {
 			return err
 		}
-		if err := txn.Set(k, bl.Data); err != nil {
+		if err := set(k, bl.Data); err != nil {
 			return err
 		}
 	}

@@ -37,6 +37,10 @@ type CheckReport struct {
 	// logs, and tables the MANIFEST does not list whose data the store
 	// holds.
 	Debris []string `json:"debris,omitempty"`
+	// LogRounds counts the rounds the journal's log holds (wal.go), left
+	// by a crash: the runs are checked with them applied, as the next
+	// open applies them.
+	LogRounds int `json:"log_rounds,omitempty"`
 	// Runs is every run the readable part of the store knows of.
 	Runs []RunCheck `json:"runs"`
 	// Blobs counts the blobs of the blob area read and checked;
@@ -116,6 +120,7 @@ func Check(ctx context.Context, dir string, opts CheckOptions) (*CheckReport, er
 	defer v.close()
 	rep.Problems = append(rep.Problems, v.problems...)
 	rep.Debris = v.debris
+	rep.LogRounds = v.logRounds
 	runs, err := v.runs(ctx)
 	if err != nil {
 		return nil, err
@@ -177,6 +182,8 @@ type view struct {
 	problems []Problem
 	debris   []string
 	scratch  string
+	// logRounds counts the rounds of the journal's log applied to the copy.
+	logRounds int
 }
 
 func (v *view) close() {
@@ -187,15 +194,19 @@ func (v *view) close() {
 }
 
 // openView opens the store in.dir for reading. A store with no defect,
-// no crash debris and memtable logs that need no repair is opened
-// read-only where it is; any other is copied first (readableCopy), and the
-// copy opened.
+// no crash debris, no journal's log to apply and memtable logs that need
+// no repair is opened read-only where it is; any other is copied first
+// (readableCopy), the copy opened, and the log applied to it.
 func openView(ctx context.Context, in *inspection, scratch string) (*view, error) {
 	v := &view{debris: slices.Clone(in.emptyLogs)}
-	if len(in.problems) == 0 && len(in.orphans) == 0 && len(in.emptyLogs) == 0 {
+	left, err := readWAL(in.dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(in.problems) == 0 && len(in.orphans) == 0 && len(in.emptyLogs) == 0 && len(left.segs) == 0 {
 		db, err := openBadger(in.dir, func(o badger.Options) badger.Options { return o.WithReadOnly(true) })
 		if err == nil {
-			v.st = &Store{db: db, c: newCommitter(db)}
+			v.st = &Store{db: db, c: newCommitter(db, nil)}
 			return v, nil
 		}
 		if !truncateNeeded(err) {
@@ -208,11 +219,17 @@ func openView(ctx context.Context, in *inspection, scratch string) (*view, error
 	}
 	v.scratch = tmp
 	db, err := readableCopy(ctx, in, tmp, v)
+	if err == nil && len(left.recs) > 0 {
+		if err = applyWAL(db, left.recs); err != nil {
+			db.Close()
+		}
+		v.logRounds = len(left.recs)
+	}
 	if err != nil {
 		os.RemoveAll(tmp)
 		return nil, err
 	}
-	v.st = &Store{db: db, c: newCommitter(db)}
+	v.st = &Store{db: db, c: newCommitter(db, nil)}
 	return v, nil
 }
 

@@ -39,6 +39,11 @@ type result struct {
 // caller, so no caller writes rounds for others for long.
 type committer struct {
 	db *badger.DB
+	// wal is the journal's log (wal.go): a round is durable once its
+	// record is synced there, and badger is not synced.
+	wal *wal
+	// ops are the writes of the round being written, for its record.
+	ops walOps
 
 	mu      sync.Mutex
 	queue   []*request
@@ -53,8 +58,8 @@ type committer struct {
 	observers observers
 }
 
-func newCommitter(db *badger.DB) *committer {
-	c := &committer{db: db, lengths: map[journal.RunID]uint64{}, events: map[journal.RunID]uint64{}}
+func newCommitter(db *badger.DB, w *wal) *committer {
+	c := &committer{db: db, wal: w, lengths: map[journal.RunID]uint64{}, events: map[journal.RunID]uint64{}}
 	c.idle = sync.NewCond(&c.mu)
 	return c
 }
@@ -106,7 +111,10 @@ func (c *committer) exclusive(run journal.RunID, fn func() error) error {
 	}
 	c.leading = true
 	c.mu.Unlock()
-	err := fn()
+	err := c.wal.drain()
+	if err == nil {
+		err = fn()
+	}
 	c.mu.Lock()
 	delete(c.lengths, run)
 	delete(c.events, run)
@@ -146,15 +154,23 @@ func (e *writeError) Error() string { return "badgerstore: " + e.err.Error() }
 func (e *writeError) Unwrap() error { return e.err }
 
 // write commits one round: every batch that passes its fencing check, in
-// as few transactions as the size budget allows, then one sync if any batch
-// asked to be durable.
+// as few transactions as the size budget allows, then one record of the
+// journal's log holding what they wrote, synced if any batch asked to be
+// durable. After the log failed, the round is refused whole.
 func (c *committer) write(round []*request) {
+	if err := c.wal.err(); err != nil {
+		for _, r := range round {
+			r.done <- result{err: fmt.Errorf("%w: %v", journal.ErrNotDurable, err)}
+		}
+		return
+	}
 	batches := make([]*journal.Batch, len(round))
 	for i, r := range round {
 		batches[i] = r.b
 	}
 	journal.SealBatches(batches)
-	t := &roundTxn{c: c, lengths: map[journal.RunID]uint64{}, events: map[journal.RunID]uint64{}}
+	c.ops.reset()
+	t := &roundTxn{c: c, ops: &c.ops, lengths: map[journal.RunID]uint64{}, events: map[journal.RunID]uint64{}}
 	durable := false
 	for _, r := range round {
 		size, count := batchSize(r.b)
@@ -183,11 +199,20 @@ func (c *committer) write(round []*request) {
 	t.flush()
 	t.discard()
 	var syncErr error
-	if durable && len(t.written) > 0 {
+	if len(t.written) > 0 && (durable || c.wal != nil) {
+		// Every round goes to the log, the durable ones synced: a sync
+		// makes the rounds before it durable too. A committer without a
+		// log (the views of store check) syncs badger.
 		start := time.Now()
-		if err := c.db.Sync(); err != nil {
-			syncErr = fmt.Errorf("%w: %v", journal.ErrNotDurable, err)
+		var err error
+		if c.wal != nil {
+			err = c.wal.append(c.ops.b, durable)
 		} else {
+			err = c.db.Sync()
+		}
+		if err != nil {
+			syncErr = fmt.Errorf("%w: %v", journal.ErrNotDurable, err)
+		} else if durable {
 			c.observers.synced(time.Since(start))
 		}
 	}
@@ -202,6 +227,7 @@ func (c *committer) write(round []*request) {
 // roundTxn is the transaction in progress within a round.
 type roundTxn struct {
 	c       *committer
+	ops     *walOps
 	txn     *badger.Txn
 	size    int
 	count   int
@@ -217,6 +243,7 @@ type roundTxn struct {
 // flight, and a round that ends with a flush needs no new one.
 func (t *roundTxn) begin() {
 	t.discard()
+	t.ops.drop()
 	t.size, t.count, t.staged = 0, 0, t.staged[:0]
 	clear(t.lengths)
 	clear(t.events)
@@ -236,10 +263,12 @@ func (t *roundTxn) flush() {
 		return
 	}
 	if err := t.txn.Commit(); err != nil {
+		t.ops.drop()
 		for _, r := range t.staged {
 			r.done <- result{err: fmt.Errorf("badgerstore: commit: %w", err)}
 		}
 	} else {
+		t.ops.keep()
 		t.written = append(t.written, t.staged...)
 		for run, n := range t.events {
 			t.c.events[run] = n
@@ -317,43 +346,60 @@ func (t *roundTxn) stage(b *journal.Batch) error {
 
 // write sets the keys of a checked and encoded batch.
 func (t *roundTxn) write(b *journal.Batch, n uint64, recs []chunk, meta []byte, event uint64) error {
-	if err := writeBlobs(t.txn, b.Blobs); err != nil {
+	if err := writeBlobs(t.txn, b.Blobs, t.set); err != nil {
 		return err
 	}
 	if n > 0 {
 		for _, c := range recs {
-			if err := t.txn.Set(seqKey(prefixJournal, b.Run, c.first), c.recs); err != nil {
+			if err := t.set(seqKey(prefixJournal, b.Run, c.first), c.recs); err != nil {
 				return err
 			}
 		}
 		// The head record, in the same transaction: the store computes
 		// the head from what it writes rather than trusting b.Head.
 		last := journal.Sum(b.Records[n-1].Entry)
-		if err := t.txn.Set(runKey(prefixLength, b.Run), journal.EncodeHead(b.Next+n, last)); err != nil {
+		if err := t.set(runKey(prefixLength, b.Run), journal.EncodeHead(b.Next+n, last)); err != nil {
 			return err
 		}
 	}
 	if meta != nil {
-		if err := t.txn.Set(runKey(prefixMeta, b.Run), meta); err != nil {
+		if err := t.set(runKey(prefixMeta, b.Run), meta); err != nil {
 			return err
 		}
 	}
 	for _, w := range b.KV {
 		var err error
 		if w.Delete {
-			err = t.txn.Delete(kvKey(w.Namespace, w.Key))
+			err = t.del(kvKey(w.Namespace, w.Key))
 		} else {
-			err = t.txn.Set(kvKey(w.Namespace, w.Key), w.Value)
+			err = t.set(kvKey(w.Namespace, w.Key), w.Value)
 		}
 		if err != nil {
 			return err
 		}
 	}
 	for i, e := range b.Events {
-		if err := t.txn.Set(seqKey(prefixEvents, b.Run, event+uint64(i)), e); err != nil {
+		if err := t.set(seqKey(prefixEvents, b.Run, event+uint64(i)), e); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// set and del write a key in the transaction and in the round's record.
+func (t *roundTxn) set(k, v []byte) error {
+	if err := t.txn.Set(k, v); err != nil {
+		return err
+	}
+	t.ops.set(k, v)
+	return nil
+}
+
+func (t *roundTxn) del(k []byte) error {
+	if err := t.txn.Delete(k); err != nil {
+		return err
+	}
+	t.ops.del(k)
 	return nil
 }
 

@@ -17,8 +17,8 @@ type observers struct {
 }
 
 // ObserveSyncs makes fn see how long each sync to disk took from now on:
-// the fsync of a round that held a durable batch, timed apart from its
-// write. fn runs in the goroutine that wrote the round and must not
+// the fdatasync of the journal's log after a round that held a durable
+// batch, with the record's write, timed apart from badger's. fn runs in the goroutine that wrote the round and must not
 // block. The returned function stops the observation.
 func (s *Store) ObserveSyncs(fn func(d time.Duration)) (stop func()) {
 	o := &s.c.observers

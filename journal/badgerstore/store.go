@@ -3,9 +3,11 @@
 //
 // One goroutine, the committer, writes every batch. It takes whatever
 // batches are waiting, checks each against its run's journal length (the
-// fencing check), writes them all in one badger transaction and, if any of
-// them asked to be durable, syncs once. Concurrent runs thus share one
-// write and one fsync: that is the group commit of the durable path. Being
+// fencing check), writes them all in one badger transaction and appends
+// them as one record to the journal's log (wal.go), synced if any of them
+// asked to be durable; badger itself is not synced. Concurrent runs thus
+// share one write and one fdatasync: that is the group commit of the
+// durable path. Being
 // the only writer, the committer never meets a transaction conflict.
 //
 // Layout (see journal/SPEC.md section 10): a commit's records are stored
@@ -17,7 +19,8 @@
 // journal.
 //
 // Open checks the files of a store before badger sees them (preflight.go)
-// and refuses, changing nothing, a store that would not open cleanly.
+// and refuses, changing nothing, a store that would not open cleanly; it
+// then applies the journal's log a crash left.
 package badgerstore
 
 import (
@@ -104,8 +107,10 @@ func options(dir string) badger.Options {
 // checksums, tables the MANIFEST does not list that hold data the store
 // lacks) is refused with a *DamageError, and nothing in dir is changed:
 // agentrt store check reports the damage and agentrt store salvage copies
-// out what verifies. Open fails with ErrLocked while another process
-// holds dir.
+// out what verifies. The journal's log a crash left is read and checked
+// before badger opens (a damaged one is a *WALError, and nothing changes),
+// and applied after. Open fails with ErrLocked while another process holds
+// dir.
 func Open(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -114,12 +119,23 @@ func Open(dir string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	left, err := readWAL(dir)
+	if err != nil {
+		lock.release()
+		return nil, err
+	}
 	db, err := openChecked(dir)
 	if err != nil {
 		lock.release()
 		return nil, err
 	}
-	return &Store{db: db, c: newCommitter(db), lock: lock}, nil
+	w, err := openWAL(dir, db, left)
+	if err != nil {
+		db.Close()
+		lock.release()
+		return nil, err
+	}
+	return &Store{db: db, c: newCommitter(db, w), lock: lock}, nil
 }
 
 // openBadger opens the badger database in dir, with opts changed by tune.
@@ -142,6 +158,15 @@ func openBadger(dir string, tune func(badger.Options) badger.Options) (*badger.D
 func (s *Store) Close() error {
 	s.c.close()
 	err := s.db.Close()
+	if w := s.c.wal; w != nil {
+		if err == nil {
+			// badger wrote its memtables to tables and synced them:
+			// the log holds nothing it lacks.
+			err = w.remove()
+		} else {
+			w.close()
+		}
+	}
 	s.lock.release()
 	return err
 }
@@ -170,6 +195,11 @@ func (s *Store) PutModule(_ context.Context, sum, code []byte) error {
 	})
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		err = s.db.Update(func(txn *badger.Txn) error { return txn.Set(moduleKey(sum), code) })
+		if err == nil {
+			// Runs of it are made durable by the journal's log, which
+			// does not hold modules: the module is synced here.
+			err = s.db.Sync()
+		}
 	}
 	return err
 }
