@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -296,6 +297,55 @@ func bareCommits(db *badger.DB, prefix string, n int) ([]time.Duration, error) {
 			return nil, err
 		}
 		if err := txn.Commit(); err != nil {
+			return nil, err
+		}
+		lat = append(lat, time.Since(start))
+	}
+	return lat, nil
+}
+
+// recordBytes is the size of run's journal as stored: every record's bytes.
+func recordBytes(ctx context.Context, st journal.Store, run journal.RunID) (int64, error) {
+	var n int64
+	err := st.Records(ctx, run, 0, func(_ uint64, rec []byte) error {
+		n += int64(len(rec))
+		return nil
+	})
+	return n, err
+}
+
+// rawSyncs writes n records of size bytes one after another into a file
+// made 16 MiB and sparse, as a segment of the journal's log is, each
+// followed by an fdatasync, and returns each one's latency: the disk's
+// price of a durable commit, with nothing around it.
+func rawSyncs(dir string, n, size int) ([]time.Duration, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.CreateTemp(dir, "raw-*.log")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	if err := f.Truncate(16 << 20); err != nil {
+		return nil, err
+	}
+	if err := f.Sync(); err != nil {
+		return nil, err
+	}
+	rec := make([]byte, size)
+	lat := make([]time.Duration, 0, n)
+	for i := range n {
+		if int64(i+1)*int64(size) > 16<<20 {
+			return nil, fmt.Errorf("bench: %d records of %d bytes do not fit the raw floor's file", n, size)
+		}
+		rec[0] = byte(i)
+		start := time.Now()
+		if _, err := f.WriteAt(rec, int64(i*size)); err != nil {
+			return nil, err
+		}
+		if err := datasync(f); err != nil {
 			return nil, err
 		}
 		lat = append(lat, time.Since(start))
