@@ -179,6 +179,40 @@ func TestPolicyDenialIsJournaled(t *testing.T) {
 	replaysTo(t, env, res.Run, code, res.Output)
 }
 
+// TestPolicyDecisionsFollowTheAttributesTheyRead: the session keeps the
+// policy's decisions by the facts they can depend on, leaving out the
+// context attributes no policy names. A policy that reads the key of a
+// kv.put decides each key on its own: the agent cannot pass a forbidden
+// key on the decision made for an allowed one, before it or after it.
+func TestPolicyDecisionsFollowTheAttributesTheyRead(t *testing.T) {
+	pol := platformPolicy(t, `
+@id("allow-all") permit (principal, action, resource);
+@id("no-secret") forbid (principal, action == Action::"kv.put", resource) when { context.key == "secret" };`)
+	env := testutil.NewEnv(t, host.Deps{Policy: pol}, host.Config{})
+	code := testutil.BuildGo(t, "host/testdata/agents/probe")
+	res, err := env.Host.Run(context.Background(), host.RunSpec{Code: code, Grant: probeGrant(), Input: []byte(
+		`[{"op":"kv.put","key":"a","size":1},{"op":"kv.put","key":"secret","size":1},{"op":"kv.put","key":"b","size":1},{"op":"kv.put","key":"secret","size":2}]`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	if err := jsonLines(res.Output, &lines); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"kv.put <nil>", "kv.put denied: policy: denied by customer:no-secret", "kv.put <nil>", "kv.put denied: policy: denied by customer:no-secret"}
+	if len(lines) != len(want) {
+		t.Fatalf("outputs %q", lines)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("call %d: %q, want %q", i+1, lines[i], w)
+		}
+	}
+	if g := gateRecord(t, env, res.Run, 3); g.Allow || g.Policy.Determining[0] != "customer:no-secret" {
+		t.Errorf("the second kv.put's gate record (step 3): %+v", g)
+	}
+}
+
 // approver answers asks with a fixed answer, counting them; with block set
 // it waits for its context instead.
 type approver struct {
