@@ -196,25 +196,37 @@ func (c *committer) write(round []*request) {
 		t.staged = append(t.staged, r)
 		durable = durable || r.b.Durable
 	}
-	t.flush()
-	t.discard()
+	// The last transaction is written by badger while the round's record
+	// is written and synced: the record holds its writes already.
+	done := t.start()
 	var syncErr error
-	if len(t.written) > 0 && (durable || c.wal != nil) {
+	var took time.Duration
+	logged := false
+	if c.wal != nil && (len(t.written) > 0 || done != nil) {
 		// Every round goes to the log, the durable ones synced: a sync
-		// makes the rounds before it durable too. A committer without a
-		// log (the views of store check) syncs badger.
+		// makes the rounds before it durable too.
 		start := time.Now()
-		var err error
-		if c.wal != nil {
-			err = c.wal.append(c.ops.b, durable)
-		} else {
-			err = c.db.Sync()
-		}
-		if err != nil {
+		if err := c.wal.append(c.ops.b, durable); err != nil {
 			syncErr = fmt.Errorf("%w: %v", journal.ErrNotDurable, err)
-		} else if durable {
-			c.observers.synced(time.Since(start))
+		} else {
+			took, logged = time.Since(start), true
 		}
+	}
+	if err := t.finish(done, logged); err != nil && logged {
+		c.wal.fail(fmt.Errorf("badger refused a transaction whose writes it holds: %w", err))
+	}
+	t.discard()
+	if c.wal == nil && durable && len(t.written) > 0 {
+		// A committer without a log (the views of store check) syncs
+		// badger.
+		start := time.Now()
+		if err := c.db.Sync(); err != nil {
+			syncErr = fmt.Errorf("%w: %v", journal.ErrNotDurable, err)
+		}
+		took = time.Since(start)
+	}
+	if syncErr == nil && durable && len(t.written) > 0 {
+		c.observers.synced(took)
 	}
 	if syncErr == nil {
 		c.observers.tell(t.written)
@@ -256,16 +268,41 @@ func (t *roundTxn) discard() {
 	}
 }
 
-// flush commits the staged batches; on success their runs' lengths and
-// event seqs become the committer's own.
-func (t *roundTxn) flush() {
+// flush commits the staged batches and waits for badger.
+func (t *roundTxn) flush() { t.finish(t.start(), false) }
+
+// start hands the staged batches to badger without waiting for it to
+// write them; finish takes its answer. It returns nil when nothing is
+// staged.
+func (t *roundTxn) start() chan error {
 	if len(t.staged) == 0 {
-		return
+		return nil
 	}
-	if err := t.txn.Commit(); err != nil {
+	done := make(chan error, 1)
+	t.txn.CommitWith(func(err error) { done <- err })
+	t.txn = nil // CommitWith discards it
+	return done
+}
+
+// finish waits for badger's answer to start. On success the staged
+// batches are written, and their runs' lengths and event seqs become the
+// committer's own; on failure they are told, and the error is returned.
+// logged says the round's record in the journal's log already holds their
+// writes: they then come back when the store is opened again, which their
+// error says (ErrNotDurable: the writer counts them as written).
+func (t *roundTxn) finish(done chan error, logged bool) error {
+	if done == nil {
+		return nil
+	}
+	err := <-done
+	if err != nil {
 		t.ops.drop()
+		failed := fmt.Errorf("badgerstore: commit: %w", err)
+		if logged {
+			failed = fmt.Errorf("%w: badger refused a transaction whose writes the journal's log holds; they are applied when the store is opened again: %v", journal.ErrNotDurable, err)
+		}
 		for _, r := range t.staged {
-			r.done <- result{err: fmt.Errorf("badgerstore: commit: %w", err)}
+			r.done <- result{err: failed}
 		}
 	} else {
 		t.ops.keep()
@@ -285,8 +322,8 @@ func (t *roundTxn) flush() {
 			}
 		}
 	}
-	t.txn = nil
 	t.begin()
+	return err
 }
 
 // stage adds b's writes to the transaction after checking that b's run

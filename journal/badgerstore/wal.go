@@ -486,6 +486,14 @@ func memtables(dir string) (int, error) {
 	return n, nil
 }
 
+// fail makes the log take nothing more: what it holds and badger lacks is
+// applied when the store is opened again.
+func (w *wal) fail(err error) {
+	if w.failed == nil {
+		w.failed = fmt.Errorf("the journal's log: %w (the store takes no more commits; reopen it)", err)
+	}
+}
+
 // err is the error that made the log unusable, if any.
 func (w *wal) err() error {
 	if w == nil {
