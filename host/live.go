@@ -1,10 +1,12 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/agentrt/agentrt/journal"
@@ -101,6 +103,19 @@ func (a *live) all() []*liveRun {
 
 // Live reports whether this host is executing run now.
 func (h *Host) Live(run journal.RunID) bool { return h.live.get(run) != nil }
+
+// LiveRuns returns the runs this host is executing now, newest first (a
+// run id begins with its start time).
+func (h *Host) LiveRuns() []journal.RunID {
+	h.live.mu.Lock()
+	runs := make([]journal.RunID, 0, len(h.live.runs))
+	for id := range h.live.runs {
+		runs = append(runs, id)
+	}
+	h.live.mu.Unlock()
+	slices.SortFunc(runs, func(a, b journal.RunID) int { return bytes.Compare(b[:], a[:]) })
+	return runs
+}
 
 // LiveCount returns how many runs this host is executing now.
 func (h *Host) LiveCount() int {
