@@ -19,16 +19,16 @@ import (
 // The journal's log. Every round the committer writes goes to badger, which
 // is not synced, and, as one record, to a log of the store's own, which is:
 // a round is durable once its record is, at the cost of one write and one
-// fdatasync of a file the store preallocates, where badger's own sync would
-// msync its memtable's log and its value log (two flushes of the disk) and
-// make every later write to a synced page fault again.
+// fdatasync of a file sized in advance, where badger's own sync would msync
+// its memtable's log and its value log (two flushes of the disk) and make
+// every later write to a synced page fault again.
 //
 // The log holds every round since the last checkpoint, in order, durable
 // or not: a durable round's sync makes the rounds before it durable too.
 // Open applies the records to badger again (the same keys set to the same
 // values, in the same order), syncs badger, and drops the log once badger
-// holds all of it durably. That is the one way the log is dropped: a
-// checkpoint syncs badger and deletes the log's older segments only when no
+// holds all of it durably. A clean Close drops it (badger wrote its
+// memtables to synced tables); otherwise a checkpoint does: it syncs badger and deletes the log's older segments only when no
 // memtable but the one just synced is waiting to be written to a table
 // (badger syncs only its current memtable; an older one is durable once its
 // table is written, and its .mem file is deleted then).
