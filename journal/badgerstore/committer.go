@@ -154,13 +154,13 @@ func (e *writeError) Error() string { return "badgerstore: " + e.err.Error() }
 func (e *writeError) Unwrap() error { return e.err }
 
 // write commits one round: every batch that passes its fencing check, in
-// as few transactions as the size budget allows, then one record of the
-// journal's log holding what they wrote, synced if any batch asked to be
-// durable. After the log failed, the round is refused whole.
+// as few transactions as the size budget allows, each written first as a
+// record of the journal's log, then the log synced if any batch asked to
+// be durable. After the log failed, the round is refused whole.
 func (c *committer) write(round []*request) {
 	if err := c.wal.err(); err != nil {
 		for _, r := range round {
-			r.done <- result{err: fmt.Errorf("%w: %v", journal.ErrNotDurable, err)}
+			r.done <- result{err: fmt.Errorf("badgerstore: commit refused: %w", err)}
 		}
 		return
 	}
@@ -196,35 +196,36 @@ func (c *committer) write(round []*request) {
 		t.staged = append(t.staged, r)
 		durable = durable || r.b.Durable
 	}
-	// The last transaction is written by badger while the round's record
-	// is written and synced: the record holds its writes already.
+	// The last transaction is written by badger while the log is synced:
+	// its record is written already.
 	done := t.start()
 	var syncErr error
 	var took time.Duration
-	logged := false
-	if c.wal != nil && (len(t.written) > 0 || done != nil) {
-		// Every round goes to the log, the durable ones synced: a sync
-		// makes the rounds before it durable too.
-		start := time.Now()
-		if err := c.wal.append(c.ops.b, durable); err != nil {
-			syncErr = fmt.Errorf("%w: %v", journal.ErrNotDurable, err)
-		} else {
-			took, logged = time.Since(start), true
+	if c.wal != nil {
+		if durable && (len(t.written) > 0 || done != nil) {
+			// A sync makes the rounds before this one durable too.
+			start := time.Now()
+			if err := c.wal.sync(); err != nil {
+				syncErr = fmt.Errorf("%w: %v", journal.ErrNotDurable, err)
+			}
+			took = time.Since(start)
 		}
-	}
-	if err := t.finish(done, logged); err != nil && logged {
-		c.wal.fail(fmt.Errorf("badger refused a transaction whose writes it holds: %w", err))
-	}
-	t.discard()
-	if c.wal == nil && durable && len(t.written) > 0 {
+		if err := t.finish(done, true); err != nil {
+			c.wal.fail(fmt.Errorf("badger refused a transaction whose writes it holds: %w", err))
+		}
+	} else {
 		// A committer without a log (the views of store check) syncs
 		// badger.
-		start := time.Now()
-		if err := c.db.Sync(); err != nil {
-			syncErr = fmt.Errorf("%w: %v", journal.ErrNotDurable, err)
+		t.finish(done, false)
+		if durable && len(t.written) > 0 {
+			start := time.Now()
+			if err := c.db.Sync(); err != nil {
+				syncErr = fmt.Errorf("%w: %v", journal.ErrNotDurable, err)
+			}
+			took = time.Since(start)
 		}
-		took = time.Since(start)
 	}
+	t.discard()
 	if syncErr == nil && durable && len(t.written) > 0 {
 		c.observers.synced(took)
 	}
@@ -269,14 +270,40 @@ func (t *roundTxn) discard() {
 }
 
 // flush commits the staged batches and waits for badger.
-func (t *roundTxn) flush() { t.finish(t.start(), false) }
+func (t *roundTxn) flush() {
+	if err := t.finish(t.start(), t.c.wal != nil); err != nil && t.c.wal != nil {
+		t.c.wal.fail(fmt.Errorf("badger refused a transaction whose writes it holds: %w", err))
+	}
+}
 
-// start hands the staged batches to badger without waiting for it to
-// write them; finish takes its answer. It returns nil when nothing is
-// staged.
+// start writes the staged batches' record to the journal's log, then hands
+// them to badger without waiting for it to write them; finish takes its
+// answer. The record goes first, so that badger never holds a write the
+// log lacks: applying the log again at open must never set a key back to
+// an older value (after a kill both are in the page cache). It returns
+// nil when nothing is staged, or when the record could not be written
+// (the staged batches are then told, and the log takes nothing more).
 func (t *roundTxn) start() chan error {
 	if len(t.staged) == 0 {
 		return nil
+	}
+	if w := t.c.wal; w != nil {
+		// The mark names the record in badger: Open compares it with the
+		// log's last record (walMarkKey).
+		err := t.set([]byte(walMarkKey), binary.BigEndian.AppendUint64(nil, w.seq+1))
+		if err == nil {
+			err = w.write(t.ops.b[t.ops.mark:])
+		}
+		if err != nil {
+			w.fail(err)
+			failed := fmt.Errorf("badgerstore: commit: %w", w.err())
+			for _, r := range t.staged {
+				r.done <- result{err: failed}
+			}
+			t.staged = t.staged[:0]
+			t.begin()
+			return nil
+		}
 	}
 	done := make(chan error, 1)
 	t.txn.CommitWith(func(err error) { done <- err })

@@ -3,9 +3,9 @@
 //
 // One goroutine, the committer, writes every batch. It takes whatever
 // batches are waiting, checks each against its run's journal length (the
-// fencing check), writes them all in one badger transaction and appends
-// them as one record to the journal's log (wal.go), synced if any of them
-// asked to be durable; badger itself is not synced. Concurrent runs thus
+// fencing check), appends them as one record to the journal's log
+// (wal.go), writes them in one badger transaction, and syncs the log if
+// any of them asked to be durable; badger itself is not synced. Concurrent runs thus
 // share one write and one fdatasync: that is the group commit of the
 // durable path. Being
 // the only writer, the committer never meets a transaction conflict.

@@ -16,9 +16,11 @@ import (
 	badger "github.com/dgraph-io/badger/v4"
 )
 
-// The journal's log. Every round the committer writes goes to badger, which
-// is not synced, and, as one record, to a log of the store's own, which is:
-// a round is durable once its record is, at the cost of one write and one
+// The journal's log. Every transaction the committer writes goes first, as
+// one record, to a log of the store's own, then to badger, which is not
+// synced; the log is: a round is durable once its records are (written
+// before badger has them, so that badger never holds a write the log
+// lacks: walMarkKey), at the cost of one write and one
 // fdatasync of a file sized in advance, where badger's own sync would msync
 // its memtable's log and its value log (two flushes of the disk) and make
 // every later write to a synced page fault again.
@@ -64,6 +66,16 @@ const (
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// walMarkKey is the badger key each transaction of the committer sets to
+// its record's seq (8 bytes big-endian), with the record's other writes.
+// A record is written before its transaction goes to badger, so after a
+// kill badger's mark is at most the log's last record. A mark past it
+// means badger kept rounds the log lost: a power cut after rounds that
+// were not synced, whose pages the kernel wrote back in another order.
+// Applying the log then would set keys back under those rounds, so Open
+// refuses the store.
+const walMarkKey = "w/mark"
 
 // wal is the log the committer appends to; only the goroutine that leads
 // the committer touches it.
@@ -111,7 +123,8 @@ func (o *walOps) reset() {
 }
 
 // WALError is a log that Open cannot apply: a record that does not check
-// with a valid one after it, or in a segment that is not the last.
+// with a valid one after it, or in a segment that is not the last (Offset
+// is where); or badger holding writes past the log's end (Offset -1).
 type WALError struct {
 	File   string
 	Offset int64
@@ -119,7 +132,11 @@ type WALError struct {
 }
 
 func (e *WALError) Error() string {
-	return fmt.Sprintf("badgerstore: the journal's log is damaged: %s at byte %d: %s (nothing was changed; agentrt store check reports the store's state)", e.File, e.Offset, e.Detail)
+	at := fmt.Sprintf(" at byte %d", e.Offset)
+	if e.Offset < 0 {
+		at = ""
+	}
+	return fmt.Sprintf("badgerstore: the journal's log does not apply: %s%s: %s (nothing of the store was lost; agentrt store check reports its state, and agentrt store salvage --to DIR copies what verifies)", e.File, at, e.Detail)
 }
 
 func (e *WALError) Unwrap() error { return ErrDamaged }
@@ -208,6 +225,16 @@ func readWAL(dir string) (*walLeft, error) {
 // applied are dropped if a checkpoint can, else kept for the next one.
 func openWAL(dir string, db *badger.DB, left *walLeft) (*wal, error) {
 	w := &wal{dir: dir, db: db}
+	if len(left.recs) > 0 {
+		mark, err := walMark(db)
+		if err != nil {
+			return nil, err
+		}
+		if mark > left.last {
+			return nil, &WALError{File: segmentPath(dir, left.segs[len(left.segs)-1]), Offset: -1,
+				Detail: fmt.Sprintf("badger holds the writes of record %d, past the log's last record (%d): a power cut after rounds that were not synced; applying the log would set keys back", mark, left.last)}
+		}
+	}
 	if len(left.segs) > 0 {
 		if err := applyWAL(db, left.recs); err != nil {
 			return nil, err
@@ -229,6 +256,28 @@ func openWAL(dir string, db *badger.DB, left *walLeft) (*wal, error) {
 		}
 	}
 	return w, nil
+}
+
+// walMark reads badger's mark (walMarkKey): 0 when absent.
+func walMark(db *badger.DB) (uint64, error) {
+	var mark uint64
+	err := db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get([]byte(walMarkKey))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			if len(v) != 8 {
+				return fmt.Errorf("badgerstore: the journal log's mark is %d bytes, want 8", len(v))
+			}
+			mark = binary.BigEndian.Uint64(v)
+			return nil
+		})
+	})
+	return mark, err
 }
 
 // applyWAL sets the keys of every record in db again, in order, then syncs
@@ -338,9 +387,12 @@ func lengthPrefixed(b []byte) (field, rest []byte, err error) {
 }
 
 // next starts a new segment after the current one and makes its name
-// durable.
+// durable. The current one is synced first: its last records may not be.
 func (w *wal) next() error {
 	if w.f != nil {
+		if err := datasync(w.f); err != nil {
+			return err
+		}
 		if err := w.f.Close(); err != nil {
 			return err
 		}
@@ -367,22 +419,33 @@ func (w *wal) next() error {
 	return nil
 }
 
-// append writes ops as the next record, starting a new segment first if
-// the record would not fit in this one, and syncs the log if durable.
-// After an error the log takes nothing more.
-func (w *wal) append(ops []byte, durable bool) error {
+// write writes ops as the next record, unsynced, starting a new segment
+// first if the record would not fit in this one. After an error the log
+// takes nothing more.
+func (w *wal) write(ops []byte) error {
 	if w.failed != nil {
 		return w.failed
 	}
-	err := w.write(ops, durable)
-	if err != nil {
-		w.failed = fmt.Errorf("the journal's log: %w (the store takes no more commits; reopen it)", err)
+	if err := w.put(ops); err != nil {
+		w.fail(err)
 		return w.failed
 	}
 	return nil
 }
 
-func (w *wal) write(ops []byte, durable bool) error {
+// sync makes every record written so far durable.
+func (w *wal) sync() error {
+	if w.failed != nil {
+		return w.failed
+	}
+	if err := datasync(w.f); err != nil {
+		w.fail(err)
+		return w.failed
+	}
+	return nil
+}
+
+func (w *wal) put(ops []byte) error {
 	size := int64(walHeader + len(ops))
 	if w.off > 0 && w.off+size > walSegment {
 		if err := w.next(); err != nil {
@@ -412,9 +475,6 @@ func (w *wal) write(ops []byte, durable bool) error {
 		}
 	}
 	w.off += size
-	if durable {
-		return datasync(w.f)
-	}
 	return nil
 }
 
@@ -490,7 +550,7 @@ func memtables(dir string) (int, error) {
 // applied when the store is opened again.
 func (w *wal) fail(err error) {
 	if w.failed == nil {
-		w.failed = fmt.Errorf("the journal's log: %w (the store takes no more commits; reopen it)", err)
+		w.failed = fmt.Errorf("the journal's log: %w (the store takes no more commits; open it again)", err)
 	}
 }
 
