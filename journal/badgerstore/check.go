@@ -220,7 +220,14 @@ func openView(ctx context.Context, in *inspection, scratch string) (*view, error
 	v.scratch = tmp
 	db, err := readableCopy(ctx, in, tmp, v)
 	if err == nil && len(left.recs) > 0 {
-		if err = applyWAL(db, left.recs); err != nil {
+		var mark uint64
+		if mark, err = walMark(db); err == nil {
+			err = left.behind(in.dir, mark)
+		}
+		if err == nil {
+			err = applyWAL(db, left.recs)
+		}
+		if err != nil {
 			db.Close()
 		}
 		v.logRounds = len(left.recs)

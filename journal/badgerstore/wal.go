@@ -220,26 +220,36 @@ func readWAL(dir string) (*walLeft, error) {
 	return left, nil
 }
 
+// behind refuses a log whose last record is before badger's mark: badger
+// holds rounds the log lost (walMarkKey).
+func (left *walLeft) behind(dir string, mark uint64) error {
+	if len(left.recs) == 0 || mark <= left.last {
+		return nil
+	}
+	return &WALError{File: segmentPath(dir, left.segs[len(left.segs)-1]), Offset: -1,
+		Detail: fmt.Sprintf("badger holds the writes of record %d, past the log's last record (%d): a power cut after rounds that were not synced; applying the log would set keys back", mark, left.last)}
+}
+
 // openWAL applies the log a crash left (a clean Close leaves none) to db,
 // syncs db, and opens a new segment for the rounds to come. The segments
 // applied are dropped if a checkpoint can, else kept for the next one.
 func openWAL(dir string, db *badger.DB, left *walLeft) (*wal, error) {
 	w := &wal{dir: dir, db: db}
-	if len(left.recs) > 0 {
-		mark, err := walMark(db)
-		if err != nil {
-			return nil, err
-		}
-		if mark > left.last {
-			return nil, &WALError{File: segmentPath(dir, left.segs[len(left.segs)-1]), Offset: -1,
-				Detail: fmt.Sprintf("badger holds the writes of record %d, past the log's last record (%d): a power cut after rounds that were not synced; applying the log would set keys back", mark, left.last)}
-		}
+	mark, err := walMark(db)
+	if err != nil {
+		return nil, err
+	}
+	// Seqs go on from the last record badger or the log holds, so that a
+	// new record is always past badger's mark (a log a clean Close
+	// deleted starts again from it).
+	w.seq = max(mark, left.last)
+	if err := left.behind(dir, mark); err != nil {
+		return nil, err
 	}
 	if len(left.segs) > 0 {
 		if err := applyWAL(db, left.recs); err != nil {
 			return nil, err
 		}
-		w.seq = left.last
 		w.old = left.segs
 		w.seg = left.segs[len(left.segs)-1]
 	}

@@ -396,4 +396,42 @@ func TestBadgerAheadOfTheLogIsRefused(t *testing.T) {
 	if !errors.As(err, &we) || !bytes.Contains([]byte(we.Detail), []byte("past the log's last record (26)")) {
 		t.Fatalf("open of a store whose badger is ahead of its log: %v; want a *WALError naming the log's last record", err)
 	}
+	if _, err := badgerstore.Check(context.Background(), cp, badgerstore.CheckOptions{Scratch: t.TempDir()}); !errors.As(err, &we) {
+		t.Fatalf("store check of it: %v; want the same *WALError", err)
+	}
+}
+
+// TestLogSeqsGoOnAfterAClosedLog: a clean close deletes the log, and badger
+// keeps the mark of its last record; the next records go on past it, so
+// that a crash right after the reopened store's first record (badger's
+// files from before it, the log with it) opens with that round applied,
+// not refused as badger ahead of the log.
+func TestLogSeqsGoOnAfterAClosedLog(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	st, err := badgerstore.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startWALRun(t, st)
+	for range 10 {
+		r.round(t)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st2, err := badgerstore.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st2.Close()
+	cp := copyDir(t, dir)
+	r.st, r.w = st2, journal.NewWriter(st2, journal.ResumeChain(r.run, r.key, r.w.Next()-1, r.w.Head()))
+	r.round(t)
+	copyWAL(t, dir, cp)
+	st3, err := badgerstore.Open(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st3.Close()
+	r.check(t, st3, 11)
 }
