@@ -146,7 +146,7 @@ ui: deps
 ## fuzz: run each fuzz target for FUZZTIME (default 30s).
 FUZZTIME ?= 30s
 fuzz:
-	@for p in ./abi ./internal/guestabi ./journal ./host ./replay; do \
+	@for p in ./abi ./internal/guestabi ./journal ./journal/badgerstore ./host ./replay; do \
 	  for f in $$($(GO) test -list '^Fuzz' $$p | grep '^Fuzz'); do \
 	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$p || exit 1; \
 	  done; \

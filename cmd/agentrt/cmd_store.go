@@ -131,8 +131,8 @@ func printCheck(w io.Writer, rep *badgerstore.CheckReport) error {
 	for _, d := range rep.Debris {
 		fmt.Fprintf(w, "debris:  %s (left by a crash; the next open removes it)\n", d)
 	}
-	if rep.LogRounds > 0 {
-		fmt.Fprintf(w, "log:     %d rounds in the journal's log, left by a crash: checked applied, as the next open applies them\n", rep.LogRounds)
+	if rep.LogRecords > 0 {
+		fmt.Fprintf(w, "log:     %d records in the journal's log, left by a crash: checked applied, as the next open applies them\n", rep.LogRecords)
 	}
 	if rep.Blobs > 0 || len(rep.BadBlobs) > 0 {
 		fmt.Fprintf(w, "blobs:   %d read, %d changed\n", rep.Blobs, len(rep.BadBlobs))

@@ -37,10 +37,10 @@ type CheckReport struct {
 	// logs, and tables the MANIFEST does not list whose data the store
 	// holds.
 	Debris []string `json:"debris,omitempty"`
-	// LogRounds counts the rounds the journal's log holds (wal.go), left
-	// by a crash: the runs are checked with them applied, as the next
-	// open applies them.
-	LogRounds int `json:"log_rounds,omitempty"`
+	// LogRecords counts the records the journal's log holds (wal.go), one
+	// a committer transaction, left by a crash: the runs are checked with
+	// them applied, as the next open applies them.
+	LogRecords int `json:"log_records,omitempty"`
 	// Runs is every run the readable part of the store knows of.
 	Runs []RunCheck `json:"runs"`
 	// Blobs counts the blobs of the blob area read and checked;
@@ -120,7 +120,7 @@ func Check(ctx context.Context, dir string, opts CheckOptions) (*CheckReport, er
 	defer v.close()
 	rep.Problems = append(rep.Problems, v.problems...)
 	rep.Debris = v.debris
-	rep.LogRounds = v.logRounds
+	rep.LogRecords = v.logRecords
 	runs, err := v.runs(ctx)
 	if err != nil {
 		return nil, err
@@ -182,8 +182,8 @@ type view struct {
 	problems []Problem
 	debris   []string
 	scratch  string
-	// logRounds counts the rounds of the journal's log applied to the copy.
-	logRounds int
+	// logRecords counts the records of the journal's log applied to the copy.
+	logRecords int
 }
 
 func (v *view) close() {
@@ -230,7 +230,7 @@ func openView(ctx context.Context, in *inspection, scratch string) (*view, error
 		if err != nil {
 			db.Close()
 		}
-		v.logRounds = len(left.recs)
+		v.logRecords = len(left.recs)
 	}
 	if err != nil {
 		os.RemoveAll(tmp)

@@ -16,6 +16,10 @@ import (
 // ErrClosed is returned by Commit after Close.
 var ErrClosed = errors.New("badgerstore: store is closed")
 
+// errReadOnly refuses the commits of a store opened for reading (the views
+// of store check and salvage).
+var errReadOnly = errors.New("the store is open for reading only")
+
 // maxRound bounds the batches written in one round.
 const maxRound = 512
 
@@ -40,9 +44,10 @@ type result struct {
 type committer struct {
 	db *badger.DB
 	// wal is the journal's log (wal.go): a round is durable once its
-	// record is synced there, and badger is not synced.
+	// records are synced there, and badger is not synced. nil for the
+	// views of store check and salvage, which take no commits.
 	wal *wal
-	// ops are the writes of the round being written, for its record.
+	// ops are the writes of the transaction being staged, for its record.
 	ops walOps
 
 	mu      sync.Mutex
@@ -158,9 +163,13 @@ func (e *writeError) Unwrap() error { return e.err }
 // record of the journal's log, then the log synced if any batch asked to
 // be durable. After the log failed, the round is refused whole.
 func (c *committer) write(round []*request) {
-	if err := c.wal.err(); err != nil {
+	refused := errReadOnly
+	if c.wal != nil {
+		refused = c.wal.failed
+	}
+	if refused != nil {
 		for _, r := range round {
-			r.done <- result{err: fmt.Errorf("badgerstore: commit refused: %w", err)}
+			r.done <- result{err: fmt.Errorf("badgerstore: commit refused: %w", refused)}
 		}
 		return
 	}
@@ -169,8 +178,7 @@ func (c *committer) write(round []*request) {
 		batches[i] = r.b
 	}
 	journal.SealBatches(batches)
-	c.ops.reset()
-	t := &roundTxn{c: c, ops: &c.ops, lengths: map[journal.RunID]uint64{}, events: map[journal.RunID]uint64{}}
+	t := &roundTxn{c: c, lengths: map[journal.RunID]uint64{}, events: map[journal.RunID]uint64{}}
 	durable := false
 	for _, r := range round {
 		size, count := batchSize(r.b)
@@ -201,30 +209,15 @@ func (c *committer) write(round []*request) {
 	done := t.start()
 	var syncErr error
 	var took time.Duration
-	if c.wal != nil {
-		if durable && (len(t.written) > 0 || done != nil) {
-			// A sync makes the rounds before this one durable too.
-			start := time.Now()
-			if err := c.wal.sync(); err != nil {
-				syncErr = fmt.Errorf("%w: %v", journal.ErrNotDurable, err)
-			}
-			took = time.Since(start)
+	if durable && (len(t.written) > 0 || done != nil) {
+		// A sync makes the rounds before this one durable too.
+		start := time.Now()
+		if err := c.wal.sync(); err != nil {
+			syncErr = fmt.Errorf("%w: %v", journal.ErrNotDurable, err)
 		}
-		if err := t.finish(done, true); err != nil {
-			c.wal.fail(fmt.Errorf("badger refused a transaction whose writes it holds: %w", err))
-		}
-	} else {
-		// A committer without a log (the views of store check) syncs
-		// badger.
-		t.finish(done, false)
-		if durable && len(t.written) > 0 {
-			start := time.Now()
-			if err := c.db.Sync(); err != nil {
-				syncErr = fmt.Errorf("%w: %v", journal.ErrNotDurable, err)
-			}
-			took = time.Since(start)
-		}
+		took = time.Since(start)
 	}
+	t.finish(done)
 	t.discard()
 	if syncErr == nil && durable && len(t.written) > 0 {
 		c.observers.synced(took)
@@ -240,7 +233,6 @@ func (c *committer) write(round []*request) {
 // roundTxn is the transaction in progress within a round.
 type roundTxn struct {
 	c       *committer
-	ops     *walOps
 	txn     *badger.Txn
 	size    int
 	count   int
@@ -256,7 +248,7 @@ type roundTxn struct {
 // flight, and a round that ends with a flush needs no new one.
 func (t *roundTxn) begin() {
 	t.discard()
-	t.ops.drop()
+	t.c.ops.reset()
 	t.size, t.count, t.staged = 0, 0, t.staged[:0]
 	clear(t.lengths)
 	clear(t.events)
@@ -270,11 +262,7 @@ func (t *roundTxn) discard() {
 }
 
 // flush commits the staged batches and waits for badger.
-func (t *roundTxn) flush() {
-	if err := t.finish(t.start(), t.c.wal != nil); err != nil && t.c.wal != nil {
-		t.c.wal.fail(fmt.Errorf("badger refused a transaction whose writes it holds: %w", err))
-	}
-}
+func (t *roundTxn) flush() { t.finish(t.start()) }
 
 // start writes the staged batches' record to the journal's log, then hands
 // them to badger without waiting for it to write them; finish takes its
@@ -287,23 +275,22 @@ func (t *roundTxn) start() chan error {
 	if len(t.staged) == 0 {
 		return nil
 	}
-	if w := t.c.wal; w != nil {
-		// The mark names the record in badger: Open compares it with the
-		// log's last record (walMarkKey).
-		err := t.set([]byte(walMarkKey), binary.BigEndian.AppendUint64(nil, w.seq+1))
-		if err == nil {
-			err = w.write(t.ops.b[t.ops.mark:])
+	w := t.c.wal
+	// The mark names the record in badger: Open compares it with the
+	// log's last record (walMarkKey).
+	err := t.set([]byte(walMarkKey), binary.BigEndian.AppendUint64(nil, w.seq+1))
+	if err == nil {
+		err = w.write(t.c.ops.b)
+	}
+	if err != nil {
+		w.fail(err)
+		failed := fmt.Errorf("badgerstore: commit: %w", w.failed)
+		for _, r := range t.staged {
+			r.done <- result{err: failed}
 		}
-		if err != nil {
-			w.fail(err)
-			failed := fmt.Errorf("badgerstore: commit: %w", w.err())
-			for _, r := range t.staged {
-				r.done <- result{err: failed}
-			}
-			t.staged = t.staged[:0]
-			t.begin()
-			return nil
-		}
+		t.staged = t.staged[:0]
+		t.begin()
+		return nil
 	}
 	done := make(chan error, 1)
 	t.txn.CommitWith(func(err error) { done <- err })
@@ -313,26 +300,21 @@ func (t *roundTxn) start() chan error {
 
 // finish waits for badger's answer to start. On success the staged
 // batches are written, and their runs' lengths and event seqs become the
-// committer's own; on failure they are told, and the error is returned.
-// logged says the round's record in the journal's log already holds their
-// writes: they then come back when the store is opened again, which their
-// error says (ErrNotDurable: the writer counts them as written).
-func (t *roundTxn) finish(done chan error, logged bool) error {
+// committer's own. A refusal stops the store: the log holds the refused
+// writes already, so they come back when the store is opened again, which
+// the batches' error says (ErrNotDurable: the writer counts them as
+// written).
+func (t *roundTxn) finish(done chan error) {
 	if done == nil {
-		return nil
+		return
 	}
-	err := <-done
-	if err != nil {
-		t.ops.drop()
-		failed := fmt.Errorf("badgerstore: commit: %w", err)
-		if logged {
-			failed = fmt.Errorf("%w: badger refused a transaction whose writes the journal's log holds; they are applied when the store is opened again: %v", journal.ErrNotDurable, err)
-		}
+	if err := <-done; err != nil {
+		t.c.wal.fail(fmt.Errorf("badger refused a transaction whose writes it holds: %w", err))
+		failed := fmt.Errorf("%w: badger refused a transaction whose writes the journal's log holds; they are applied when the store is opened again: %v", journal.ErrNotDurable, err)
 		for _, r := range t.staged {
 			r.done <- result{err: failed}
 		}
 	} else {
-		t.ops.keep()
 		t.written = append(t.written, t.staged...)
 		for run, n := range t.events {
 			t.c.events[run] = n
@@ -350,7 +332,6 @@ func (t *roundTxn) finish(done chan error, logged bool) error {
 		}
 	}
 	t.begin()
-	return err
 }
 
 // stage adds b's writes to the transaction after checking that b's run
@@ -450,12 +431,12 @@ func (t *roundTxn) write(b *journal.Batch, n uint64, recs []chunk, meta []byte, 
 	return nil
 }
 
-// set and del write a key in the transaction and in the round's record.
+// set and del write a key in the transaction and in its record.
 func (t *roundTxn) set(k, v []byte) error {
 	if err := t.txn.Set(k, v); err != nil {
 		return err
 	}
-	t.ops.set(k, v)
+	t.c.ops.set(k, v)
 	return nil
 }
 
@@ -463,7 +444,7 @@ func (t *roundTxn) del(k []byte) error {
 	if err := t.txn.Delete(k); err != nil {
 		return err
 	}
-	t.ops.del(k)
+	t.c.ops.del(k)
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -54,21 +55,26 @@ func storeWithRuns(t *testing.T, n int) (string, []journal.RunID) {
 	return dir, runs
 }
 
-// snapshot returns every file of dir with its size and SHA-256.
+// snapshot returns every file under dir (the journal's log in wal/
+// included) by its path from dir, with its size and SHA-256.
 func snapshot(t *testing.T, dir string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	entries, err := os.ReadDir(dir)
+	err := filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		name, _ := filepath.Rel(dir, path)
+		sum := sha256.Sum256(b)
+		out[filepath.ToSlash(name)] = fmt.Sprintf("%d %x", len(b), sum[:8])
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum := sha256.Sum256(b)
-		out[e.Name()] = fmt.Sprintf("%d %x", len(b), sum[:8])
 	}
 	return out
 }

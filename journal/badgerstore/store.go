@@ -5,10 +5,10 @@
 // batches are waiting, checks each against its run's journal length (the
 // fencing check), appends them as one record to the journal's log
 // (wal.go), writes them in one badger transaction, and syncs the log if
-// any of them asked to be durable; badger itself is not synced. Concurrent runs thus
-// share one write and one fdatasync: that is the group commit of the
-// durable path. Being
-// the only writer, the committer never meets a transaction conflict.
+// any of them asked to be durable; badger itself is not synced.
+// Concurrent runs thus share one write and one fdatasync: that is the
+// group commit of the durable path. Being the only writer, the committer
+// never meets a transaction conflict.
 //
 // Layout (see journal/SPEC.md section 10): a commit's records are stored
 // in values that fit a 64 KiB block, each under the seq of its first record;

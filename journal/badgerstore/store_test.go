@@ -18,7 +18,14 @@ import (
 
 func open(t *testing.T) *badgerstore.Store {
 	t.Helper()
-	st, err := badgerstore.Open(filepath.Join(t.TempDir(), "store"))
+	return openAt(t, filepath.Join(t.TempDir(), "store"))
+}
+
+// openAt opens the store in dir, closed when the test ends (a test may
+// close it before: Close twice is harmless).
+func openAt(t *testing.T, dir string) *badgerstore.Store {
+	t.Helper()
+	st, err := badgerstore.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -94,11 +94,9 @@ type wal struct {
 	failed error
 }
 
-// walOps collects a round's writes while they are staged in badger.
-type walOps struct {
-	b    []byte
-	mark int // len(b) when the transaction in progress began
-}
+// walOps collects a transaction's writes while they are staged in badger,
+// for its record.
+type walOps struct{ b []byte }
 
 func (o *walOps) set(k, v []byte) {
 	o.b = append(o.b, opSet)
@@ -114,13 +112,7 @@ func (o *walOps) del(k []byte) {
 	o.b = append(o.b, k...)
 }
 
-// keep makes the ops staged so far part of the round (their transaction
-// committed); drop forgets those since the last keep.
-func (o *walOps) keep() { o.mark = len(o.b) }
-func (o *walOps) drop() { o.b = o.b[:o.mark] }
-func (o *walOps) reset() {
-	o.b, o.mark = o.b[:0], 0
-}
+func (o *walOps) reset() { o.b = o.b[:0] }
 
 // WALError is a log that Open cannot apply: a record that does not check
 // with a valid one after it, or in a segment that is not the last (Offset
@@ -197,20 +189,18 @@ func readWAL(dir string) (*walLeft, error) {
 			if err == nil && left.last != 0 && seq != left.last+1 {
 				err = fmt.Errorf("record %d follows record %d", seq, left.last)
 			}
-			if errors.Is(err, errEnd) {
-				if at := validAfter(data, off); at >= 0 {
-					return nil, &WALError{File: path, Offset: int64(off), Detail: fmt.Sprintf("zeros where a record was due, and a valid record follows at byte %d", at)}
-				}
-				break // the segment's preallocated rest
-			}
 			if err != nil {
-				if i < len(segs)-1 {
+				// Zeros end every segment (its sized rest); a record
+				// that does not check ends only the last (the write a
+				// crash cut: never acknowledged), and only when nothing
+				// valid follows it.
+				if !errors.Is(err, errEnd) && i < len(segs)-1 {
 					return nil, &WALError{File: path, Offset: int64(off), Detail: err.Error() + ", in a segment a later one follows"}
 				}
 				if at := validAfter(data, off+1); at >= 0 {
 					return nil, &WALError{File: path, Offset: int64(off), Detail: fmt.Sprintf("%v, and a valid record follows at byte %d", err, at)}
 				}
-				break // the write a crash cut: never acknowledged
+				break
 			}
 			left.recs = append(left.recs, ops)
 			left.last = seq
@@ -310,8 +300,8 @@ func applyWAL(db *badger.DB, recs [][]byte) error {
 }
 
 // errEnd is a record position that holds no record: zeros, the rest of a
-// preallocated segment.
-var errEnd = errors.New("no record")
+// segment sized in advance.
+var errEnd = errors.New("zeros where a record would begin")
 
 // readRecord decodes the record at the start of b.
 func readRecord(b []byte) (seq uint64, ops []byte, err error) {
@@ -330,6 +320,9 @@ func readRecord(b []byte) (seq uint64, ops []byte, err error) {
 		return 0, nil, fmt.Errorf("a record of %d bytes, past the segment's end", size)
 	}
 	seq = binary.LittleEndian.Uint64(b[8:])
+	if seq == 0 {
+		return 0, nil, errors.New("a record numbered 0 (records count from 1)")
+	}
 	crc := crc32.Update(crc32.Checksum(b[:16], castagnoli), castagnoli, b[walHeader:walHeader+int(size)])
 	if crc != binary.LittleEndian.Uint32(b[16:]) {
 		return 0, nil, fmt.Errorf("record %d fails its checksum", seq)
@@ -466,11 +459,7 @@ func (w *wal) put(ops []byte) error {
 		}
 	}
 	w.seq++
-	w.buf = binary.LittleEndian.AppendUint32(w.buf[:0], walMagic)
-	w.buf = binary.LittleEndian.AppendUint32(w.buf, uint32(len(ops)))
-	w.buf = binary.LittleEndian.AppendUint64(w.buf, w.seq)
-	crc := crc32.Update(crc32.Checksum(w.buf, castagnoli), castagnoli, ops)
-	w.buf = binary.LittleEndian.AppendUint32(w.buf, crc)
+	w.buf = appendHeader(w.buf[:0], w.seq, ops)
 	if len(ops) <= 64<<10 {
 		w.buf = append(w.buf, ops...)
 		if _, err := w.f.WriteAt(w.buf, w.off); err != nil {
@@ -488,6 +477,16 @@ func (w *wal) put(ops []byte) error {
 	return nil
 }
 
+// appendHeader appends the header of the record of ops with seq seq.
+func appendHeader(b []byte, seq uint64, ops []byte) []byte {
+	start := len(b)
+	b = binary.LittleEndian.AppendUint32(b, walMagic)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(ops)))
+	b = binary.LittleEndian.AppendUint64(b, seq)
+	crc := crc32.Update(crc32.Checksum(b[start:], castagnoli), castagnoli, ops)
+	return binary.LittleEndian.AppendUint32(b, crc)
+}
+
 // checkpoint drops the segments before the current one if badger holds
 // their writes durably: it syncs badger, then looks for memtables waiting
 // to be written to tables, whose writes a sync does not cover. It reports
@@ -502,13 +501,21 @@ func (w *wal) checkpoint() (bool, error) {
 	if n, err := memtables(w.dir); err != nil || n > 1 {
 		return false, err
 	}
-	for _, n := range w.old {
-		if err := os.Remove(segmentPath(w.dir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return false, err
-		}
+	if err := w.removeSegments(w.old); err != nil {
+		return false, err
 	}
 	w.old = w.old[:0]
 	return true, nil
+}
+
+// removeSegments deletes the segments segs.
+func (w *wal) removeSegments(segs []uint64) error {
+	for _, n := range segs {
+		if err := os.Remove(segmentPath(w.dir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
 }
 
 // drain checkpoints everything the log holds, waiting for badger to write
@@ -523,8 +530,8 @@ func (w *wal) drain() error {
 	}
 	if w.off > 0 {
 		if err := w.next(); err != nil {
-			w.failed = err
-			return err
+			w.fail(err)
+			return w.failed
 		}
 	}
 	deadline := time.Now().Add(time.Minute)
@@ -564,14 +571,6 @@ func (w *wal) fail(err error) {
 	}
 }
 
-// err is the error that made the log unusable, if any.
-func (w *wal) err() error {
-	if w == nil {
-		return nil
-	}
-	return w.failed
-}
-
 // close closes the current segment; the log stays for the next open.
 func (w *wal) close() error {
 	if w.f == nil {
@@ -582,18 +581,16 @@ func (w *wal) close() error {
 	return err
 }
 
-// remove deletes the whole log and its folder, after badger closed cleanly (its memtables
-// written to tables, synced).
+// remove deletes the whole log and its folder, after badger closed
+// cleanly (its memtables written to tables, synced).
 func (w *wal) remove() error {
 	w.close()
 	segs, err := segments(w.dir)
 	if err != nil {
 		return err
 	}
-	for _, n := range segs {
-		if err := os.Remove(segmentPath(w.dir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
+	if err := w.removeSegments(segs); err != nil {
+		return err
 	}
 	if err := os.Remove(filepath.Join(w.dir, walDir)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -106,10 +105,7 @@ func segmentsOf(t *testing.T, dir string) []string {
 func crashCopy(t *testing.T, rounds, badger int) (r *walRun, cp string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "store")
-	st, err := badgerstore.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openAt(t, dir)
 	defer st.Close()
 	r = startWALRun(t, st)
 	for i := 1; i <= rounds; i++ {
@@ -129,10 +125,7 @@ func crashCopy(t *testing.T, rounds, badger int) (r *walRun, cp string) {
 // the values the last of them set. Open then drops the applied log.
 func TestLogRestoresWhatBadgerLost(t *testing.T) {
 	r, cp := crashCopy(t, 40, 25)
-	st, err := badgerstore.Open(cp)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openAt(t, cp)
 	r.check(t, st, 40)
 	if segs := segmentsOf(t, cp); len(segs) != 1 {
 		t.Errorf("after the open applied the log, the log has %d segments (%v), want only the new one", len(segs), segs)
@@ -151,11 +144,7 @@ func TestLogRestoresWhatBadgerLost(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(cp, "wal")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a clean close left the log: %v", err)
 	}
-	st2, err := badgerstore.Open(cp2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st2.Close()
+	st2 := openAt(t, cp2)
 	r.check(t, st2, 43)
 }
 
@@ -190,42 +179,8 @@ func TestTornLastRecordIsDropped(t *testing.T) {
 	if err := os.WriteFile(segs[len(segs)-1], seg, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	st, err := badgerstore.Open(cp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openAt(t, cp)
 	r.check(t, st, 12)
-}
-
-// walSnapshot returns the store's files, the log's segments included,
-// with their sizes and SHA-256.
-func walSnapshot(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if e.Type().IsRegular() {
-			b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			sum := sha256.Sum256(b)
-			out[e.Name()] = fmt.Sprintf("%d %x", len(b), sum[:8])
-		}
-	}
-	for _, p := range segmentsOf(t, dir) {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum := sha256.Sum256(b)
-		out["wal/"+filepath.Base(p)] = fmt.Sprintf("%d %x", len(b), sum[:8])
-	}
-	return out
 }
 
 // TestDamagedLogRefusesTheStoreAndChangesNothing: a record that fails its
@@ -242,7 +197,7 @@ func TestDamagedLogRefusesTheStoreAndChangesNothing(t *testing.T) {
 	if err := os.WriteFile(segs[0], seg, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	before := walSnapshot(t, cp)
+	before := snapshot(t, cp)
 	st, err := badgerstore.Open(cp)
 	if err == nil {
 		st.Close()
@@ -255,7 +210,7 @@ func TestDamagedLogRefusesTheStoreAndChangesNothing(t *testing.T) {
 	if we.Offset != 0 || !bytes.Contains([]byte(we.Detail), []byte("a valid record follows")) {
 		t.Errorf("the error names byte %d: %q; want the first record, and the valid one after it", we.Offset, we.Detail)
 	}
-	sameFiles(t, before, walSnapshot(t, cp))
+	sameFiles(t, before, snapshot(t, cp))
 }
 
 // TestPurgedRunStaysPurgedAfterACrash: the log is applied again at open, so
@@ -264,11 +219,7 @@ func TestDamagedLogRefusesTheStoreAndChangesNothing(t *testing.T) {
 // run purged and the others whole.
 func TestPurgedRunStaysPurgedAfterACrash(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
-	st, err := badgerstore.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openAt(t, dir)
 	ctx := context.Background()
 	gone, kept := startWALRun(t, st), startWALRun(t, st)
 	for range 5 {
@@ -288,11 +239,7 @@ func TestPurgedRunStaysPurgedAfterACrash(t *testing.T) {
 	kept.round(t)
 	cp := copyDir(t, dir)
 	copyWAL(t, dir, cp)
-	st2, err := badgerstore.Open(cp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st2.Close()
+	st2 := openAt(t, cp)
 	if _, err := st2.Meta(ctx, gone.run); !errors.Is(err, journal.ErrNotFound) {
 		t.Errorf("the purged run after a crash: %v, want ErrNotFound", err)
 	}
@@ -308,11 +255,7 @@ func TestPurgedRunStaysPurgedAfterACrash(t *testing.T) {
 // badger covers them; a crash after that still has every round.
 func TestFullSegmentsAreDroppedOnceBadgerHoldsThem(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
-	st, err := badgerstore.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openAt(t, dir)
 	ctx := context.Background()
 	r := startWALRun(t, st)
 	value := bytes.Repeat([]byte{0x5a}, 32<<10)
@@ -335,11 +278,7 @@ func TestFullSegmentsAreDroppedOnceBadgerHoldsThem(t *testing.T) {
 	}
 	cp := copyDir(t, dir)
 	copyWAL(t, dir, cp)
-	st2, err := badgerstore.Open(cp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st2.Close()
+	st2 := openAt(t, cp)
 	sum, err := journal.VerifyStore(ctx, st2, r.run, journal.TrustKeys(r.key.Public().(ed25519.PublicKey)))
 	if err != nil || sum.Entries != rounds+1 {
 		t.Fatalf("after a crash: %d entries, %v; want %d", sum.Entries, err, rounds+1)
@@ -354,18 +293,18 @@ func TestFullSegmentsAreDroppedOnceBadgerHoldsThem(t *testing.T) {
 // open applies it, and changes no file of the store.
 func TestCheckSeesTheLogAsOpenWill(t *testing.T) {
 	r, cp := crashCopy(t, 40, 25)
-	before := walSnapshot(t, cp)
+	before := snapshot(t, cp)
 	rep, err := badgerstore.Check(context.Background(), cp, badgerstore.CheckOptions{Scratch: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !rep.OK || rep.LogRounds != 41 || len(rep.Runs) != 1 {
-		t.Fatalf("check: ok %v, %d log rounds, %d runs; want ok, 41 rounds (the start and 40), 1 run", rep.OK, rep.LogRounds, len(rep.Runs))
+	if !rep.OK || rep.LogRecords != 41 || len(rep.Runs) != 1 {
+		t.Fatalf("check: ok %v, %d log records, %d runs; want ok, 41 records (the start and 40 rounds), 1 run", rep.OK, rep.LogRecords, len(rep.Runs))
 	}
 	if rc := rep.Runs[0]; rc.Run != r.run.String() || rc.Length != 41 || rc.Readable != 41 {
 		t.Errorf("the run: %+v; want 41 entries, all readable", rc)
 	}
-	sameFiles(t, before, walSnapshot(t, cp))
+	sameFiles(t, before, snapshot(t, cp))
 }
 
 // TestBadgerAheadOfTheLogIsRefused: a record is written before its
@@ -376,10 +315,7 @@ func TestCheckSeesTheLogAsOpenWill(t *testing.T) {
 // (badger copied after round 40, the log after round 25) is refused.
 func TestBadgerAheadOfTheLogIsRefused(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
-	st, err := badgerstore.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openAt(t, dir)
 	r := startWALRun(t, st)
 	logAt := t.TempDir()
 	for i := 1; i <= 40; i++ {
@@ -391,7 +327,7 @@ func TestBadgerAheadOfTheLogIsRefused(t *testing.T) {
 	cp := copyDir(t, dir)
 	st.Close()
 	copyWAL(t, logAt, cp)
-	_, err = badgerstore.Open(cp)
+	_, err := badgerstore.Open(cp)
 	var we *badgerstore.WALError
 	if !errors.As(err, &we) || !bytes.Contains([]byte(we.Detail), []byte("past the log's last record (26)")) {
 		t.Fatalf("open of a store whose badger is ahead of its log: %v; want a *WALError naming the log's last record", err)
@@ -408,10 +344,7 @@ func TestBadgerAheadOfTheLogIsRefused(t *testing.T) {
 // not refused as badger ahead of the log.
 func TestLogSeqsGoOnAfterAClosedLog(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
-	st, err := badgerstore.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openAt(t, dir)
 	r := startWALRun(t, st)
 	for range 10 {
 		r.round(t)
@@ -419,19 +352,11 @@ func TestLogSeqsGoOnAfterAClosedLog(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	st2, err := badgerstore.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st2.Close()
+	st2 := openAt(t, dir)
 	cp := copyDir(t, dir)
 	r.st, r.w = st2, journal.NewWriter(st2, journal.ResumeChain(r.run, r.key, r.w.Next()-1, r.w.Head()))
 	r.round(t)
 	copyWAL(t, dir, cp)
-	st3, err := badgerstore.Open(cp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st3.Close()
+	st3 := openAt(t, cp)
 	r.check(t, st3, 11)
 }
