@@ -88,7 +88,7 @@ func (s *session) cacheKey(c *Call, f *callFacts) string {
 	// context["key"], context has key), so it is left out: kv.put calls
 	// of different keys share one decision unless a policy reads the key.
 	for _, a := range f.attrs {
-		if !s.mentioned(a.Name) {
+		if !s.deps.Policy.Mentions(a.Name) {
 			continue
 		}
 		b.WriteByte(0)
@@ -112,18 +112,6 @@ func (s *session) cacheKey(c *Call, f *callFacts) string {
 		fmt.Fprintf(&b, "\x00s%d", c.Step-1)
 	}
 	return b.String()
-}
-
-// mentioned says whether a policy in force names the context attribute
-// name (policy.Engine.Mentions, a substring of a policy's text: a word
-// that merely contains it counts too, which only costs a cache hit).
-func (s *session) mentioned(name string) bool {
-	m, ok := s.policyUses.attrs[name]
-	if !ok {
-		m = s.deps.Policy.Mentions(name)
-		s.policyUses.attrs[name] = m
-	}
-	return m
 }
 
 // policyRequest builds the policy request of a call from its facts.
@@ -202,7 +190,6 @@ func (s *session) initPolicy() {
 	}
 	s.decisions = map[string]*cachedDecision{}
 	if s.deps.Policy != nil {
-		s.policyUses.attrs = map[string]bool{}
 		s.policyUses.time = s.deps.Policy.Mentions("time")
 		s.policyUses.spent = s.deps.Policy.Mentions("spent")
 	}

@@ -108,12 +108,7 @@ type session struct {
 	entities   types.EntityMap
 	runUID     types.EntityUID
 	decisions  map[string]*cachedDecision
-	policyUses struct {
-		time, spent bool
-		// attrs says, by name, whether a policy names a call's context
-		// attribute (mentioned).
-		attrs map[string]bool
-	}
+	policyUses struct{ time, spent bool }
 	// wallDeadline is when the run's wall-time budget runs out (zero:
 	// none): a tool launched now may run only until then (caps.Run.Deadline).
 	wallDeadline time.Time

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	cedar "github.com/cedar-policy/cedar-go"
 	"github.com/cedar-policy/cedar-go/types"
@@ -117,6 +118,9 @@ type Engine struct {
 	platform *Set
 	customer *Set // nil: no customer layer
 	hash     [32]byte
+	// mentions keeps Mentions' answers by word: the sets never change,
+	// and every run's gate asks about the same few attributes.
+	mentions sync.Map
 }
 
 // ErrNoPlatform is returned by NewEngine when the platform set is empty: an
@@ -154,6 +158,15 @@ func NewEngine(platform, customer []Source) (*Engine, error) {
 // only if some policy names it. (A word in an annotation counts too; that
 // only makes the caller cache less.)
 func (e *Engine) Mentions(word string) bool {
+	if m, ok := e.mentions.Load(word); ok {
+		return m.(bool)
+	}
+	m := e.mentionsIn(word)
+	e.mentions.Store(word, m)
+	return m
+}
+
+func (e *Engine) mentionsIn(word string) bool {
 	for _, s := range []*Set{e.platform, e.customer} {
 		if s == nil {
 			continue
