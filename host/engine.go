@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"sync"
 
@@ -111,6 +112,9 @@ type Engine struct {
 	keep  int
 	tick  uint64
 	stats EngineStats
+	// rewrites keeps rewritten modules in the cache directory; its dir
+	// is empty without one.
+	rewrites rewriteCache
 }
 
 // EngineStats counts what an engine's compiled modules did, for a daemon
@@ -127,6 +131,10 @@ type EngineStats struct {
 	Kept    int    `json:"kept"`
 	Limit   int    `json:"limit"`
 	Evicted uint64 `json:"evicted"`
+	// RewritesRead is the number of compiles that read the module's
+	// rewrite from the disk cache (EngineConfig.CacheDir) instead of
+	// rewriting it.
+	RewritesRead uint64 `json:"rewrites_read"`
 }
 
 // Stats returns the engine's counts of compiled modules.
@@ -242,7 +250,14 @@ func NewEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
 	}
 	return &Engine{kind: cfg.Kind, rt: rt, limits: cfg.Compile, maxPages: cfg.MemoryLimitPages,
 		compiling: make(chan struct{}, max(1, runtime.NumCPU()/2)), instantiating: make(chan struct{}, max(1, runtime.GOMAXPROCS(0))),
-		compiled: map[compileKey]*compiling{}, keep: cfg.KeepCompiled}, nil
+		compiled: map[compileKey]*compiling{}, keep: cfg.KeepCompiled, rewrites: rewriteCacheIn(cfg.CacheDir)}, nil
+}
+
+func rewriteCacheIn(dir string) rewriteCache {
+	if dir == "" {
+		return rewriteCache{}
+	}
+	return rewriteCache{dir: filepath.Join(dir, rewriteCacheDir)}
 }
 
 // EngineAvailable reports whether this binary has the engine kind: wazero
@@ -399,7 +414,7 @@ func (e *Engine) prepare(code []byte, key compileKey) (*Module, error) {
 	if err := wm.checkRun(key.ml); err != nil {
 		return nil, fmt.Errorf("compile: %w", err)
 	}
-	bin, err := wm.rewrite(key.ml, e.rt.instruments())
+	bin, release, err := e.rewritten(wm, key)
 	if err != nil {
 		return nil, fmt.Errorf("compile: %w", err)
 	}
@@ -410,7 +425,11 @@ func (e *Engine) prepare(code []byte, key compileKey) (*Module, error) {
 	e.background.Add(1)
 	go func() {
 		defer e.background.Done()
-		done <- e.rt.compile(ctx, bin, m)
+		err := e.rt.compile(ctx, bin, m)
+		// Neither engine keeps the bytes it compiled (wazero decodes
+		// into copies, wasmtime into its own memory).
+		release()
+		done <- err
 	}()
 	select {
 	case err = <-done:
@@ -426,6 +445,31 @@ func (e *Engine) prepare(code []byte, key compileKey) (*Module, error) {
 		return nil, fmt.Errorf("compile: %w", &refusal{msg: err.Error()})
 	}
 	return m, nil
+}
+
+// rewritten returns wm rewritten for key's limits (wasmModule.rewrite),
+// read from the disk cache when it holds it, and kept there when not;
+// release frees the bytes once they are compiled.
+func (e *Engine) rewritten(wm *wasmModule, key compileKey) (bin []byte, release func(), err error) {
+	instrument := e.rt.instruments()
+	if e.rewrites.dir == "" {
+		bin, err = wm.rewrite(key.ml, instrument)
+		return bin, func() {}, err
+	}
+	path := e.rewrites.path(key.sum, key.ml, instrument)
+	if bin, release, ok := e.rewrites.load(path); ok {
+		e.mu.Lock()
+		e.stats.RewritesRead++
+		e.mu.Unlock()
+		return bin, release, nil
+	}
+	if bin, err = wm.rewrite(key.ml, instrument); err != nil {
+		return nil, nil, err
+	}
+	// A cache that cannot be written costs the next process the
+	// rewrite, and nothing else: the module is compiled all the same.
+	_ = e.rewrites.store(path, bin)
+	return bin, func() {}, nil
 }
 
 // memory is a guest's linear memory as the host functions see it: Read

@@ -1,0 +1,76 @@
+package host_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/agentrt/agentrt/host"
+	"github.com/agentrt/agentrt/internal/testutil"
+	"github.com/agentrt/agentrt/journal"
+)
+
+// TestRewriteCacheServesTheNextEngine: an engine with a cache directory
+// keeps the module's rewrite there, the next engine on the directory (the
+// next agentrt run) compiles it from the file, and a damaged or cut file
+// is never compiled: the module is rewritten again, the file made whole,
+// and every run ends as the first did.
+func TestRewriteCacheServesTheNextEngine(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	code := testutil.BuildWAT(t, "host/testdata/wat/loop.wat")
+	run := func(step string, wantRead uint64) {
+		t.Helper()
+		engine, err := host.NewEngine(ctx, host.EngineConfig{Kind: testutil.EngineKind(), CacheDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer engine.Close(ctx)
+		env := testutil.NewEnvOn(t, engine, host.Deps{}, host.Config{})
+		res, err := env.Host.Run(ctx, host.RunSpec{Code: code})
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		if res.Status != journal.StatusCompleted || string(res.Output) != "ok" {
+			t.Fatalf("%s: the run ended %s with %q: %v", step, res.Status, res.Output, res.Err)
+		}
+		if got := engine.Stats().RewritesRead; got != wantRead {
+			t.Fatalf("%s: the engine read %d rewrites from its cache, want %d", step, got, wantRead)
+		}
+	}
+	run("first engine", 0)
+	files, _ := filepath.Glob(filepath.Join(dir, "agentrt-rewrite", "*"))
+	if len(files) != 1 {
+		t.Fatalf("the cache holds %v, want one rewrite", files)
+	}
+	file := files[0]
+	kept, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run("second engine", 1)
+
+	for _, damage := range []struct {
+		name string
+		fn   func([]byte) []byte
+	}{
+		{"a flipped byte in the module", func(b []byte) []byte { b = bytes.Clone(b); b[len(b)-3] ^= 0x40; return b }},
+		{"a flipped byte in the header", func(b []byte) []byte { b = bytes.Clone(b); b[2] ^= 1; return b }},
+		{"cut in half", func(b []byte) []byte { return b[:len(b)/2] }},
+		{"empty", func([]byte) []byte { return nil }},
+	} {
+		if err := os.WriteFile(file, damage.fn(kept), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		run(damage.name, 0)
+		now, err := os.ReadFile(file)
+		if err != nil || !bytes.Equal(now, kept) {
+			t.Fatalf("%s: the cache file was not made whole again (%d bytes, %v)", damage.name, len(now), err)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "agentrt-rewrite", ".tmp-*")); len(left) > 0 {
+		t.Fatalf("temporary files left in the cache: %v", left)
+	}
+}
