@@ -404,6 +404,40 @@ func (e *Engine) build(c *compiling, key compileKey, code []byte) {
 }
 
 func (e *Engine) prepare(code []byte, key compileKey) (*Module, error) {
+	instrument := e.rt.instruments()
+	var path string
+	var bin []byte
+	release, cached := func() {}, false
+	if e.rewrites.dir != "" {
+		path = e.rewrites.path(key.sum, key.ml, instrument, e.limits)
+		bin, release, cached = e.rewrites.load(path)
+	}
+	m := &Module{SHA256: key.sum[:]}
+	ctx, cancel := context.WithTimeout(context.Background(), e.limits.Timeout)
+	defer cancel()
+	var done chan error
+	compile := func(bin []byte, release func()) {
+		done = make(chan error, 1)
+		e.background.Add(1)
+		go func() {
+			defer e.background.Done()
+			err := e.rt.compile(ctx, bin, m)
+			// Neither engine keeps the bytes it compiled (wazero
+			// decodes into copies, wasmtime into its own memory).
+			release()
+			done <- err
+		}()
+	}
+	if cached {
+		e.mu.Lock()
+		e.stats.RewritesRead++
+		e.mu.Unlock()
+		// The rewrite on disk was made from these very bytes once they
+		// passed the checks below under the same limits (its name holds
+		// both): the engine starts on it while the checks run again,
+		// and nothing it compiles is used unless they pass.
+		compile(bin, release)
+	}
 	wm, err := readModule(code, e.limits)
 	if err != nil {
 		if errors.Is(err, ErrNotWasm) {
@@ -414,23 +448,17 @@ func (e *Engine) prepare(code []byte, key compileKey) (*Module, error) {
 	if err := wm.checkRun(key.ml); err != nil {
 		return nil, fmt.Errorf("compile: %w", err)
 	}
-	bin, release, err := e.rewritten(wm, key)
-	if err != nil {
-		return nil, fmt.Errorf("compile: %w", err)
+	if !cached {
+		if bin, err = wm.rewrite(key.ml, instrument); err != nil {
+			return nil, fmt.Errorf("compile: %w", err)
+		}
+		if path != "" {
+			// A cache that cannot be written costs the next process
+			// the rewrite, and nothing else.
+			_ = e.rewrites.store(path, bin)
+		}
+		compile(bin, func() {})
 	}
-	m := &Module{SHA256: key.sum[:], Imports: wm.importsOf()}
-	ctx, cancel := context.WithTimeout(context.Background(), e.limits.Timeout)
-	defer cancel()
-	done := make(chan error, 1)
-	e.background.Add(1)
-	go func() {
-		defer e.background.Done()
-		err := e.rt.compile(ctx, bin, m)
-		// Neither engine keeps the bytes it compiled (wazero decodes
-		// into copies, wasmtime into its own memory).
-		release()
-		done <- err
-	}()
 	select {
 	case err = <-done:
 	case <-ctx.Done():
@@ -444,32 +472,8 @@ func (e *Engine) prepare(code []byte, key compileKey) (*Module, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compile: %w", &refusal{msg: err.Error()})
 	}
+	m.Imports = wm.importsOf()
 	return m, nil
-}
-
-// rewritten returns wm rewritten for key's limits (wasmModule.rewrite),
-// read from the disk cache when it holds it, and kept there when not;
-// release frees the bytes once they are compiled.
-func (e *Engine) rewritten(wm *wasmModule, key compileKey) (bin []byte, release func(), err error) {
-	instrument := e.rt.instruments()
-	if e.rewrites.dir == "" {
-		bin, err = wm.rewrite(key.ml, instrument)
-		return bin, func() {}, err
-	}
-	path := e.rewrites.path(key.sum, key.ml, instrument)
-	if bin, release, ok := e.rewrites.load(path); ok {
-		e.mu.Lock()
-		e.stats.RewritesRead++
-		e.mu.Unlock()
-		return bin, release, nil
-	}
-	if bin, err = wm.rewrite(key.ml, instrument); err != nil {
-		return nil, nil, err
-	}
-	// A cache that cannot be written costs the next process the
-	// rewrite, and nothing else: the module is compiled all the same.
-	_ = e.rewrites.store(path, bin)
-	return bin, func() {}, nil
 }
 
 // memory is a guest's linear memory as the host functions see it: Read

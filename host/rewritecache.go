@@ -30,8 +30,9 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // process that runs a module rewritten before (every agentrt run of the
 // same agent) reads them instead of rewriting: a Go agent of 3.6 MB takes
 // some 38 ms to rewrite here, 3 ms to read back. The module's checks
-// (readModule, checkRun) still run on every load: only their pure
-// consequence, the rewrite, is kept.
+// (readModule, checkRun) still run on every load, beside the engine's
+// work on the rewrite (Engine.prepare): only their pure consequence, the
+// rewrite, is kept.
 //
 // A file names the module's SHA-256, the run's module limits, whether the
 // engine needs the yield instrumentation and rewriteVersion; it holds a
@@ -41,9 +42,15 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // directory can change what the cell executes.
 type rewriteCache struct{ dir string }
 
-func (c rewriteCache) path(sum [32]byte, ml moduleLimits, instrument bool) string {
+// path names the file of the rewrite of the module whose SHA-256 is sum
+// for module limits ml, with the yield instrumentation or not, by an
+// engine whose compile limits are cl: a file exists only once the module
+// passed the checks of cl and ml (readModule, checkRun).
+func (c rewriteCache) path(sum [32]byte, ml moduleLimits, instrument bool, cl CompileLimits) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "agentrt rewrite v%d\n%x\n%d %d %d %t\n", rewriteVersion, sum, ml.memoryPages, ml.tableElements, ml.tables, instrument)
+	fmt.Fprintf(h, "agentrt rewrite v%d\n%x\n%d %d %d %t\n%d %d %d %d %d\n", rewriteVersion, sum,
+		ml.memoryPages, ml.tableElements, ml.tables, instrument,
+		cl.ModuleBytes, cl.FunctionBytes, cl.Nesting, cl.Branches, cl.Locals)
 	return filepath.Join(c.dir, hex.EncodeToString(h.Sum(nil)))
 }
 

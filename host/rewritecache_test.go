@@ -3,8 +3,10 @@ package host_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/agentrt/agentrt/host"
@@ -51,6 +53,21 @@ func TestRewriteCacheServesTheNextEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	run("second engine", 1)
+
+	// An engine with lower compile limits checks the module against
+	// them: the rewrite kept for the default limits is not its.
+	small, err := host.NewEngine(ctx, host.EngineConfig{Kind: testutil.EngineKind(), CacheDir: dir, Compile: host.CompileLimits{ModuleBytes: len(code) - 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer small.Close(ctx)
+	env := testutil.NewEnvOn(t, small, host.Deps{}, host.Config{})
+	if _, err := env.Host.Run(ctx, host.RunSpec{Code: code}); !errors.Is(err, host.ErrBadModule) || !strings.Contains(err.Error(), "ModuleBytes") {
+		t.Fatalf("a run on an engine whose limit the module is over: %v, want it refused for CompileLimits.ModuleBytes", err)
+	}
+	if got := small.Stats().RewritesRead; got != 0 {
+		t.Fatalf("the engine with lower limits read %d rewrites from the cache, want 0", got)
+	}
 
 	for _, damage := range []struct {
 		name string
