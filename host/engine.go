@@ -295,6 +295,29 @@ func (e *Engine) Compile(ctx context.Context, code []byte) (*Module, error) {
 	return e.compile(ctx, code, e.runLimits(DefaultLimits()))
 }
 
+// Warm starts compiling code for a run under grant g on a host with the
+// default limits (Config.Limits zero), and returns at once: a run of the
+// same bytes under the same limits that starts later waits for this one
+// compilation instead of starting its own. It is for a caller that holds
+// the module before the rest of what the run needs: agentrt run compiles
+// while the store opens. Nothing is reported; the run reports what the
+// compilation found. Close waits for it.
+func (e *Engine) Warm(code []byte, g *Grant) {
+	var gl *Limits
+	if g != nil {
+		gl = g.Limits
+	}
+	l, err := gl.within(DefaultLimits())
+	if err != nil {
+		return // the run refuses the grant itself
+	}
+	e.background.Add(1)
+	go func() {
+		defer e.background.Done()
+		e.compileSum(context.Background(), sha256.Sum256(code), e.runLimits(l), func() ([]byte, error) { return code, nil })
+	}()
+}
+
 // runLimits returns the module limits of a run with limits l on this
 // engine: its memory within the engine's cap.
 func (e *Engine) runLimits(l Limits) moduleLimits {

@@ -91,3 +91,31 @@ func TestRewriteCacheServesTheNextEngine(t *testing.T) {
 		t.Fatalf("temporary files left in the cache: %v", left)
 	}
 }
+
+// TestWarmCompilesOnceForTheRun: a module warmed for a run's grant is
+// compiled once, and the run of it waits for that compilation; a run
+// under other limits compiles its own.
+func TestWarmCompilesOnceForTheRun(t *testing.T) {
+	ctx := context.Background()
+	engine, err := host.NewEngine(ctx, host.EngineConfig{Kind: testutil.EngineKind(), CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer engine.Close(ctx)
+	env := testutil.NewEnvOn(t, engine, host.Deps{}, host.Config{})
+	code := testutil.BuildWAT(t, "host/testdata/wat/loop.wat")
+	small := &host.Grant{Run: &host.RunGrant{}, Limits: &host.Limits{MemoryPages: 8}}
+	engine.Warm(code, small)
+	for i, c := range []struct {
+		grant          *host.Grant
+		compiles, hits uint64
+	}{{small, 1, 1}, {nil, 2, 1}} {
+		res, err := env.Host.Run(ctx, host.RunSpec{Code: code, Grant: c.grant})
+		if err != nil || res.Status != journal.StatusCompleted {
+			t.Fatalf("run %d: %v %v", i, err, res)
+		}
+		if st := engine.Stats(); st.Compiles != c.compiles || st.Hits != c.hits {
+			t.Fatalf("after run %d the engine compiled %d modules and found %d compiled, want %d and %d", i, st.Compiles, st.Hits, c.compiles, c.hits)
+		}
+	}
+}

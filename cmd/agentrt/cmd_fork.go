@@ -80,7 +80,7 @@ refused.`,
 				}
 				name = filepath.Base(moduleFile)
 			}
-			cl, closeCell, err := c.openShowing(ctx, quiet)
+			cl, closeCell, err := c.openShowing(ctx, quiet, nil)
 			if errors.Is(err, badgerstore.ErrLocked) {
 				return withHint(err, "agentrt fork runs in this process: fork once the process that holds the data directory has ended (a cell daemon: stop it, fork, start it again)")
 			}

@@ -51,7 +51,7 @@ RUN is a run id, a unique prefix of one, or "last" for the newest run.`,
 			if target != "" {
 				return c.followOnCell(ctx, target, resume, asJSON, quiet)
 			}
-			cl, closeCell, err := c.openShowing(ctx, quiet)
+			cl, closeCell, err := c.openShowing(ctx, quiet, nil)
 			if daemon := c.heldByDaemon(err, "the run goes to it"); daemon != "" {
 				return c.followOnCell(ctx, daemon, resume, asJSON, quiet)
 			}

@@ -164,7 +164,15 @@ priority first. A run that executes in this process waits in no queue, so
 				}
 				return c.followOnCell(ctx, target, submit, asJSON, quiet)
 			}
-			cl, closeCell, err := c.openShowing(ctx, quiet)
+			// The module compiles while the store opens, when the run is
+			// this process's to execute (a store a daemon holds is not
+			// opened, and the warm-up does not start). A token's grant is
+			// known once verified, inside the run: its limits may differ.
+			var warm func(*host.Engine)
+			if spec.Token == nil {
+				warm = func(e *host.Engine) { e.Warm(spec.Code, spec.Grant) }
+			}
+			cl, closeCell, err := c.openShowing(ctx, quiet, warm)
 			if !forced {
 				if daemon := c.heldByDaemon(err, "the run goes to it"); daemon != "" {
 					return c.followOnCell(ctx, daemon, submit, asJSON, quiet)
@@ -476,14 +484,14 @@ func (c *cli) reportRemote(ri cell.RunInfo, start time.Time, asJSON bool) error 
 // openShowing opens the cell for a command that runs an agent, showing the
 // guest's events on stderr unless quiet, and serves the cell's control
 // socket meanwhile, so that agentrt cancel reaches the run. The returned
-// func closes both.
-func (c *cli) openShowing(ctx context.Context, quiet bool) (*cell.Cell, func(), error) {
+// func closes both. warm, when set, is the cell's Options.Warm.
+func (c *cli) openShowing(ctx context.Context, quiet bool, warm func(*host.Engine)) (*cell.Cell, func(), error) {
 	var sink func(host.Event)
 	printer := newEventPrinter(c.stderr, false)
 	if !quiet {
 		sink = printer.print
 	}
-	opts := cell.Options{Sink: sink}
+	opts := cell.Options{Sink: sink, Warm: warm}
 	// Only a person at a terminal can be asked; the policy context says
 	// "interactive" exactly when there is an approver to ask.
 	if a := c.terminalApprover(); a != nil {

@@ -134,6 +134,12 @@ type Options struct {
 	TracePayloads bool
 	// NoCache turns the compilation cache off.
 	NoCache bool
+	// Warm, when set, is called with the cell's engine once the store's
+	// directory is locked for this process and while the store opens
+	// (badgerstore.OpenOptions.Locked): agentrt run starts compiling its
+	// module there (host.Engine.Warm). It is not called when another
+	// process holds the store.
+	Warm func(*host.Engine)
 	// Engine is the WebAssembly engine (host.EngineConfig.Kind); empty:
 	// the default, wazero.
 	Engine string
@@ -200,13 +206,24 @@ func Open(ctx context.Context, dir string, opts Options) (*Cell, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := badgerstore.Open(StoreDir(dir))
-	if err != nil {
-		return nil, err
-	}
-	eng, err := NewEngine(ctx, dir, opts)
-	if err != nil {
+	// The engine is made once the store is this process's (not for a
+	// store a daemon holds, whose caller goes to the daemon), so that it
+	// can start on opts.Warm while the store opens.
+	var eng *host.Engine
+	var engErr error
+	st, err := badgerstore.OpenWith(StoreDir(dir), badgerstore.OpenOptions{Locked: func() {
+		if eng, engErr = NewEngine(ctx, dir, opts); engErr == nil && opts.Warm != nil {
+			opts.Warm(eng)
+		}
+	}})
+	if err == nil && engErr != nil {
 		st.Close()
+		err = engErr
+	}
+	if err != nil {
+		if eng != nil {
+			eng.Close(ctx)
+		}
 		return nil, err
 	}
 	clk := opts.Clock

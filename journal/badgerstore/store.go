@@ -111,13 +111,29 @@ func options(dir string) badger.Options {
 // before badger opens (a damaged one is a *WALError, and nothing changes),
 // and applied after. Open fails with ErrLocked while another process holds
 // dir.
-func Open(dir string) (*Store, error) {
+func Open(dir string) (*Store, error) { return OpenWith(dir, OpenOptions{}) }
+
+// OpenOptions are the options of OpenWith.
+type OpenOptions struct {
+	// Locked, when set, is called once the store's directory is locked
+	// for this process, before its files are read and checked: the work
+	// a caller does there runs beside the opening (agentrt run starts
+	// compiling its module) and is not done for a store another process
+	// holds (Open returns ErrLocked without calling it).
+	Locked func()
+}
+
+// OpenWith is Open with options.
+func OpenWith(dir string, o OpenOptions) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	lock, err := lockDir(dir)
 	if err != nil {
 		return nil, err
+	}
+	if o.Locked != nil {
+		o.Locked()
 	}
 	left, err := readWAL(dir)
 	if err != nil {

@@ -45,15 +45,24 @@ func TestConformance(t *testing.T) {
 	storetest.RunLeases(t, func(t *testing.T) journal.Leases { return open(t) })
 }
 
+// TestSecondOpenOfADirectoryIsRefused, and OpenOptions.Locked is called
+// for the open that holds the store, not for the one refused.
 func TestSecondOpenOfADirectoryIsRefused(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
-	st, err := badgerstore.Open(dir)
+	calls := 0
+	st, err := badgerstore.OpenWith(dir, badgerstore.OpenOptions{Locked: func() { calls++ }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if _, err := badgerstore.Open(dir); !errors.Is(err, badgerstore.ErrLocked) {
+	if calls != 1 {
+		t.Fatalf("Locked was called %d times for the open that holds the store, want 1", calls)
+	}
+	if _, err := badgerstore.OpenWith(dir, badgerstore.OpenOptions{Locked: func() { calls++ }}); !errors.Is(err, badgerstore.ErrLocked) {
 		t.Fatalf("second open: %v, want ErrLocked", err)
+	}
+	if calls != 1 {
+		t.Fatal("Locked was called for an open refused for the lock")
 	}
 }
 
