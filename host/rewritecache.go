@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // rewriteVersion names what wasmModule.rewrite writes. Bump it with every
@@ -81,11 +82,22 @@ func (c rewriteCache) load(path string) ([]byte, func(), bool) {
 	return bin, release, true
 }
 
+// staleTemp is the age past which a temporary file of store is taken for
+// one a crashed process left, and removed.
+const staleTemp = time.Hour
+
 // store keeps bin at path, whole or not at all: it is written aside and
 // renamed. It is not synced: a file lost to a crash is rewritten.
 func (c rewriteCache) store(path string, bin []byte) error {
 	if err := os.MkdirAll(c.dir, 0o700); err != nil {
 		return err
+	}
+	if old, _ := filepath.Glob(filepath.Join(c.dir, ".tmp-*")); len(old) > 0 {
+		for _, f := range old {
+			if fi, err := os.Stat(f); err == nil && time.Since(fi.ModTime()) > staleTemp {
+				os.Remove(f)
+			}
+		}
 	}
 	f, err := os.CreateTemp(c.dir, ".tmp-*")
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentrt/agentrt/host"
 	"github.com/agentrt/agentrt/internal/testutil"
@@ -42,7 +43,29 @@ func TestRewriteCacheServesTheNextEngine(t *testing.T) {
 			t.Fatalf("%s: the engine read %d rewrites from its cache, want %d", step, got, wantRead)
 		}
 	}
+	// What a process killed while it wrote the cache left: an old one
+	// goes when the next rewrite is kept, a fresh one (another process
+	// writing now) stays.
+	tmpDir := filepath.Join(dir, "agentrt-rewrite")
+	if err := os.MkdirAll(tmpDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	stale, fresh := filepath.Join(tmpDir, ".tmp-1"), filepath.Join(tmpDir, ".tmp-2")
+	for _, f := range []string{stale, fresh} {
+		if err := os.WriteFile(f, []byte("partial"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chtimes(stale, time.Now().Add(-2*time.Hour), time.Now().Add(-2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
 	run("first engine", 0)
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a temporary file two hours old is still in the cache: %v", err)
+	}
+	if err := os.Remove(fresh); err != nil {
+		t.Fatalf("the fresh temporary file: %v", err)
+	}
 	files, _ := filepath.Glob(filepath.Join(dir, "agentrt-rewrite", "*"))
 	if len(files) != 1 {
 		t.Fatalf("the cache holds %v, want one rewrite", files)
