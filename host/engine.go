@@ -436,15 +436,18 @@ func (e *Engine) prepare(code []byte, key compileKey) (*Module, error) {
 		bin, release, cached = e.rewrites.load(path)
 	}
 	m := &Module{SHA256: key.sum[:]}
-	ctx, cancel := context.WithTimeout(context.Background(), e.limits.Timeout)
-	defer cancel()
+	// The timeout bounds the engine's compilation, from its start.
+	ctx, cancel := context.Background(), context.CancelFunc(func() {})
+	defer func() { cancel() }()
 	var done chan error
 	compile := func(bin []byte, release func()) {
+		ctx, cancel = context.WithTimeout(context.Background(), e.limits.Timeout)
+		cctx := ctx
 		done = make(chan error, 1)
 		e.background.Add(1)
 		go func() {
 			defer e.background.Done()
-			err := e.rt.compile(ctx, bin, m)
+			err := e.rt.compile(cctx, bin, m)
 			// Neither engine keeps the bytes it compiled (wazero
 			// decodes into copies, wasmtime into its own memory).
 			release()
