@@ -248,8 +248,9 @@ func Open(ctx context.Context, dir string, opts Options) (*Cell, error) {
 		deps.Store, deps.KV, deps.Events, deps.Leases = js, js, js, js
 		deps.TrustedCells = c.Cluster.Trusted()
 	}
-	deps.Tools = host.ToolDeps{Workspaces: WorkDir(dir), DataDir: dir}
-	deps.MCP = mcp.Deps{DataDir: dir}
+	cache := cacheDir(dir, opts)
+	deps.Tools = host.ToolDeps{Workspaces: WorkDir(dir), DataDir: dir, CacheDir: cache}
+	deps.MCP = mcp.Deps{DataDir: dir, CacheDir: cache}
 	if deps.MCP.Credentials, err = mcp.LoadCredentials(filepath.Join(dir, mcp.CredentialsFile)); err != nil {
 		c.Close(ctx)
 		return nil, fmt.Errorf("cell: %w", err)
@@ -285,15 +286,20 @@ var testCompileTimeout time.Duration
 // re-executing a run needs while another process (a daemon) holds the
 // store and answers its reads.
 func NewEngine(ctx context.Context, dir string, opts Options) (*host.Engine, error) {
-	cfg := host.EngineConfig{Kind: opts.Engine, CacheDir: filepath.Join(dir, "cache"), KeepCompiled: opts.KeepCompiled,
-		Compile: host.CompileLimits{Timeout: testCompileTimeout}}
-	if opts.CacheDir != "" {
-		cfg.CacheDir = opts.CacheDir
+	return host.NewEngine(ctx, host.EngineConfig{Kind: opts.Engine, CacheDir: cacheDir(dir, opts), KeepCompiled: opts.KeepCompiled,
+		Compile: host.CompileLimits{Timeout: testCompileTimeout}})
+}
+
+// cacheDir is the compilation cache of the cell in dir as opts pick it:
+// DATA/cache by default, opts.CacheDir, or none (NoCache).
+func cacheDir(dir string, opts Options) string {
+	switch {
+	case opts.NoCache:
+		return ""
+	case opts.CacheDir != "":
+		return opts.CacheDir
 	}
-	if opts.NoCache {
-		cfg.CacheDir = ""
-	}
-	return host.NewEngine(ctx, cfg)
+	return filepath.Join(dir, "cache")
 }
 
 // Public returns the cell's public key, its identity.

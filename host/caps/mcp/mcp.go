@@ -83,6 +83,10 @@ type Deps struct {
 	// path lies in it, or holds it, symbolic links resolved, is not
 	// launched. Empty: none (the cell sets it).
 	DataDir string
+	// CacheDir is the cell's compilation cache when it lies outside
+	// DataDir (--cache): its files become the code the cell executes, so
+	// no stdio server may see it either. Empty: none.
+	CacheDir string
 }
 
 // Credential is what the cell adds to every request to an http server
@@ -555,7 +559,7 @@ func (in *instance) launch(ctx context.Context, s *Server) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if msg := reachesData(st, in.deps.DataDir); msg != "" {
+	if msg := reachesData(st, in.deps.DataDir, in.deps.CacheDir); msg != "" {
 		return nil, errors.New(msg)
 	}
 	if deadline := in.run.Deadline(); !deadline.IsZero() {
@@ -628,11 +632,8 @@ func (in *instance) launch(ctx context.Context, s *Server) (*conn, error) {
 }
 
 // reachesData returns why a stdio server's paths reach the cell's data
-// directory data, or "".
-func reachesData(st *Stdio, data string) string {
-	if data == "" {
-		return ""
-	}
+// directory data or its compilation cache cache, or "".
+func reachesData(st *Stdio, data, cache string) string {
 	real := func(p string) string {
 		if abs, err := filepath.Abs(p); err == nil {
 			p = abs
@@ -642,12 +643,20 @@ func reachesData(st *Stdio, data string) string {
 		}
 		return filepath.Clean(p)
 	}
-	rd := real(data)
 	paths := append(append([]string{st.Exec}, st.Read...), st.Write...)
-	for _, p := range paths {
-		rp := real(p)
-		if caps.WithinAny(rp, []string{rd}) || caps.WithinAny(rd, []string{rp}) {
-			return fmt.Sprintf("path %q reaches the cell's data directory %s, which holds its keys, API token and store: no mcp server may see it; nothing was launched", p, data)
+	for _, d := range []struct{ dir, what string }{
+		{data, "the cell's data directory %s, which holds its keys, API token and store"},
+		{cache, "the cell's compilation cache %s, which holds the code it executes"},
+	} {
+		if d.dir == "" {
+			continue
+		}
+		rd := real(d.dir)
+		for _, p := range paths {
+			rp := real(p)
+			if caps.WithinAny(rp, []string{rd}) || caps.WithinAny(rd, []string{rp}) {
+				return fmt.Sprintf("path %q reaches "+d.what+": no mcp server may see it; nothing was launched", p, d.dir)
+			}
 		}
 	}
 	return ""

@@ -354,6 +354,16 @@ func TestMCPStdioRefusesDataDir(t *testing.T) {
 	if msg := message(t, body); st != abi.StatusFailed || !strings.Contains(msg, "reaches the cell's data directory") {
 		t.Fatalf("%v %q, want failed naming the data directory", st, msg)
 	}
+	// The compilation cache where --cache puts it, outside the data
+	// directory: a server that could write it would plant code the cell
+	// executes.
+	cache := t.TempDir()
+	in = open(t, &Grant{Servers: []Server{{Name: "notes", Stdio: &Stdio{Exec: "/usr/bin/cat", Read: []string{"/usr"}, Write: []string{cache + "/agentrt-rewrite"}}, Tools: []string{"add_note"}}}},
+		Deps{DataDir: data, CacheDir: cache})
+	st, body = call(t, in, "mcp.list_tools", &abi.MCPListToolsRequest{Server: "notes"})
+	if msg := message(t, body); st != abi.StatusFailed || !strings.Contains(msg, "reaches the cell's compilation cache "+cache) {
+		t.Fatalf("%v %q, want failed naming the compilation cache", st, msg)
+	}
 }
 
 // TestGrantCheck: a malformed server entry is refused saying what to

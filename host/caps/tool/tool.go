@@ -69,6 +69,11 @@ type Deps struct {
 	// in the run's own workspace. Empty: no such directory (the cell sets
 	// it).
 	DataDir string
+	// CacheDir is the cell's compilation cache when it lies outside
+	// DataDir (--cache): its files become the code the cell executes
+	// (compiled modules, rewritten modules), so no tool may reach it
+	// either. Empty: none.
+	CacheDir string
 	// Sandbox are options for every launch (sandbox.WithBwrap,
 	// sandbox.WithHelper).
 	Sandbox []sandbox.Option
@@ -228,7 +233,7 @@ func (in *instance) check(c *caps.Call) *caps.Denial {
 		return caps.Deny(abi.StatusDenied, "tool.run: no tool %q in the grant (granted: %s)", r.Name, in.grant.names())
 	}
 	p := in.plan(t)
-	if msg := p.reachesData(in.deps.DataDir); msg != "" {
+	if msg := p.reachesData(in.deps.DataDir, in.deps.CacheDir); msg != "" {
 		return caps.Deny(abi.StatusDenied, "tool.run: tool %s: %s", t.Name, msg)
 	}
 	if msg := p.checkArgs(r.Args); msg != "" {
@@ -238,15 +243,23 @@ func (in *instance) check(c *caps.Call) *caps.Denial {
 }
 
 // reachesData returns why the tool's paths reach the cell's data directory
-// data, or "": its exec, read, write and workdir paths, symbolic links
-// resolved, must neither lie in data nor hold it, except inside the run's
-// own workspace. The grant decides what a tool sees, but never the keys,
-// the API token or the store a cell keeps there.
-func (p *toolPlan) reachesData(data string) string {
-	if data == "" {
+// data or its compilation cache cache, or "": its exec, read, write and
+// workdir paths, symbolic links resolved, must neither lie in either nor
+// hold it, except inside the run's own workspace. The grant decides what a
+// tool sees, but never the keys, the API token or the store a cell keeps
+// in data, nor the code it executes from cache.
+func (p *toolPlan) reachesData(data, cache string) string {
+	type guarded struct{ dir, real, what string }
+	var dirs []guarded
+	if data != "" {
+		dirs = append(dirs, guarded{data, realPath(data), "the cell's data directory %s, which holds its keys, API token and store: no tool may see it (a tool's workspace is the one place there it may use)"})
+	}
+	if cache != "" {
+		dirs = append(dirs, guarded{cache, realPath(cache), "the cell's compilation cache %s, which holds the code it executes: no tool may see it"})
+	}
+	if len(dirs) == 0 {
 		return ""
 	}
-	realData := realPath(data)
 	ws := ""
 	if p.workspace != "" {
 		ws = realPath(p.workspace)
@@ -256,12 +269,14 @@ func (p *toolPlan) reachesData(data string) string {
 		if ws != "" && hostWithin(rp, ws) {
 			return ""
 		}
-		if hostWithin(rp, realData) || hostWithin(realData, rp) {
-			via := ""
-			if rp != filepath.Clean(path) {
-				via = " (" + rp + ")"
+		for _, d := range dirs {
+			if hostWithin(rp, d.real) || hostWithin(d.real, rp) {
+				via := ""
+				if rp != filepath.Clean(path) {
+					via = " (" + rp + ")"
+				}
+				return fmt.Sprintf("%s %q%s reaches "+d.what, field, path, via, d.dir)
 			}
-			return fmt.Sprintf("%s %q%s reaches the cell's data directory %s, which holds its keys, API token and store: no tool may see it (a tool's workspace is the one place there it may use)", field, path, via, data)
 		}
 		return ""
 	}
@@ -445,7 +460,7 @@ func (in *instance) serve(ctx context.Context, c *caps.Call) (abi.Status, []byte
 	p := in.plan(t)
 	// Checked again at launch: a path the gate saw may have become a
 	// symbolic link into the data directory since.
-	if msg := p.reachesData(in.deps.DataDir); msg != "" {
+	if msg := p.reachesData(in.deps.DataDir, in.deps.CacheDir); msg != "" {
 		return caps.Error(abi.StatusFailed, "tool.run: tool %s: %s", t.Name, msg)
 	}
 	lim, err := t.Limits.parse()

@@ -748,7 +748,7 @@ func TestToolFileNamesThatAreNotUTF8(t *testing.T) {
 // TestToolCannotReachTheCellsDataDirectory (the lead's rule, SECURITY-TESTS
 // 31): whatever the grant lists, a tool never sees the cell's data
 // directory (its key, API token, store), except its run's own workspace in
-// DATA/work. A grant naming DATA, a parent of it, a path in it or a link
+// DATA/work, nor its compilation cache where --cache puts it outside DATA. A grant naming DATA, a parent of it, a path in it or a link
 // to it in a tool's paths is denied at the gate, before anything is
 // journaled as intent or launched: the agent cannot read DATA/cell_ed25519.
 func TestToolCannotReachTheCellsDataDirectory(t *testing.T) {
@@ -793,6 +793,11 @@ func TestToolCannotReachTheCellsDataDirectory(t *testing.T) {
 		cat("cat-store", []string{filepath.Join(data, "store")}),
 		cat("cat-work", []string{cell.WorkDir(data)}),
 		cat("write-data", nil, data),
+		// The compilation cache, outside DATA here (--cache): what a tool
+		// could plant there (a module's rewrite, compiled code) the cell
+		// would execute in later runs.
+		cat("cat-cache", []string{cache}),
+		cat("write-cache", nil, filepath.Join(cache, "agentrt-rewrite")),
 	)
 	steps := []toolStep{
 		{Tool: "cat-data", Args: []string{key}},
@@ -802,6 +807,8 @@ func TestToolCannotReachTheCellsDataDirectory(t *testing.T) {
 		{Tool: "cat-store", Args: []string{filepath.Join(data, "store", "MANIFEST")}},
 		{Tool: "cat-work", Args: []string{filepath.Join(cell.WorkDir(data), "x")}},
 		{Tool: "write-data", Args: []string{key}},
+		{Tool: "cat-cache", Args: []string{filepath.Join(cache, "agentrt-rewrite")}},
+		{Tool: "write-cache", Args: []string{filepath.Join(cache, "agentrt-rewrite", "planted")}},
 		// The control: the run's own workspace, in DATA/work, is usable.
 		{Tool: "note", Args: []string{"mine.txt"}, Stdin: "in the workspace\n"},
 	}
@@ -822,8 +829,12 @@ func TestToolCannotReachTheCellsDataDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, o := range outs[:len(outs)-1] {
-		if o.Result != nil || !strings.HasPrefix(o.Err, "denied: tool.run: tool "+o.Tool+": ") || !strings.Contains(o.Err, "reaches the cell's data directory "+data) {
-			t.Errorf("%s: %q %+v; want it denied for reaching %s", o.Tool, o.Err, o.Result, data)
+		reached := "the cell's data directory " + data
+		if strings.HasSuffix(o.Tool, "-cache") {
+			reached = "the cell's compilation cache " + cache
+		}
+		if o.Result != nil || !strings.HasPrefix(o.Err, "denied: tool.run: tool "+o.Tool+": ") || !strings.Contains(o.Err, "reaches "+reached) {
+			t.Errorf("%s: %q %+v; want it denied for reaching %s", o.Tool, o.Err, o.Result, reached)
 		}
 		if p := phases(journaled[uint64(i+2)]); p != "failed" {
 			t.Errorf("%s journaled %q; want one failed entry: nothing launched", o.Tool, p)
