@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/agentrt/agentrt/internal/benchknobs"
 )
@@ -428,41 +429,23 @@ func (e *Engine) build(c *compiling, key compileKey, code []byte) {
 
 func (e *Engine) prepare(code []byte, key compileKey) (*Module, error) {
 	instrument := e.rt.instruments()
+	m := &Module{SHA256: key.sum[:]}
 	var path string
-	var bin []byte
-	release, cached := func() {}, false
+	var job *compileJob
 	if e.rewrites.dir != "" {
 		path = e.rewrites.path(key.sum, key.ml, instrument, e.limits)
-		bin, release, cached = e.rewrites.load(path)
-	}
-	m := &Module{SHA256: key.sum[:]}
-	// The timeout bounds the engine's compilation, from its start.
-	ctx, cancel := context.Background(), context.CancelFunc(func() {})
-	defer func() { cancel() }()
-	var done chan error
-	compile := func(bin []byte, release func()) {
-		ctx, cancel = context.WithTimeout(context.Background(), e.limits.Timeout)
-		cctx := ctx
-		done = make(chan error, 1)
-		e.background.Add(1)
-		go func() {
-			defer e.background.Done()
-			err := e.rt.compile(cctx, bin, m)
-			// Neither engine keeps the bytes it compiled (wazero
-			// decodes into copies, wasmtime into its own memory).
-			release()
-			done <- err
-		}()
-	}
-	if cached {
-		e.mu.Lock()
-		e.stats.RewritesRead++
-		e.mu.Unlock()
-		// The rewrite on disk was made from these very bytes once they
-		// passed the checks below under the same limits (its name holds
-		// both): the engine starts on it while the checks run again,
-		// and nothing it compiles is used unless they pass.
-		compile(bin, release)
+		if bin, release, ok := e.rewrites.load(path); ok {
+			e.mu.Lock()
+			e.stats.RewritesRead++
+			e.mu.Unlock()
+			// The rewrite on disk was made from these very bytes once
+			// they passed the checks below under the same limits (its
+			// name holds both): the engine starts on it while the checks
+			// run again, and nothing it compiles is used unless they
+			// pass.
+			job = e.startCompile(bin, release, m)
+			defer job.cancel()
+		}
 	}
 	wm, err := readModule(code, e.limits)
 	if err != nil {
@@ -474,8 +457,9 @@ func (e *Engine) prepare(code []byte, key compileKey) (*Module, error) {
 	if err := wm.checkRun(key.ml); err != nil {
 		return nil, fmt.Errorf("compile: %w", err)
 	}
-	if !cached {
-		if bin, err = wm.rewrite(key.ml, instrument); err != nil {
+	if job == nil {
+		bin, err := wm.rewrite(key.ml, instrument)
+		if err != nil {
 			return nil, fmt.Errorf("compile: %w", err)
 		}
 		if path != "" {
@@ -483,23 +467,57 @@ func (e *Engine) prepare(code []byte, key compileKey) (*Module, error) {
 			// the rewrite, and nothing else.
 			_ = e.rewrites.store(path, bin)
 		}
-		compile(bin, func() {})
+		job = e.startCompile(bin, func() {}, m)
+		defer job.cancel()
 	}
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		// wazero stops at its next function; wasmtime cannot be stopped
-		// and finishes in the background, bounded by the static limits.
-		err = ctx.Err()
-	}
-	if ctx.Err() != nil {
-		return nil, fmt.Errorf("compile: %w", &refusal{msg: fmt.Sprintf("%v: over the limit of %v (CompileLimits.Timeout)", ErrCompileTimeout, e.limits.Timeout), limit: true, cause: ErrCompileTimeout})
-	}
-	if err != nil {
-		return nil, fmt.Errorf("compile: %w", &refusal{msg: err.Error()})
+	if err := job.wait(e.limits.Timeout); err != nil {
+		return nil, err
 	}
 	m.Imports = wm.importsOf()
 	return m, nil
+}
+
+// compileJob is the engine compiling a module in the background, bounded
+// by the compile timeout from its start.
+type compileJob struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startCompile has the engine compile bin into m; release is called once
+// the engine is done with bin (neither engine keeps the bytes it compiled:
+// wazero decodes into copies, wasmtime into its own memory).
+func (e *Engine) startCompile(bin []byte, release func(), m *Module) *compileJob {
+	ctx, cancel := context.WithTimeout(context.Background(), e.limits.Timeout)
+	j := &compileJob{ctx: ctx, cancel: cancel, done: make(chan error, 1)}
+	e.background.Add(1)
+	go func() {
+		defer e.background.Done()
+		err := e.rt.compile(ctx, bin, m)
+		release()
+		j.done <- err
+	}()
+	return j
+}
+
+// wait returns the compilation's outcome as prepare reports it: a refusal,
+// one over the timeout limit when it outlasted it.
+func (j *compileJob) wait(limit time.Duration) error {
+	var err error
+	select {
+	case err = <-j.done:
+	case <-j.ctx.Done():
+		// wazero stops at its next function; wasmtime cannot be stopped
+		// and finishes in the background, bounded by the static limits.
+	}
+	if j.ctx.Err() != nil {
+		return fmt.Errorf("compile: %w", &refusal{msg: fmt.Sprintf("%v: over the limit of %v (CompileLimits.Timeout)", ErrCompileTimeout, limit), limit: true, cause: ErrCompileTimeout})
+	}
+	if err != nil {
+		return fmt.Errorf("compile: %w", &refusal{msg: err.Error()})
+	}
+	return nil
 }
 
 // memory is a guest's linear memory as the host functions see it: Read

@@ -301,10 +301,9 @@ func (w *wasmtimeRuntime) load(code []byte) (*wasmtime.Module, error) {
 	}
 	if file != "" {
 		if b, err := mod.Serialize(); err == nil {
-			tmp := file + ".tmp" + fmt.Sprint(os.Getpid())
-			if os.WriteFile(tmp, b, 0o644) == nil {
-				os.Rename(tmp, file)
-			}
+			// A cache that cannot be written costs the next process
+			// the compilation, and nothing else.
+			_ = replaceFile(file, 0o644, b)
 		}
 	}
 	return mod, nil

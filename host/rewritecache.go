@@ -7,9 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash/crc32"
-	"os"
 	"path/filepath"
-	"time"
 )
 
 // rewriteVersion names what wasmModule.rewrite writes. Bump it with every
@@ -82,43 +80,11 @@ func (c rewriteCache) load(path string) ([]byte, func(), bool) {
 	return bin, release, true
 }
 
-// staleTemp is the age past which a temporary file of store is taken for
-// one a crashed process left, and removed.
-const staleTemp = time.Hour
-
-// store keeps bin at path, whole or not at all: it is written aside and
-// renamed. It is not synced: a file lost to a crash is rewritten.
+// store keeps bin at path (replaceFile).
 func (c rewriteCache) store(path string, bin []byte) error {
-	if err := os.MkdirAll(c.dir, 0o700); err != nil {
-		return err
-	}
-	if old, _ := filepath.Glob(filepath.Join(c.dir, ".tmp-*")); len(old) > 0 {
-		for _, f := range old {
-			if fi, err := os.Stat(f); err == nil && time.Since(fi.ModTime()) > staleTemp {
-				os.Remove(f)
-			}
-		}
-	}
-	f, err := os.CreateTemp(c.dir, ".tmp-*")
-	if err != nil {
-		return err
-	}
 	head := make([]byte, 0, len(rewriteMagic)+12)
 	head = append(head, rewriteMagic...)
 	head = binary.LittleEndian.AppendUint32(head, crc32.Checksum(bin, castagnoli))
 	head = binary.LittleEndian.AppendUint64(head, uint64(len(bin)))
-	_, err = f.Write(head)
-	if err == nil {
-		_, err = f.Write(bin)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-	}
-	return err
+	return replaceFile(path, 0o600, head, bin)
 }
