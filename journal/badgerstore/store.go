@@ -3,9 +3,10 @@
 //
 // One goroutine, the committer, writes every batch. It takes whatever
 // batches are waiting, checks each against its run's journal length (the
-// fencing check), appends them as one record to the journal's log
-// (wal.go), writes them in one badger transaction, and syncs the log if
-// any of them asked to be durable; badger itself is not synced.
+// fencing check), appends each badger transaction of them (one, up to
+// 2 MiB) as one record to the journal's log (wal.go) before badger takes
+// it, and syncs the log if any of them asked to be durable; badger itself
+// is not synced.
 // Concurrent runs thus share one write and one fdatasync: that is the
 // group commit of the durable path. Being the only writer, the committer
 // never meets a transaction conflict.
