@@ -62,6 +62,10 @@ type triggerSet struct {
 	// worker to match (the observer must not block the store).
 	kvq    []kvEvent
 	kvWake chan struct{}
+	// kvTriggers counts the kv triggers in all: with none, the observer
+	// queues nothing and wakes no one, so that a cell without kv triggers
+	// pays nothing on each commit (setLocked keeps it).
+	kvTriggers int
 	// origins caches which trigger started each run (kv writes of a
 	// trigger's own runs do not fire it).
 	origins map[journal.RunID]string
@@ -262,7 +266,7 @@ func (s *Server) StartTriggers(ctx context.Context) error {
 			continue
 		}
 		t.mu.Lock()
-		t.all[d.Name] = lt
+		t.setLocked(d.Name, lt)
 		t.mu.Unlock()
 		t.begin(lt)
 	}

@@ -268,11 +268,11 @@ func (t *triggerSet) add(ctx context.Context, ts TriggerSpec) (TriggerInfo, erro
 		t.mu.Unlock()
 		return TriggerInfo{}, fmt.Errorf("%w: %q", ErrTriggerExists, ts.Name)
 	}
-	t.all[ts.Name] = lt // reserved; released if the add fails
+	t.setLocked(ts.Name, lt) // reserved; released if the add fails
 	t.mu.Unlock()
 	fail := func(err error) (TriggerInfo, error) {
 		t.mu.Lock()
-		delete(t.all, ts.Name)
+		t.setLocked(ts.Name, nil)
 		t.mu.Unlock()
 		return TriggerInfo{}, err
 	}
@@ -365,7 +365,7 @@ func (s *Server) removeTrigger(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t.mu.Lock()
-	delete(t.all, name)
+	t.setLocked(name, nil)
 	t.mu.Unlock()
 	t.deleteLog(name)
 	os.Remove(t.secretPath(name))

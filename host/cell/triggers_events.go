@@ -30,12 +30,18 @@ type kvEvent struct {
 }
 
 // observe is the store's commit observer: it queues the batch's kv writes
-// (not deletes) for the worker, and never blocks.
+// (not deletes) for the worker, and never blocks. While the cell has no
+// kv trigger it does nothing: a write committed before a kv trigger
+// exists does not fire it.
 func (t *triggerSet) observe(b *journal.Batch) {
 	if len(b.KV) == 0 {
 		return
 	}
 	t.mu.Lock()
+	if t.kvTriggers == 0 {
+		t.mu.Unlock()
+		return
+	}
 	if b.Meta != nil && b.Meta.Origin != nil && b.Meta.Origin.Kind == OriginTrigger {
 		t.origins[b.Run] = b.Meta.Origin.ID
 	}
@@ -88,6 +94,22 @@ func (t *triggerSet) kvWorker() {
 			}
 		}
 	}
+}
+
+// setLocked puts lt in t.all under name, or removes name's trigger for a
+// nil lt, keeping t.kvTriggers. The caller holds t.mu.
+func (t *triggerSet) setLocked(name string, lt *liveTrigger) {
+	if old := t.all[name]; old != nil && old.spec.Kind == trigger.KV {
+		t.kvTriggers--
+	}
+	if lt == nil {
+		delete(t.all, name)
+		return
+	}
+	if lt.spec.Kind == trigger.KV {
+		t.kvTriggers++
+	}
+	t.all[name] = lt
 }
 
 // isQuiet says whether an event's error is one not worth a log line (the
