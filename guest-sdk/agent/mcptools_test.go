@@ -4,6 +4,7 @@ package agent
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -78,5 +79,20 @@ func TestMCPToolsRefusals(t *testing.T) {
 	}
 	if _, _, err := MCPTools("notes", "notes."); err == nil || !strings.Contains(err.Error(), `named "notes.add_note" for the model`) {
 		t.Errorf("a prefix the providers refuse: %v", err)
+	}
+}
+
+// TestModelToolNameIsTheProvidersRule holds modelToolName to the rule it
+// replaced, ^[A-Za-z0-9_-]{1,64}$, on the edges and on every byte.
+func TestModelToolNameIsTheProvidersRule(t *testing.T) {
+	rule := regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	names := []string{"", "a", "Z", "9", "_", "-", "files__read", "a.b", "a b", "é", "a\x00", strings.Repeat("x", 64), strings.Repeat("x", 65), "mcp_" + strings.Repeat("y", 60), "mcp_" + strings.Repeat("y", 61)}
+	for c := 0; c < 256; c++ {
+		names = append(names, string([]byte{byte(c)}), "tool"+string([]byte{byte(c)}))
+	}
+	for _, n := range names {
+		if got, want := modelToolName(n), rule.MatchString(n); got != want {
+			t.Errorf("modelToolName(%q) = %v, the rule says %v", n, got, want)
+		}
 	}
 }
