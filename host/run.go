@@ -127,6 +127,9 @@ type Host struct {
 	live   live
 	// tr makes the runs' spans; nil: not traced.
 	tr *tracer
+	// dev keeps the tokens issued on the fly for plain grants
+	// (verifyToken).
+	dev devTokens
 }
 
 // New returns a host that runs modules on engine with deps.

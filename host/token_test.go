@@ -1,6 +1,7 @@
 package host_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -332,5 +334,78 @@ budget:
 		if _, _, err := host.ParseCapsFile([]byte(doc)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: got %v, want an error naming %q", doc, err, want)
 		}
+	}
+}
+
+// TestTokenForAGrantIsReusedForAMinute: the token a host issues on the fly
+// for a plain grant serves the runs started from the same grant for a
+// minute after it was issued, and no other: a different grant, a minute
+// later, or a clock set back gets a token of its own. Every run's token
+// verifies at the run's start, and holds its grant, as replay's audit
+// checks them.
+func TestTokenForAGrantIsReusedForAMinute(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Now()
+	at := func(d time.Duration) {
+		mu.Lock()
+		now = now.Add(d)
+		mu.Unlock()
+	}
+	env := testutil.NewEnv(t, host.Deps{Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }}, host.Config{})
+	code := testutil.BuildWAT(t, "host/testdata/wat/loop.wat")
+	cell := env.Key.Public().(ed25519.PublicKey)
+	ctx := context.Background()
+	grantA := func() *host.Grant { return &host.Grant{Run: &host.RunGrant{}, KV: &host.KVGrant{Namespace: "a"}} }
+	grantB := func() *host.Grant { return &host.Grant{Run: &host.RunGrant{}, KV: &host.KVGrant{Namespace: "b"}} }
+	run := func(g *host.Grant) []byte {
+		t.Helper()
+		st, err := env.Host.Start(ctx, host.RunSpec{Code: code, Grant: g, Input: make([]byte, 8)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := st.Execute(ctx)
+		if err != nil || res.Status != journal.StatusCompleted {
+			t.Fatalf("run: %v %+v", err, res)
+		}
+		var hdr *journal.Header
+		var started time.Time
+		err = journal.ReadEntries(ctx, env.Store, res.Run, func(e *journal.Entry, _ *journal.Record) error {
+			if e.Header != nil {
+				hdr, started = e.Header, time.Unix(0, e.Time)
+			}
+			return nil
+		})
+		if err != nil || hdr == nil {
+			t.Fatalf("read the header of %s: %v", res.Run, err)
+		}
+		v, err := capability.Verify(hdr.Token, []ed25519.PublicKey{cell}, capability.Options{Now: started, Audience: cell})
+		if err != nil {
+			t.Fatalf("the token of run %s does not verify at its start: %v", res.Run, err)
+		}
+		rg, err := host.DecodeGrant(hdr.Grant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rg.WithinToken(v.Claims); err != nil {
+			t.Fatalf("run %s's grant is not within its token: %v", res.Run, err)
+		}
+		return hdr.Token
+	}
+	first := run(grantA())
+	at(30 * time.Second)
+	if again := run(grantA()); !bytes.Equal(again, first) {
+		t.Fatal("a run of the same grant 30 s later got a new token; want the one issued for the first")
+	}
+	if other := run(grantB()); bytes.Equal(other, first) {
+		t.Fatal("a run of another grant got the first grant's token")
+	}
+	at(31 * time.Second)
+	later := run(grantA())
+	if bytes.Equal(later, first) {
+		t.Fatal("a run of the same grant 61 s after its token was issued got that token again")
+	}
+	at(-10 * time.Second)
+	if back := run(grantA()); bytes.Equal(back, later) {
+		t.Fatal("a run at a time before its grant's token was issued got that token")
 	}
 }
