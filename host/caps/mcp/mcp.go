@@ -53,7 +53,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -559,7 +558,7 @@ func (in *instance) launch(ctx context.Context, s *Server) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if msg := reachesData(st, in.deps.DataDir, in.deps.CacheDir); msg != "" {
+	if msg := reachesData(st, caps.CellDirs{Data: in.deps.DataDir, Cache: in.deps.CacheDir}); msg != "" {
 		return nil, errors.New(msg)
 	}
 	if deadline := in.run.Deadline(); !deadline.IsZero() {
@@ -631,32 +630,13 @@ func (in *instance) launch(ctx context.Context, s *Server) (*conn, error) {
 	return c, nil
 }
 
-// reachesData returns why a stdio server's paths reach the cell's data
-// directory data or its compilation cache cache, or "".
-func reachesData(st *Stdio, data, cache string) string {
-	real := func(p string) string {
-		if abs, err := filepath.Abs(p); err == nil {
-			p = abs
-		}
-		if r, err := filepath.EvalSymlinks(p); err == nil {
-			return r
-		}
-		return filepath.Clean(p)
-	}
-	paths := append(append([]string{st.Exec}, st.Read...), st.Write...)
-	for _, d := range []struct{ dir, what string }{
-		{data, "the cell's data directory %s, which holds its keys, API token and store"},
-		{cache, "the cell's compilation cache %s, which holds the code it executes"},
-	} {
-		if d.dir == "" {
-			continue
-		}
-		rd := real(d.dir)
-		for _, p := range paths {
-			rp := real(p)
-			if caps.WithinAny(rp, []string{rd}) || caps.WithinAny(rd, []string{rp}) {
-				return fmt.Sprintf("path %q reaches "+d.what+": no mcp server may see it; nothing was launched", p, d.dir)
-			}
+// reachesData returns why a stdio server's paths reach one of the cell's
+// own directories (caps.CellDirs), symbolic links resolved, or "".
+func reachesData(st *Stdio, cell caps.CellDirs) string {
+	reaching := cell.Reaching()
+	for _, p := range append(append([]string{st.Exec}, st.Read...), st.Write...) {
+		if d, ok := reaching(caps.RealPath(p)); ok {
+			return fmt.Sprintf("path %q reaches %s: no mcp server may see it; nothing was launched", p, d)
 		}
 	}
 	return ""

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -359,6 +360,18 @@ func TestMCPStdioRefusesDataDir(t *testing.T) {
 	// executes.
 	cache := t.TempDir()
 	in = open(t, &Grant{Servers: []Server{{Name: "notes", Stdio: &Stdio{Exec: "/usr/bin/cat", Read: []string{"/usr"}, Write: []string{cache + "/agentrt-rewrite"}}, Tools: []string{"add_note"}}}},
+		Deps{DataDir: data, CacheDir: cache})
+	st, body = call(t, in, "mcp.list_tools", &abi.MCPListToolsRequest{Server: "notes"})
+	if msg := message(t, body); st != abi.StatusFailed || !strings.Contains(msg, "reaches the cell's compilation cache "+cache) {
+		t.Fatalf("%v %q, want failed naming the compilation cache", st, msg)
+	}
+	// The same through a symbolic link, to a path not made yet: it is
+	// resolved as far as it exists.
+	link := filepath.Join(t.TempDir(), "elsewhere")
+	if err := os.Symlink(cache, link); err != nil {
+		t.Fatal(err)
+	}
+	in = open(t, &Grant{Servers: []Server{{Name: "notes", Stdio: &Stdio{Exec: "/usr/bin/cat", Read: []string{"/usr"}, Write: []string{link + "/agentrt-rewrite"}}, Tools: []string{"add_note"}}}},
 		Deps{DataDir: data, CacheDir: cache})
 	st, body = call(t, in, "mcp.list_tools", &abi.MCPListToolsRequest{Server: "notes"})
 	if msg := message(t, body); st != abi.StatusFailed || !strings.Contains(msg, "reaches the cell's compilation cache "+cache) {

@@ -233,7 +233,7 @@ func (in *instance) check(c *caps.Call) *caps.Denial {
 		return caps.Deny(abi.StatusDenied, "tool.run: no tool %q in the grant (granted: %s)", r.Name, in.grant.names())
 	}
 	p := in.plan(t)
-	if msg := p.reachesData(in.deps.DataDir, in.deps.CacheDir); msg != "" {
+	if msg := p.reachesData(caps.CellDirs{Data: in.deps.DataDir, Cache: in.deps.CacheDir}); msg != "" {
 		return caps.Deny(abi.StatusDenied, "tool.run: tool %s: %s", t.Name, msg)
 	}
 	if msg := p.checkArgs(r.Args); msg != "" {
@@ -242,43 +242,39 @@ func (in *instance) check(c *caps.Call) *caps.Denial {
 	return nil
 }
 
-// reachesData returns why the tool's paths reach the cell's data directory
-// data or its compilation cache cache, or "": its exec, read, write and
-// workdir paths, symbolic links resolved, must neither lie in either nor
-// hold it, except inside the run's own workspace. The grant decides what a
-// tool sees, but never the keys, the API token or the store a cell keeps
-// in data, nor the code it executes from cache.
-func (p *toolPlan) reachesData(data, cache string) string {
-	type guarded struct{ dir, real, what string }
-	var dirs []guarded
-	if data != "" {
-		dirs = append(dirs, guarded{data, realPath(data), "the cell's data directory %s, which holds its keys, API token and store: no tool may see it (a tool's workspace is the one place there it may use)"})
-	}
-	if cache != "" {
-		dirs = append(dirs, guarded{cache, realPath(cache), "the cell's compilation cache %s, which holds the code it executes: no tool may see it"})
-	}
-	if len(dirs) == 0 {
+// reachesData returns why the tool's paths reach one of the cell's own
+// directories (caps.CellDirs), or "": its exec, read, write and workdir
+// paths, symbolic links resolved, must neither lie in one nor hold it,
+// except inside the run's own workspace. The grant decides what a tool
+// sees, but never the keys, the API token or the store a cell keeps in its
+// data directory, nor the code it executes from its cache.
+func (p *toolPlan) reachesData(cell caps.CellDirs) string {
+	if cell == (caps.CellDirs{}) {
 		return ""
 	}
+	reaching := cell.Reaching()
 	ws := ""
 	if p.workspace != "" {
-		ws = realPath(p.workspace)
+		ws = caps.RealPath(p.workspace)
 	}
 	check := func(field, path string) string {
-		rp := realPath(path)
-		if ws != "" && hostWithin(rp, ws) {
+		rp := caps.RealPath(path)
+		if ws != "" && caps.HostWithin(rp, ws) {
 			return ""
 		}
-		for _, d := range dirs {
-			if hostWithin(rp, d.real) || hostWithin(d.real, rp) {
-				via := ""
-				if rp != filepath.Clean(path) {
-					via = " (" + rp + ")"
-				}
-				return fmt.Sprintf("%s %q%s reaches "+d.what, field, path, via, d.dir)
-			}
+		d, ok := reaching(rp)
+		if !ok {
+			return ""
 		}
-		return ""
+		via := ""
+		if rp != filepath.Clean(path) {
+			via = " (" + rp + ")"
+		}
+		msg := fmt.Sprintf("%s %q%s reaches %s: no tool may see it", field, path, via, d)
+		if d.Data {
+			msg += " (a tool's workspace is the one place there it may use)"
+		}
+		return msg
 	}
 	t := p.tool
 	if msg := check("exec", t.Exec); msg != "" {
@@ -298,25 +294,6 @@ func (p *toolPlan) reachesData(data, cache string) string {
 		return check("workdir", t.Workdir)
 	}
 	return ""
-}
-
-// realPath returns p with every symbolic link resolved, as far as it
-// exists: a path whose last elements are missing keeps them as they are.
-func realPath(p string) string {
-	p = filepath.Clean(p)
-	if abs, err := filepath.Abs(p); err == nil {
-		p = abs
-	}
-	rest := ""
-	for q := p; ; q = filepath.Dir(q) {
-		if r, err := filepath.EvalSymlinks(q); err == nil {
-			return filepath.Join(r, rest)
-		}
-		if filepath.Dir(q) == q {
-			return p
-		}
-		rest = filepath.Join(filepath.Base(q), rest)
-	}
 }
 
 // checkArgs checks the guest's arguments against the tool's schema and
@@ -431,7 +408,7 @@ func (p *toolPlan) checkValue(v, pattern, kind string) string {
 		areas, what = append(slices.Clone(p.ro), p.rw...), "readable"
 	}
 	for _, root := range areas {
-		if hostWithin(abs, root) {
+		if caps.HostWithin(abs, root) {
 			p.paths = append(p.paths, abs)
 			return ""
 		}
@@ -440,13 +417,6 @@ func (p *toolPlan) checkValue(v, pattern, kind string) string {
 		return fmt.Sprintf("is a path (%s), and the tool has no %s area", abs, what)
 	}
 	return fmt.Sprintf("is a path (%s) outside the tool's %s area (%s)", abs, what, strings.Join(areas, ", "))
-}
-
-// hostWithin reports whether the clean absolute host path p is root or lies
-// beneath it.
-func hostWithin(p, root string) bool {
-	rel, err := filepath.Rel(root, p)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
 }
 
 func (in *instance) serve(ctx context.Context, c *caps.Call) (abi.Status, []byte) {
@@ -460,7 +430,7 @@ func (in *instance) serve(ctx context.Context, c *caps.Call) (abi.Status, []byte
 	p := in.plan(t)
 	// Checked again at launch: a path the gate saw may have become a
 	// symbolic link into the data directory since.
-	if msg := p.reachesData(in.deps.DataDir, in.deps.CacheDir); msg != "" {
+	if msg := p.reachesData(caps.CellDirs{Data: in.deps.DataDir, Cache: in.deps.CacheDir}); msg != "" {
 		return caps.Error(abi.StatusFailed, "tool.run: tool %s: %s", t.Name, msg)
 	}
 	lim, err := t.Limits.parse()
@@ -662,7 +632,7 @@ func writtenFiles(h *hashing, before, after *area, workdir string) ([]abi.ToolFi
 			continue // gone, or no longer a regular file, since the scan
 		}
 		f.Path = filepath.ToSlash(p)
-		if workdir != "" && hostWithin(p, workdir) {
+		if workdir != "" && caps.HostWithin(p, workdir) {
 			if rel, err := filepath.Rel(workdir, p); err == nil {
 				f.Path = filepath.ToSlash(rel)
 			}
