@@ -57,7 +57,8 @@ type EngineConfig struct {
 	// memory whose pages are already the process's than on fresh ones.
 	// Only the pages an instance touched are counted and zeroed. Zero:
 	// DefaultKeepMemory; below zero: none kept, every memory is given
-	// back to the system when its instance ends.
+	// back to the system when its instance ends. Engine.MemoryStats
+	// shows what is kept.
 	KeepMemory int64
 
 	// uninterruptible is internal/benchknobs.NoGuestInterrupt when the
@@ -145,6 +146,40 @@ func (e *Engine) Stats() EngineStats {
 	st := e.stats
 	st.Kept, st.Limit = len(e.compiled), e.keep
 	return st
+}
+
+// MemoryStats describes the zeroed guest memories an engine keeps from
+// ended instances for its next ones (EngineConfig.KeepMemory), for a
+// daemon to show.
+type MemoryStats struct {
+	// Kept is the number of memories held now; Resident the bytes of
+	// their pages that instances touched (zeroed, and the process's), at
+	// most Limit.
+	Kept     int    `json:"kept"`
+	Resident uint64 `json:"resident_bytes"`
+	Limit    uint64 `json:"limit_bytes"`
+	// Reused counts the instances given a kept memory, Fresh those given
+	// a new one, and Dropped the memories given back to the system when
+	// their instance ended (no room left under Limit).
+	Reused  uint64 `json:"reused"`
+	Fresh   uint64 `json:"fresh"`
+	Dropped uint64 `json:"dropped"`
+}
+
+// memoryKeeper is a runtime adapter that keeps guest memories.
+type memoryKeeper interface {
+	memoryStats() (MemoryStats, bool)
+}
+
+// MemoryStats returns what e's kept guest memories are. ok is false for
+// an engine that keeps none: wasmtime, a platform other than Linux (where
+// the host cannot tell which pages an instance touched), or
+// EngineConfig.KeepMemory below zero.
+func (e *Engine) MemoryStats() (st MemoryStats, ok bool) {
+	if k, is := e.rt.(memoryKeeper); is {
+		return k.memoryStats()
+	}
+	return st, false
 }
 
 // compileKey names a compiled module: the bytes it was compiled from and

@@ -58,6 +58,9 @@ func newWazero(ctx context.Context, cfg EngineConfig) (*wazeroRuntime, error) {
 	return &wazeroRuntime{rt: rt, instrument: !cfg.uninterruptible, memories: newMemoryPool(cfg.KeepMemory)}, nil
 }
 
+// memoryStats implements memoryKeeper.
+func (w *wazeroRuntime) memoryStats() (MemoryStats, bool) { return w.memories.stats() }
+
 func (w *wazeroRuntime) close(ctx context.Context) error {
 	err := w.rt.Close(ctx)
 	w.memories.close()

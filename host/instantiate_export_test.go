@@ -44,10 +44,8 @@ func CountInstantiations(e *Engine) func() int {
 // KeptMemory returns the number of guest memories e keeps for its next
 // instances and their touched bytes (0, 0 on an engine that keeps none).
 func KeptMemory(e *Engine) (int, uint64) {
-	if w, ok := e.rt.(*wazeroRuntime); ok {
-		return w.memories.kept()
-	}
-	return 0, 0
+	st, _ := e.MemoryStats()
+	return st.Kept, st.Resident
 }
 
 // DataImage returns the memory image a module's active data segments

@@ -58,6 +58,9 @@ type memoryPool struct {
 	resident uint64 // the touched pages of the memories in free
 	limit    uint64
 	closed   bool // the engine is closed: nothing more is kept
+	// What the pool did, for MemoryStats: memories handed out again,
+	// mapped afresh, and unmapped at their instance's end.
+	reused, fresh, dropped uint64
 }
 
 // newMemoryPool returns a pool of limit bytes, or nil for none (limit <=
@@ -82,11 +85,13 @@ func (p *memoryPool) allocate(max uint64) experimental.LinearMemory {
 			if m := p.free[i]; uint64(len(m.buf)) == size {
 				p.free = append(p.free[:i], p.free[i+1:]...)
 				p.resident -= m.resident
+				p.reused++
 				p.mu.Unlock()
 				m.resident = 0
 				return m
 			}
 		}
+		p.fresh++
 		p.mu.Unlock()
 	}
 	return allocateMemory(size, page)
@@ -102,11 +107,12 @@ func (p *memoryPool) put(m *mmapMemory) {
 	}
 	vec, resident, ok := touchedPages(m)
 	if !ok {
-		m.unmap()
+		p.drop(m)
 		return
 	}
 	p.mu.Lock()
 	if p.closed || p.resident+resident > p.limit {
+		p.dropped++
 		p.mu.Unlock()
 		m.unmap()
 		return
@@ -119,6 +125,7 @@ func (p *memoryPool) put(m *mmapMemory) {
 		if !p.closed { // close forgot every reservation
 			p.resident -= resident
 		}
+		p.dropped++
 		p.mu.Unlock()
 		m.unmap()
 		return
@@ -126,6 +133,14 @@ func (p *memoryPool) put(m *mmapMemory) {
 	m.resident = resident
 	p.free = append(p.free, m)
 	p.mu.Unlock()
+}
+
+// drop unmaps m, counted.
+func (p *memoryPool) drop(m *mmapMemory) {
+	p.mu.Lock()
+	p.dropped++
+	p.mu.Unlock()
+	m.unmap()
 }
 
 // close unmaps the kept memories.
@@ -142,14 +157,15 @@ func (p *memoryPool) close() {
 	}
 }
 
-// kept returns the number of memories kept and their touched bytes.
-func (p *memoryPool) kept() (n int, resident uint64) {
+// stats returns what the pool holds and did; ok is false for a nil pool
+// (none kept).
+func (p *memoryPool) stats() (st MemoryStats, ok bool) {
 	if p == nil {
-		return 0, 0
+		return st, false
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.free), p.resident
+	return MemoryStats{Kept: len(p.free), Resident: p.resident, Limit: p.limit, Reused: p.reused, Fresh: p.fresh, Dropped: p.dropped}, true
 }
 
 // allocateMemory reserves size bytes (a multiple of page).

@@ -18,4 +18,4 @@ func newMemoryPool(int64) *memoryPool { return nil }
 
 func (*memoryPool) close() {}
 
-func (*memoryPool) kept() (int, uint64) { return 0, 0 }
+func (*memoryPool) stats() (MemoryStats, bool) { return MemoryStats{}, false }

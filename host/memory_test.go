@@ -53,6 +53,11 @@ func TestNoRunReadsAnotherRunsMemory(t *testing.T) {
 		if keepsMemory(kind) && (kept != 1 || resident < 0x80000) {
 			t.Fatalf("after run %d the engine keeps %d memories, %d bytes: want the run's, 512 KiB or more touched", i, kept, resident)
 		}
+		// Each run after the first is handed the memory the one before
+		// it ended with.
+		if st, ok := engine.MemoryStats(); keepsMemory(kind) && (!ok || st.Fresh != 1 || st.Reused != uint64(i) || st.Dropped != 0) {
+			t.Fatalf("after run %d: memory stats %+v (%v), want 1 fresh, %d reused, none dropped", i, st, ok, i)
+		}
 	}
 	var wg sync.WaitGroup
 	found := make([]uint32, 8)
@@ -97,6 +102,15 @@ func TestKeepMemoryBoundsWhatIsKept(t *testing.T) {
 		kept, resident := host.KeptMemory(engine)
 		if kept != c.wantKept || (c.keep > 0 && resident > uint64(c.keep)) {
 			t.Errorf("KeepMemory %d: %d memories kept, %d bytes; want %d, at most %d bytes", c.keep, kept, resident, c.wantKept, c.keep)
+		}
+		// What the stats say: every instance was handed a memory, kept
+		// or new, and every new one is kept or was given back.
+		st, ok := engine.MemoryStats()
+		switch {
+		case c.keep < 0 && ok:
+			t.Errorf("KeepMemory %d: the engine says it keeps memories: %+v", c.keep, st)
+		case c.keep > 0 && (!ok || st.Limit != uint64(c.keep) || st.Kept != kept || st.Reused+st.Fresh != 4 || st.Fresh != uint64(st.Kept)+st.Dropped):
+			t.Errorf("KeepMemory %d: memory stats %+v (%v): want limit %d, 4 memories handed out, each new one kept or dropped", c.keep, st, ok, c.keep)
 		}
 		engine.Close(ctx)
 		if kept, _ := host.KeptMemory(engine); kept != 0 {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentrt/agentrt/host"
+	"github.com/agentrt/agentrt/host/caps"
 	"github.com/agentrt/agentrt/host/cell"
 	"github.com/agentrt/agentrt/internal/termtext"
 	"github.com/agentrt/agentrt/placement"
@@ -37,10 +38,12 @@ func (c *cli) cellStatusCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show a daemon's workers, run queue and admissions",
+		Short: "Show a daemon's workers, run queue, admissions and what it keeps in memory",
 		Long: `Show how a cell daemon's scheduler stands: its workers and how many execute a
 run now, the runs waiting for a worker by priority and the oldest one's wait,
-and the admissions of new runs (admitted, refused by reason).`,
+and the admissions of new runs (admitted, refused by reason). Then what the
+daemon keeps in memory for the next runs: compiled modules (--keep-compiled)
+and zeroed guest memories (--keep-memory).`,
 		Example: "  agentrt cell status\n  agentrt cell status --json | jq .scheduler.queued",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -85,6 +88,16 @@ and the admissions of new runs (admitted, refused by reason).`,
 			if cb := st.CellBudget; cb != nil {
 				fmt.Fprintf(c.stdout, "budget    %d runs in flight hold %s (held/ceiling)\n", cb.Runs, cb)
 			}
+			if cs := ci.Compiled; cs != nil {
+				fmt.Fprintf(c.stdout, "compiled  %d modules kept of at most %d; %d runs found theirs compiled, %d compiled or loaded, %d dropped\n",
+					cs.Kept, cs.Limit, cs.Hits, cs.Compiles, cs.Evicted)
+			}
+			if m := ci.Memory; m != nil {
+				fmt.Fprintf(c.stdout, "memory    %d guest memories kept, %s of at most %s; %d runs started on a kept one, %d on a new one, %d given back\n",
+					m.Kept, mib(m.Resident), mib(m.Limit), m.Reused, m.Fresh, m.Dropped)
+			} else {
+				fmt.Fprintln(c.stdout, "memory    no guest memory kept between runs (--keep-memory 0, or an engine that keeps none)")
+			}
 			return nil
 		},
 	}
@@ -101,6 +114,7 @@ func (c *cli) cellServeCmd() *cobra.Command {
 		uiAny     bool
 		drain     time.Duration
 		keep      int
+		keepMem   string
 		natsURLs  string
 		embedded  bool
 		replicas  int
@@ -216,10 +230,13 @@ are refused by the journal's fence in any case.`,
 			if keep < 0 {
 				return withHint(fmt.Errorf("--keep-compiled %d is below 0", keep), "give the most compiled modules to keep in memory, at least 1 (0: the default, %d)", host.DefaultKeepCompiled)
 			}
+			keepMemory, err := keepMemoryFlag(keepMem)
+			if err != nil {
+				return err
+			}
 			approvals := cell.NewApprovals()
 			var mx *cell.Metrics
 			var mln net.Listener
-			var err error
 			if metrics != "" {
 				mx = cell.NewMetrics()
 				if mln, err = cell.ListenLoopback(metrics); err != nil {
@@ -227,7 +244,7 @@ are refused by the journal's fence in any case.`,
 				}
 				defer mln.Close()
 			}
-			copts := cell.Options{Approver: approvals, KeepCompiled: keep, LeaseTTL: leaseTTL}
+			copts := cell.Options{Approver: approvals, KeepCompiled: keep, KeepMemory: keepMemory, LeaseTTL: leaseTTL}
 			if mx != nil {
 				copts.Observer = mx
 			}
@@ -381,6 +398,7 @@ are refused by the journal's fence in any case.`,
 	cmd.Flags().StringVar(&metrics, "metrics", "", "serve Prometheus metrics at /metrics on this loopback address (127.0.0.1:PORT)")
 	c.engineFlag(cmd)
 	cmd.Flags().IntVar(&keep, "keep-compiled", 0, fmt.Sprintf("the most compiled modules kept in memory, so that runs of them start without compiling; the least recently used is dropped past it (default %d)", host.DefaultKeepCompiled))
+	cmd.Flags().StringVar(&keepMem, "keep-memory", "", fmt.Sprintf("the most bytes of zeroed guest memory kept from ended runs for the next ones, which start sooner on it (wazero on Linux; other engines and platforms keep none), as 256MiB; 0 keeps none (default %dMiB)", host.DefaultKeepMemory>>20))
 	cmd.Flags().IntVar(&sched.Workers, "workers", 0, fmt.Sprintf("how many runs execute at once; a parked run holds no worker (default GOMAXPROCS×32, here %d)", cell.DefaultWorkers()))
 	cmd.Flags().IntVar(&sched.MaxQueued, "queue-max", 0, fmt.Sprintf("how many runs may wait for a worker; past it submissions, task attempts and trigger firings are refused (default %d)", cell.DefaultMaxQueued))
 	cmd.Flags().DurationVar(&sched.Aging, "queue-aging", 0, fmt.Sprintf("a queued run's priority rises by one for each such wait, so none starves (default %s)", cell.DefaultAging))
@@ -394,6 +412,25 @@ are refused by the journal's fence in any case.`,
 	cmd.Flags().DurationVar(&heartbeat, "heartbeat", 0, "how often a cluster cell writes its registry record and looks for runs to take over (default 1s)")
 	cmd.Flags().StringVar(&self, "describe", "", "a YAML or JSON file describing this cell for placement (format of agentrt place --cells, one cell, no id)")
 	return cmd
+}
+
+// mib writes n bytes in MiB.
+func mib(n uint64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+// keepMemoryFlag reads cell serve's --keep-memory: empty for the
+// default, 0 for none (cell.Options.KeepMemory below zero).
+func keepMemoryFlag(v string) (int64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := caps.ParseSize("--keep-memory", v)
+	if err != nil {
+		return 0, withHint(err, "give the most bytes of guest memory to keep, as 256MiB, or 0 for none (default %dMiB)", host.DefaultKeepMemory>>20)
+	}
+	if n == 0 {
+		return -1, nil
+	}
+	return n, nil
 }
 
 // clusterOptions reads the cluster flags of cell serve.

@@ -147,6 +147,10 @@ type Options struct {
 	// memory (host.EngineConfig.KeepCompiled); zero: the default,
 	// host.DefaultKeepCompiled.
 	KeepCompiled int
+	// KeepMemory is the most bytes of zeroed guest memory the cell keeps
+	// from ended runs for the next ones (host.EngineConfig.KeepMemory);
+	// zero: the default, host.DefaultKeepMemory; below zero: none.
+	KeepMemory int64
 	// CacheDir holds the compilation cache; empty: DATA/cache. Cells may
 	// share one: entries are keyed by the module's hash and the compiler.
 	CacheDir string
@@ -287,7 +291,7 @@ var testCompileTimeout time.Duration
 // store and answers its reads.
 func NewEngine(ctx context.Context, dir string, opts Options) (*host.Engine, error) {
 	return host.NewEngine(ctx, host.EngineConfig{Kind: opts.Engine, CacheDir: cacheDir(dir, opts), KeepCompiled: opts.KeepCompiled,
-		Compile: host.CompileLimits{Timeout: testCompileTimeout}})
+		KeepMemory: opts.KeepMemory, Compile: host.CompileLimits{Timeout: testCompileTimeout}})
 }
 
 // cacheDir is the compilation cache of the cell in dir as opts pick it:

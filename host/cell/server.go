@@ -588,6 +588,9 @@ type CellInfo struct {
 	Approvers bool `json:"approvers,omitempty"`
 	// Compiled counts the compiled modules the cell keeps in memory.
 	Compiled *host.EngineStats `json:"compiled,omitempty"`
+	// Memory is the guest memories the cell keeps from ended runs for
+	// the next ones; none when its engine keeps none.
+	Memory *host.MemoryStats `json:"memory,omitempty"`
 	// Scheduler is the worker pool and the run queue (a daemon's).
 	Scheduler *SchedulerStats `json:"scheduler,omitempty"`
 }
@@ -596,6 +599,9 @@ func (s *Server) getCell(w http.ResponseWriter, r *http.Request) {
 	ci := CellInfo{Cell: hex.EncodeToString(s.cell.Public()), Dir: s.cell.Dir, Live: []string{}, ControlOnly: s.control, Approvers: s.cell.Book != nil}
 	if cs := s.cell.Engine.Stats(); !s.control {
 		ci.Compiled = &cs
+		if ms, ok := s.cell.Engine.MemoryStats(); ok {
+			ci.Memory = &ms
+		}
 		ss := s.sched.stats()
 		ci.Scheduler = &ss
 	}
