@@ -107,7 +107,19 @@ func decode[T any](data []byte) (*T, error) {
 func RequestLine(op string, data []byte) (string, error) {
 	args := []string{op}
 	switch op {
-	case "run.input", "run.introspect", "clock.now":
+	case "run.input", "run.introspect", "clock.now", "run.self", "run.self_caps", "run.self_budget", "run.self_mode":
+	case "run.self_may":
+		r, err := decode[abi.MayRequest](data)
+		if err != nil {
+			return "", err
+		}
+		args = append(args, TextTok(r.Op), BytesTok(r.Request))
+	case "run.self_journal":
+		r, err := decode[abi.JournalRequest](data)
+		if err != nil {
+			return "", err
+		}
+		args = append(args, TextTok(r.Op), strconv.FormatUint(r.From, 10), strconv.FormatUint(uint64(r.Limit), 10), TextTok(r.Phase))
 	case "run.set_output":
 		r, err := decode[abi.SetOutputRequest](data)
 		if err != nil {
@@ -235,6 +247,10 @@ func ProbeLine(op string, n int) string {
 		return op + " " + TextTok("for") + " 1"
 	case "approval.request":
 		return op + " " + TextTok("a") + " " + TextTok("g")
+	case "run.self_may":
+		return op + " " + TextTok("kv.get") + " -"
+	case "run.self_journal":
+		return op + " x 0 0 x"
 	}
 	return op
 }
@@ -267,6 +283,58 @@ func Render(op string, data []byte) (string, error) {
 		out = append(out, strconv.Itoa(len(r.Ceilings)))
 		for _, c := range r.Ceilings {
 			out = append(out, TextTok(c.Dim), strconv.FormatUint(c.Amount, 10))
+		}
+	case "run.self":
+		r, err := decode[abi.SelfResponse](data)
+		if err != nil {
+			return "", err
+		}
+		out = append(out, strconv.FormatUint(uint64(r.ABI), 10), TextTok(r.Cell), TextTok(r.Task), strconv.FormatUint(uint64(r.Depth), 10),
+			TextTok(r.Parent), TextTok(r.RunID), strconv.FormatUint(r.Attempt, 10), strconv.FormatUint(r.ParentStep, 10), viewTok(r.ModuleSHA256))
+	case "run.self_caps":
+		r, err := decode[abi.SelfCapsResponse](data)
+		if err != nil {
+			return "", err
+		}
+		out = append(out, TextTok(r.Caps), TextTok(r.Budget), strconv.Itoa(len(r.Capabilities)))
+		for _, c := range r.Capabilities {
+			out = append(out, TextTok(c))
+		}
+	case "run.self_may":
+		r, err := decode[abi.MayResponse](data)
+		if err != nil {
+			return "", err
+		}
+		out = append(out, TextTok(r.Stage), TextTok(r.Reason), strconv.FormatUint(uint64(r.Status), 10), TextTok(r.Decision))
+	case "run.self_budget":
+		r, err := decode[abi.SelfBudgetResponse](data)
+		if err != nil {
+			return "", err
+		}
+		out = append(out, strconv.Itoa(len(r.Dims)))
+		for _, d := range r.Dims {
+			out = append(out, TextTok(d.Dim), strconv.FormatUint(d.Left, 10), strconv.FormatUint(d.Spent, 10), strconv.FormatUint(d.Ceiling, 10),
+				strconv.FormatBool(d.Limited), strconv.FormatUint(d.Children, 10), strconv.FormatUint(d.Reserved, 10))
+		}
+	case "run.self_mode":
+		r, err := decode[abi.SelfModeResponse](data)
+		if err != nil {
+			return "", err
+		}
+		out = append(out, TextTok(r.Mode), strconv.FormatBool(r.Modes), strconv.Itoa(len(r.Rules)))
+		for _, m := range r.Rules {
+			out = append(out, TextTok(m.Op), TextTok(m.Name), TextTok(m.Effect), TextTok(m.Method), TextTok(m.Resource))
+		}
+		out = append(out, TextTok(r.Default))
+	case "run.self_journal":
+		r, err := decode[abi.JournalResponse](data)
+		if err != nil {
+			return "", err
+		}
+		out = append(out, strconv.FormatUint(r.Next, 10), strconv.Itoa(len(r.Entries)))
+		for _, e := range r.Entries {
+			out = append(out, TextTok(e.Op), strconv.FormatUint(e.Seq, 10), viewTok(e.Hash), strconv.FormatUint(e.Step, 10), TextTok(e.Phase),
+				viewTok(e.Input), viewTok(e.Output), strconv.FormatUint(uint64(e.Status), 10))
 		}
 	case "run.introspect":
 		r, err := decode[abi.IntrospectResponse](data)
@@ -365,25 +433,41 @@ func StatusLine(code abi.Status, msg string) string {
 
 // emptyRequest reports whether op's request has no fields.
 func emptyRequest(op string) bool {
-	return op == "run.input" || op == "run.introspect" || op == "clock.now"
+	switch op {
+	case "run.input", "run.introspect", "clock.now", "run.self", "run.self_caps", "run.self_budget", "run.self_mode":
+		return true
+	}
+	return false
 }
 
 // NotInCAndRust reports the capabilities whose vectors the C and Rust
 // drivers do not run yet: agent (sub-agents, issue 15) and mcp (issue
 // 16). The Go SDK shares the host's codec; the C header has
 // agentrt_spawn, agentrt_await and agentrt_cancel (tested against a cell
-// in host/cell); Rust has none; mcp has Go SDK functions only.
+// in host/cell); Rust has none of agent's; mcp has Go SDK functions only.
 func NotInCAndRust(c abi.Capability) bool { return c == abi.CapAgent || c == abi.CapMCP }
 
-// selfOp reports the run.self family (abi/SPEC.md §9.15), whose vectors
-// the C and Rust drivers do not run either: the C header declares its
-// functions, tested by a C guest against a host (host/self_test.go); Rust
-// has none yet; the Go SDK shares the host's codec.
-func selfOp(op string) bool { return strings.HasPrefix(op, "run.self") }
+// Covers says which op families beyond every SDK's an SDK's driver runs
+// the vectors of.
+type Covers struct {
+	// Self: the run.self family (abi/SPEC.md §9.15). The Rust driver runs
+	// them; the C header's functions for them are tested by a C guest
+	// against a host (host/self_test.go), and the Go SDK shares the
+	// host's codec.
+	Self bool
+}
 
-// VectorSteps returns the steps that test an SDK against the vectors in
-// dir, checking that every op's encoder and decoder meets at least one.
-func VectorSteps(dir string) ([]Step, error) {
+// skips reports whether the vectors of op are not for an SDK that
+// covers c: those of NotInCAndRust, and of the families it does not
+// cover.
+func (c Covers) skips(op string) bool {
+	return NotInCAndRust(abi.Capability(strings.SplitN(op, ".", 2)[0])) || (!c.Self && strings.HasPrefix(op, "run.self"))
+}
+
+// VectorSteps returns the steps that test an SDK that covers c against the
+// vectors in dir, checking that every op's encoder and decoder meets at
+// least one.
+func VectorSteps(dir string, c Covers) ([]Step, error) {
 	vs, err := abivectors.Read(dir)
 	if err != nil {
 		return nil, err
@@ -391,8 +475,8 @@ func VectorSteps(dir string) ([]Step, error) {
 	var steps []Step
 	applied := map[string]bool{}
 	for _, v := range vs {
-		if NotInCAndRust(abi.Capability(strings.SplitN(v.Op, ".", 2)[0])) || selfOp(v.Op) {
-			continue // see NotInCAndRust, selfOp
+		if c.skips(v.Op) {
+			continue // see NotInCAndRust, Covers
 		}
 		ss, err := stepsFor(v)
 		if err != nil {
@@ -407,7 +491,7 @@ func VectorSteps(dir string) ([]Step, error) {
 	// least one vector, or a deleted vector would go unnoticed.
 	var missing []string
 	for _, op := range abi.Ops {
-		if op.Cap == abi.CapLLM || NotInCAndRust(op.Cap) || selfOp(op.Name) {
+		if op.Cap == abi.CapLLM || c.skips(op.Name) {
 			// Its vectors are in abi/testdata/llm, which the Go SDK shares
 			// with the host (guest-sdk/abi is generated from abi); the C
 			// and Rust SDKs do not have the llm types.
@@ -518,14 +602,14 @@ func randomLen(op string, data []byte) int {
 // asked for is refused too. refuses(op, value) says whether the SDK
 // refuses, beyond that, a response the codec accepts, value being the
 // codec's decoding.
-func HostileSteps(dir string, refuses func(op string, value any) bool) ([]Step, error) {
+func HostileSteps(dir string, c Covers, refuses func(op string, value any) bool) ([]Step, error) {
 	vs, err := abivectors.Read(dir)
 	if err != nil {
 		return nil, err
 	}
 	var steps []Step
 	for _, v := range vs {
-		if v.Expect != "valid" || (v.Kind != "response" && v.Kind != "error") || NotInCAndRust(abi.Capability(strings.SplitN(v.Op, ".", 2)[0])) || selfOp(v.Op) {
+		if v.Expect != "valid" || (v.Kind != "response" && v.Kind != "error") || c.skips(v.Op) {
 			continue
 		}
 		var bodies [][]byte
@@ -606,6 +690,18 @@ func decodeOp(op string, data []byte) (any, error) {
 		return decode[abi.TimerSleepResponse](data)
 	case "approval.request":
 		return decode[abi.ApprovalResponse](data)
+	case "run.self":
+		return decode[abi.SelfResponse](data)
+	case "run.self_caps":
+		return decode[abi.SelfCapsResponse](data)
+	case "run.self_may":
+		return decode[abi.MayResponse](data)
+	case "run.self_budget":
+		return decode[abi.SelfBudgetResponse](data)
+	case "run.self_mode":
+		return decode[abi.SelfModeResponse](data)
+	case "run.self_journal":
+		return decode[abi.JournalResponse](data)
 	}
 	return decode[abi.Empty](data)
 }

@@ -22,7 +22,8 @@
 //!
 //! | capability | functions |
 //! |---|---|
-//! | `run` | [`input`], [`set_output`], [`log`], [`introspect`], [`checkpoint`], [`state`], [`run_input`], [`main`] |
+//! | `run` | [`input`], [`set_output`], [`log`], [`introspect`], [`checkpoint`], [`state`], [`run_input`], [`limit`], [`main`] |
+//! | `run` (run.self) | [`whoami`], [`my_caps`], [`may_i`], [`my_budget`], [`my_mode`], [`my_journal`], [`self_call`] |
 //! | `kv` | [`kv_get`], [`kv_put`], [`kv_delete`], [`kv_list`] |
 //! | `http` | [`http_request`], [`http_get`] |
 //! | `clock` | [`now`], [`now_unix_nano`] |
@@ -59,6 +60,7 @@ mod error;
 mod http;
 mod kv;
 mod run;
+mod selfcalls;
 mod tool;
 mod transport;
 mod wait;
@@ -70,6 +72,11 @@ pub use kv::{kv_delete, kv_get, kv_list, kv_put, KvList};
 pub use run::{
     checkpoint, input, introspect, limit, log, run_input, set_output, state, BudgetLimit,
     Introspect, Level, RunInput,
+};
+pub use selfcalls::{
+    may_i, my_budget, my_caps, my_journal, my_mode, self_call, whoami, BudgetDim, Caps, Decision,
+    JournalEntry, JournalPage, JournalQuery, Mode, ModeRule, Whoami, MAX_JOURNAL_PAGE, MAY_ALLOW,
+    MAY_ASK, MAY_DENY,
 };
 pub use tool::{tool, tool_run, ToolFile, ToolRequest, ToolResult};
 pub use transport::set_response_buffer;

@@ -55,7 +55,7 @@ var vectorDir = filepath.Join("..", "..", "..", "abi", "testdata", "vectors")
 func TestVectors(t *testing.T) {
 	wasm := build(t, filepath.Join(t.TempDir(), "vectors.wasm"), []string{"testdata/vectors.c"},
 		append([]string{fmt.Sprintf("-DAGENTRT_RESPONSE_HINT=%d", sdkvectors.ResponseBuffer)}, strict...)...)
-	steps, err := sdkvectors.VectorSteps(vectorDir)
+	steps, err := sdkvectors.VectorSteps(vectorDir, sdkvectors.Covers{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestVectors(t *testing.T) {
 func TestHostileResponses(t *testing.T) {
 	wasm := build(t, filepath.Join(t.TempDir(), "vectors.wasm"), []string{"testdata/vectors.c"},
 		append([]string{fmt.Sprintf("-DAGENTRT_RESPONSE_HINT=%d", sdkvectors.ResponseBuffer)}, strict...)...)
-	steps, err := sdkvectors.HostileSteps(vectorDir, refuses)
+	steps, err := sdkvectors.HostileSteps(vectorDir, sdkvectors.Covers{}, refuses)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -157,7 +157,7 @@ func mustMarshal(t *testing.T, v any) []byte {
 }
 
 func TestVectors(t *testing.T) {
-	steps, err := sdkvectors.VectorSteps(vectorDir)
+	steps, err := sdkvectors.VectorSteps(vectorDir, sdkvectors.Covers{Self: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func refuses(_ string, v any) bool {
 // panic (the driver is built with overflow checks and debug assertions, so
 // an overflow traps too).
 func TestHostileResponses(t *testing.T) {
-	steps, err := sdkvectors.HostileSteps(vectorDir, refuses)
+	steps, err := sdkvectors.HostileSteps(vectorDir, sdkvectors.Covers{Self: true}, refuses)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -138,6 +138,76 @@ fn run(op: &str, a: &mut Args) -> String {
             }
             view(o, &r.module_sha256);
         }),
+        "run.self" => line(agentrt::whoami(), |o, r| {
+            write!(o, " {}", r.abi).unwrap();
+            view(o, r.cell.as_bytes());
+            view(o, r.task.as_bytes());
+            write!(o, " {}", r.depth).unwrap();
+            view(o, r.parent.as_bytes());
+            view(o, r.run_id.as_bytes());
+            write!(o, " {} {}", r.attempt, r.parent_step).unwrap();
+            view(o, &r.module_sha256);
+        }),
+        "run.self_caps" => line(agentrt::my_caps(), |o, r| {
+            view(o, r.caps.as_bytes());
+            view(o, r.budget.as_bytes());
+            write!(o, " {}", r.capabilities.len()).unwrap();
+            for c in &r.capabilities {
+                view(o, c.as_bytes());
+            }
+        }),
+        "run.self_may" => {
+            let op = a.text();
+            line(agentrt::may_i(&op, a.bytes().as_deref()), |o, r| {
+                view(o, r.stage.as_bytes());
+                view(o, r.reason.as_bytes());
+                write!(o, " {}", r.status).unwrap();
+                view(o, r.decision.as_bytes());
+            })
+        }
+        "run.self_budget" => line(agentrt::my_budget(), |o, dims| {
+            write!(o, " {}", dims.len()).unwrap();
+            for d in &dims {
+                view(o, d.dim.as_bytes());
+                write!(o, " {} {} {}", d.left, d.spent, d.ceiling).unwrap();
+                flag(o, d.limited);
+                write!(o, " {} {}", d.children, d.reserved).unwrap();
+            }
+        }),
+        "run.self_mode" => line(agentrt::my_mode(), |o, r| {
+            view(o, r.mode.as_bytes());
+            flag(o, r.modes);
+            write!(o, " {}", r.rules.len()).unwrap();
+            for m in &r.rules {
+                view(o, m.op.as_bytes());
+                view(o, m.name.as_bytes());
+                view(o, m.effect.as_bytes());
+                view(o, m.method.as_bytes());
+                view(o, m.resource.as_bytes());
+            }
+            view(o, r.default.as_bytes());
+        }),
+        "run.self_journal" => {
+            let q = agentrt::JournalQuery {
+                op: a.text(),
+                from: a.uint(),
+                limit: u32::try_from(a.uint()).unwrap_or_else(|_| die("limit is not a u32")),
+                phase: a.text(),
+            };
+            line(agentrt::my_journal(&q), |o, p| {
+                write!(o, " {} {}", p.next, p.entries.len()).unwrap();
+                for e in &p.entries {
+                    view(o, e.op.as_bytes());
+                    write!(o, " {}", e.seq).unwrap();
+                    view(o, &e.hash);
+                    write!(o, " {}", e.step).unwrap();
+                    view(o, e.phase.as_bytes());
+                    view(o, &e.input);
+                    view(o, &e.output);
+                    write!(o, " {}", e.status).unwrap();
+                }
+            })
+        }
         "kv.get" => line(agentrt::kv_get(&a.text()), |o, v| view(o, &v)),
         "kv.put" => {
             let key = a.text();
