@@ -364,6 +364,14 @@ func withinBudget(c, max budget.Ceilings) error {
 	return nil
 }
 
+// full says the queue holds MaxQueued runs: a run that must wait for a
+// worker is refused (RefusedFull).
+func (sc *scheduler) full() bool {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.q.Len() >= sc.opts.MaxQueued
+}
+
 // enqueue executes st on a worker, now or when one is free. It returns an
 // error only when a run that must wait could not be made durable (it is
 // then given up, as journaled).

@@ -74,8 +74,11 @@ type triggerSet struct {
 	last map[string]Firing
 	// spend caches the dollars each ended run spent (metric spend_usd).
 	spend map[journal.RunID]float64
-	wg    sync.WaitGroup
-	done  chan struct{}
+	// roomWaiters names the triggers whose first queued firing waits for
+	// room in the cell (liveTrigger.roomWait): each run's end tries it.
+	roomWaiters map[string]bool
+	wg          sync.WaitGroup
+	done        chan struct{}
 }
 
 // Tables of the cell's records that triggers keep.
@@ -152,7 +155,8 @@ type Firing struct {
 	// Moment is the scheduled moment, or when the event was seen.
 	Moment time.Time `json:"moment"`
 	// State is claimed (about to start), queued (waiting for the
-	// trigger's runs to end: overlap queue), pending (a catch-up moment
+	// trigger's runs to end, overlap queue, or for room in the cell:
+	// Reason says so), pending (a catch-up moment
 	// waiting its turn), started, refused (the start was refused: Reason
 	// says why) or skipped (by the misfire or overlap policy).
 	State  string `json:"state"`
@@ -196,12 +200,20 @@ type liveTrigger struct {
 	// begin to start once the trigger is in the set (so that the end of
 	// their runs is heard).
 	restart []Firing
+	// roomWait says the first firing of queue was refused for want of
+	// room in the cell (the scheduler's queue full, the cell budget
+	// held): it starts when a run of the cell ends, whatever the overlap
+	// policy, and the firings after it wait behind it. queueFull says the
+	// refusal was the scheduler's queue, full: it is not tried while the
+	// queue stays so.
+	roomWait, queueFull bool
 }
 
 // newTriggers returns the triggers of s, not started.
 func newTriggers(s *Server) *triggerSet {
 	return &triggerSet{srv: s, clk: s.cell.Clock, logf: s.logf, all: map[string]*liveTrigger{},
-		kvWake: make(chan struct{}, 1), origins: map[journal.RunID]string{}, last: map[string]Firing{}, spend: map[journal.RunID]float64{}, done: make(chan struct{})}
+		kvWake: make(chan struct{}, 1), origins: map[journal.RunID]string{}, last: map[string]Firing{}, spend: map[journal.RunID]float64{},
+		roomWaiters: map[string]bool{}, done: make(chan struct{})}
 }
 
 func firingKey(name string, seq uint64) string { return fmt.Sprintf("%s\x00%020d", name, seq) }
@@ -574,11 +586,19 @@ func (t *triggerSet) fire(lt *liveTrigger, f Firing) {
 	switch {
 	case busy && lt.overlap == trigger.OverlapSkip:
 		f.State, f.Reason, f.Input = FiringSkipped, "a run of the trigger is still going (overlap skip)", nil
+		if lt.roomWait {
+			f.Reason = "a firing of the trigger waits for room in the cell (overlap skip)"
+		}
 		t.record(lt, f, fresh)
 		return
-	case busy && lt.overlap == trigger.OverlapQueue:
+	case busy && lt.overlap == trigger.OverlapQueue, lt.roomWait:
+		// A firing after one waiting for room waits behind it, in order,
+		// whatever the overlap policy.
 		if len(lt.queue) >= trigger.MaxQueued {
 			f.State, f.Reason, f.Input = FiringSkipped, fmt.Sprintf("the queue holds %d firings already (overlap queue)", trigger.MaxQueued), nil
+			if lt.roomWait {
+				f.Reason = fmt.Sprintf("%d firings wait for room in the cell already", trigger.MaxQueued)
+			}
 			t.record(lt, f, fresh)
 			return
 		}
@@ -658,7 +678,9 @@ func (t *triggerSet) saveDef(d triggerDef) error {
 
 // start starts the run of f, claimed, and marks it started or refused. A
 // refusal (the token, the grant, the module, the link check) is recorded
-// and not retried; MaxRefusals in a row pause the trigger. A failure of
+// and not retried; MaxRefusals in a row pause the trigger. A refusal for
+// want of room in the cell queues f to start when there is (waitForRoom).
+// A failure of
 // the cell itself (it is shutting down, its store failed) leaves f
 // claimed, for the next daemon to resolve. Its caller holds lt.mu.
 func (t *triggerSet) start(lt *liveTrigger, f Firing) {
@@ -666,6 +688,10 @@ func (t *triggerSet) start(lt *liveTrigger, f Firing) {
 	var run journal.RunID
 	if err == nil {
 		run, err = t.srv.Launch(context.Background(), spec, "triggered ("+lt.def.Name+" #"+strconv.FormatUint(f.Seq, 10)+")")
+		if noRoom(err) {
+			t.waitForRoom(lt, f, err)
+			return
+		}
 		if err != nil && startErrorCode(err) >= 500 {
 			t.logf("trigger %s: firing %d not started: %v (it stays claimed, and starts when the cell starts again)", lt.def.Name, f.Seq, err)
 			return
@@ -703,6 +729,60 @@ func (t *triggerSet) start(lt *liveTrigger, f Firing) {
 		if err := t.saveDef(lt.def); err != nil {
 			t.logf("trigger %s: %v", lt.def.Name, err)
 		}
+	}
+}
+
+// noRoom says err is an admission refusal for want of room in the cell
+// (its scheduler's queue full, its budget held by the runs going): the
+// cell's state, not the trigger's fault, and gone once runs end.
+func noRoom(err error) bool {
+	var ae *AdmissionError
+	return errors.As(err, &ae) && (ae.Reason == RefusedFull || ae.Reason == RefusedCellBudget)
+}
+
+// queueFull says err is a refusal for the scheduler's queue, full.
+func queueFull(err error) bool {
+	var ae *AdmissionError
+	return errors.As(err, &ae) && ae.Reason == RefusedFull
+}
+
+// waitForRoom queues f, whose start was refused for want of room in the
+// cell (why), first in lt's queue: it starts when a run of the cell ends
+// (roomFreed). It is not counted as a refusal of the trigger (MaxRefusals).
+// Should its record not be written, it stays claimed, for the next daemon
+// to start. Its caller holds lt.mu.
+func (t *triggerSet) waitForRoom(lt *liveTrigger, f Firing, why error) {
+	f.State, f.Reason = FiringQueued, "waiting for room in the cell: "+why.Error()
+	if err := t.put(f); err != nil {
+		t.logf("trigger %s: log: %v (firing %d stays claimed, and starts when the cell starts again)", lt.def.Name, err, f.Seq)
+		return
+	}
+	lt.queue = append([]uint64{f.Seq}, lt.queue...)
+	lt.roomWait, lt.queueFull = true, queueFull(why)
+	t.mu.Lock()
+	t.roomWaiters[lt.def.Name] = true
+	t.mu.Unlock()
+	t.logf("trigger %s: firing %d waits for room in the cell: %v", lt.def.Name, f.Seq, why)
+}
+
+// roomFreed tries the first firing of every trigger waiting for room in
+// the cell, but skip's (a run of skip just ended, and it looked at its
+// queue already): a run of the cell stopped executing.
+func (t *triggerSet) roomFreed(skip *liveTrigger) {
+	t.mu.Lock()
+	var waiting []*liveTrigger
+	for name := range t.roomWaiters {
+		if lt := t.all[name]; lt != nil && lt != skip {
+			waiting = append(waiting, lt)
+		} else if lt == nil {
+			delete(t.roomWaiters, name)
+		}
+	}
+	t.mu.Unlock()
+	for _, lt := range waiting {
+		lt.mu.Lock()
+		t.drainQueue(lt)
+		lt.mu.Unlock()
 	}
 }
 
@@ -779,15 +859,21 @@ func (t *triggerSet) ended(run journal.RunID, _ *host.Result, _ error) {
 	t.mu.Lock()
 	lt := t.all[name]
 	t.mu.Unlock()
+	var drained *liveTrigger
 	if name != "" && lt != nil {
 		lt.mu.Lock()
 		m, err := t.srv.cell.Journal.Meta(context.Background(), run)
 		if err == nil && !runGoing(m.Status) || errors.Is(err, journal.ErrNotFound) {
 			delete(lt.active, run)
 			t.drainQueue(lt)
+			drained = lt
 		}
 		lt.mu.Unlock()
 	}
+	// The run stopped executing (ended, or parked: a parked run holds no
+	// worker), which may have made room in the cell (a worker, a place in
+	// its queue, a share of its budget) for a firing waiting for it.
+	t.roomFreed(drained)
 	// The cache keeps runs that go on; one that stopped is read again
 	// from its meta should it be asked about (a kv write still queued).
 	t.mu.Lock()
@@ -797,9 +883,25 @@ func (t *triggerSet) ended(run journal.RunID, _ *host.Result, _ error) {
 }
 
 // drainQueue starts lt's oldest queued firing when none of its runs is
-// going. Its caller holds lt.mu.
+// going, or when it waits for room in the cell (then the firings behind
+// it under overlap allow too), until one is refused for want of room
+// again. Its caller holds lt.mu.
 func (t *triggerSet) drainQueue(lt *liveTrigger) {
-	for len(lt.active) == 0 && len(lt.queue) > 0 && !lt.def.Paused && !lt.gone && !t.isClosed() {
+	defer func() {
+		if !lt.roomWait || lt.gone {
+			t.mu.Lock()
+			delete(t.roomWaiters, lt.def.Name)
+			t.mu.Unlock()
+		}
+	}()
+	if lt.roomWait && lt.queueFull && t.srv.sched.full() {
+		// A run that ended as its worker takes the next from the queue
+		// frees no place in it: no attempt while it stays full (each
+		// attempt refused is journaled).
+		return
+	}
+	for (len(lt.active) == 0 || lt.roomWait || lt.overlap == trigger.OverlapAllow) && len(lt.queue) > 0 && !lt.def.Paused && !lt.gone && !t.isClosed() {
+		lt.roomWait = false
 		seq := lt.queue[0]
 		lt.queue = lt.queue[1:]
 		b, ok, err := t.srv.cell.Store.CellGet(tableFirings, firingKey(lt.def.Name, seq))
@@ -807,12 +909,15 @@ func (t *triggerSet) drainQueue(lt *liveTrigger) {
 		if err != nil || !ok || json.Unmarshal(b, &f) != nil || f.State != FiringQueued {
 			continue
 		}
-		f.State = FiringClaimed
+		f.State, f.Reason = FiringClaimed, ""
 		if err := t.put(f); err != nil {
 			t.logf("trigger %s: log: %v", lt.def.Name, err)
 			return
 		}
 		t.start(lt, f)
+		if lt.roomWait {
+			return // refused for want of room again: the next run's end tries it
+		}
 	}
 }
 

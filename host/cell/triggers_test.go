@@ -44,6 +44,12 @@ var trigT0 = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
 
 func openTrigCell(t *testing.T, dir string, clk *clock.Fake) *trigCell {
 	t.Helper()
+	return openTrigCellWith(t, dir, clk, cell.SchedulerOptions{})
+}
+
+// openTrigCellWith is openTrigCell with the scheduler's options.
+func openTrigCellWith(t *testing.T, dir string, clk *clock.Fake, sched cell.SchedulerOptions) *trigCell {
+	t.Helper()
 	ctx := context.Background()
 	c, err := cell.Open(ctx, dir, cached(cell.Options{Clock: clk}))
 	if err != nil {
@@ -53,7 +59,7 @@ func openTrigCell(t *testing.T, dir string, clk *clock.Fake) *trigCell {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := cell.NewServer(c, cell.ServerOptions{Logf: t.Logf, APIToken: tok, Triggers: true})
+	srv := cell.NewServer(c, cell.ServerOptions{Logf: t.Logf, APIToken: tok, Triggers: true, Scheduler: sched})
 	c.AddSink(srv.Sink)
 	ln, err := cell.ListenLoopback("127.0.0.1:0")
 	if err != nil {
@@ -390,6 +396,83 @@ func TestTriggerOverlapPolicies(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTriggerWaitsForRoomInTheCell: on a cell of one worker and a queue
+// of one, an every-minute trigger (overlap allow) fires four times while
+// its first run holds the worker (its agent waits on an HTTP server): the
+// second firing's run waits in the scheduler's queue, the third is
+// refused for want of room (queue_full) and the fourth comes after it.
+// Both wait in the trigger's log, queued, the third saying why; the
+// refusal is not the trigger's (it is not paused, nothing is counted
+// against it). Once the first run ends, each start as room is made, in
+// order, and every firing's run completes.
+func TestTriggerWaitsForRoomInTheCell(t *testing.T) {
+	code := egressModule(t)
+	b := newBlocker(t)
+	clk := clock.NewFake(trigT0)
+	tc := openTrigCellWith(t, filepath.Join(t.TempDir(), "cell"), clk, cell.SchedulerOptions{Workers: 1, MaxQueued: 1})
+	in, _ := json.Marshal([]map[string]string{{"url": b.srv.URL + "/"}})
+	u := strings.TrimPrefix(b.srv.URL, "http://")
+	tc.add(t, cell.TriggerSpec{Name: "minute", On: "schedule:* * * * *", Module: code, Input: in, Overlap: "allow",
+		Grant: fmt.Sprintf("capabilities: {run: {}, http: {hosts: [%q]}}", u)})
+	clk.Set(trigT0.Add(time.Minute))
+	b.waitRequests(t, 1)
+	for m := 2; m <= 4; m++ {
+		clk.Set(trigT0.Add(time.Duration(m) * time.Minute))
+		tc.waitLog(t, "minute", fmt.Sprintf("logged firing %d", m), func(l []cell.Firing) bool { return len(l) == m && l[m-1].State != cell.FiringClaimed })
+	}
+	log, err := tc.api.TriggerLog(context.Background(), "minute", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if states(log) != "started started queued queued" || !strings.Contains(log[2].Reason, "waiting for room in the cell") || !strings.Contains(log[2].Reason, "queue_full") {
+		t.Fatalf("log %s (%+v)", states(log), log)
+	}
+	if ti, err := tc.api.Trigger(context.Background(), "minute"); err != nil || ti.Paused {
+		t.Fatalf("trigger %+v (%v): a cell without room must not pause it", ti, err)
+	}
+	b.open()
+	log = tc.waitLog(t, "minute", "started every firing", func(l []cell.Firing) bool { return count(l, cell.FiringStarted) == 4 })
+	for i, f := range log {
+		if f.Reason != "" || (i > 0 && f.Seq <= log[i-1].Seq) {
+			t.Fatalf("firing %d: %+v", i+1, f)
+		}
+	}
+	tc.waitIdle(t)
+	started := map[string]bool{}
+	for _, f := range log {
+		started[f.Run] = true
+		if st := runStatus(t, tc, f.Run); st != journal.StatusCompleted {
+			t.Fatalf("firing %d's run %s ended %s", f.Seq, f.Run, st)
+		}
+	}
+	// Every other run of the trigger is an attempt the scheduler refused,
+	// journaled so.
+	for seq, runs := range runsOf(t, tc.cell.Store, "minute") {
+		for _, run := range runs {
+			if started[run.String()] {
+				continue
+			}
+			m, err := tc.cell.Store.Meta(context.Background(), run)
+			if err != nil || m.Status != journal.StatusFailed || !strings.Contains(m.Error, "admission refused (queue_full)") {
+				t.Fatalf("run %s of firing %d, not the one it started: %s %q (%v)", run, seq, m.Status, m.Error, err)
+			}
+		}
+	}
+	if ti, err := tc.api.Trigger(context.Background(), "minute"); err != nil || ti.Paused {
+		t.Fatalf("trigger %+v (%v)", ti, err)
+	}
+}
+
+// runStatus is the status of run as the cell's API says.
+func runStatus(t *testing.T, tc *trigCell, run string) journal.RunStatus {
+	t.Helper()
+	ri, err := tc.api.Run(context.Background(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ri.Status
 }
 
 var (
