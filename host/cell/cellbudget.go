@@ -40,6 +40,9 @@ type cellBudget struct {
 	mu   sync.Mutex
 	held map[journal.RunID]budget.Amounts
 	sum  budget.Amounts
+	// freed counts the shares given back: a start refused for the budget
+	// is not worth trying again before it moves (triggers' roomWait).
+	freed uint64
 }
 
 func newCellBudget(max budget.Ceilings) *cellBudget {
@@ -155,6 +158,29 @@ func (cb *cellBudget) releaseLocked(run journal.RunID) {
 	for _, d := range cb.dims {
 		cb.sum[d] -= a[d]
 	}
+	cb.freed++
+}
+
+// generation returns how many shares were given back so far (0 when cb
+// is nil: no cell budget).
+func (cb *cellBudget) generation() uint64 {
+	if cb == nil {
+		return 0
+	}
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	return cb.freed
+}
+
+// pruneNow gives back the shares of the runs whose index record says they
+// are no longer in flight (a parked run cancelled, which no worker ends).
+func (cb *cellBudget) pruneNow(ctx context.Context, s *Server) {
+	if cb == nil {
+		return
+	}
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	cb.prune(ctx, s)
 }
 
 // inFlight reports whether a run of status st holds its share: it runs,

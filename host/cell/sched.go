@@ -487,6 +487,11 @@ func (sc *scheduler) work(j *job, waited time.Duration) {
 			sc.s.finish(j.st.Run, res, err)
 		}
 		j, waited = sc.next()
+		if j != nil && sc.s.triggers != nil {
+			// A place in the queue is free: a trigger's firing refused
+			// for a full queue may start.
+			sc.s.triggers.roomFreed(nil)
+		}
 	}
 }
 

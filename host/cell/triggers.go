@@ -205,8 +205,11 @@ type liveTrigger struct {
 	// held): it starts when a run of the cell ends, whatever the overlap
 	// policy, and the firings after it wait behind it. queueFull says the
 	// refusal was the scheduler's queue, full: it is not tried while the
-	// queue stays so.
+	// queue stays so; budgetAt, for a refusal for the cell budget, is
+	// the budget's generation then: it is not tried before a share is
+	// given back. (Each attempt refused is journaled.)
 	roomWait, queueFull bool
+	budgetAt            uint64
 }
 
 // newTriggers returns the triggers of s, not started.
@@ -687,9 +690,12 @@ func (t *triggerSet) start(lt *liveTrigger, f Firing) {
 	spec, err := t.runSpec(lt, f)
 	var run journal.RunID
 	if err == nil {
+		// Read before the start, so that a share given back while it is
+		// refused counts as room made since.
+		gen := t.srv.sched.cell.generation()
 		run, err = t.srv.Launch(context.Background(), spec, "triggered ("+lt.def.Name+" #"+strconv.FormatUint(f.Seq, 10)+")")
 		if noRoom(err) {
-			t.waitForRoom(lt, f, err)
+			t.waitForRoom(lt, f, err, gen)
 			return
 		}
 		if err != nil && startErrorCode(err) >= 500 {
@@ -747,18 +753,19 @@ func queueFull(err error) bool {
 }
 
 // waitForRoom queues f, whose start was refused for want of room in the
-// cell (why), first in lt's queue: it starts when a run of the cell ends
-// (roomFreed). It is not counted as a refusal of the trigger (MaxRefusals).
+// cell (why; gen the cell budget's generation before the start), first in
+// lt's queue: it starts when room is made (roomFreed). It is not counted
+// as a refusal of the trigger (MaxRefusals).
 // Should its record not be written, it stays claimed, for the next daemon
 // to start. Its caller holds lt.mu.
-func (t *triggerSet) waitForRoom(lt *liveTrigger, f Firing, why error) {
+func (t *triggerSet) waitForRoom(lt *liveTrigger, f Firing, why error, gen uint64) {
 	f.State, f.Reason = FiringQueued, "waiting for room in the cell: "+why.Error()
 	if err := t.put(f); err != nil {
 		t.logf("trigger %s: log: %v (firing %d stays claimed, and starts when the cell starts again)", lt.def.Name, err, f.Seq)
 		return
 	}
 	lt.queue = append([]uint64{f.Seq}, lt.queue...)
-	lt.roomWait, lt.queueFull = true, queueFull(why)
+	lt.roomWait, lt.queueFull, lt.budgetAt = true, queueFull(why), gen
 	t.mu.Lock()
 	t.roomWaiters[lt.def.Name] = true
 	t.mu.Unlock()
@@ -767,9 +774,14 @@ func (t *triggerSet) waitForRoom(lt *liveTrigger, f Firing, why error) {
 
 // roomFreed tries the first firing of every trigger waiting for room in
 // the cell, but skip's (a run of skip just ended, and it looked at its
-// queue already): a run of the cell stopped executing.
+// queue already): a run of the cell stopped executing, a worker took a
+// run from the queue, or runs were cancelled.
 func (t *triggerSet) roomFreed(skip *liveTrigger) {
 	t.mu.Lock()
+	if len(t.roomWaiters) == 0 {
+		t.mu.Unlock()
+		return
+	}
 	var waiting []*liveTrigger
 	for name := range t.roomWaiters {
 		if lt := t.all[name]; lt != nil && lt != skip {
@@ -894,10 +906,10 @@ func (t *triggerSet) drainQueue(lt *liveTrigger) {
 			t.mu.Unlock()
 		}
 	}()
-	if lt.roomWait && lt.queueFull && t.srv.sched.full() {
-		// A run that ended as its worker takes the next from the queue
-		// frees no place in it: no attempt while it stays full (each
-		// attempt refused is journaled).
+	if lt.roomWait && (lt.queueFull && t.srv.sched.full() || !lt.queueFull && t.srv.sched.cell.generation() == lt.budgetAt) {
+		// No room made since the refusal: a run that ended as its worker
+		// takes the next from the queue frees no place in it; a run that
+		// parked keeps its share of the budget.
 		return
 	}
 	for (len(lt.active) == 0 || lt.roomWait || lt.overlap == trigger.OverlapAllow) && len(lt.queue) > 0 && !lt.def.Paused && !lt.gone && !t.isClosed() {

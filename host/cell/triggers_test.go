@@ -465,6 +465,93 @@ func TestTriggerWaitsForRoomInTheCell(t *testing.T) {
 	}
 }
 
+// TestTriggerWaitsForTheCellBudget: with a cell budget of 10 HTTP
+// requests, a parked run holds 6; a trigger whose token allows 6 more
+// fires, is refused (cell_budget) and waits in its log, queued. Another
+// run of the cell parking and waking does not try it again (no share was
+// given back). Cancelling the parked run gives its share back, and the
+// firing starts then, and completes.
+func TestTriggerWaitsForTheCellBudget(t *testing.T) {
+	clk := clock.NewFake(trigT0)
+	tc := openTrigCellWith(t, filepath.Join(t.TempDir(), "cell"), clk, cell.SchedulerOptions{CellBudget: "http_requests=10"})
+	waiter := testutil.BuildC(t, "host/testdata/agents/waiter")
+	gr, err := host.ParseGrant([]byte(waiterGrant))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleep := func(d time.Duration, limit uint64) journal.RunID {
+		t.Helper()
+		in, _ := json.Marshal(map[string]any{"sleep": int64(d)})
+		run, err := tc.srv.Launch(context.Background(), host.RunSpec{Code: waiter, Input: in, Grant: gr,
+			Token: limitedToken(t, tc.cell.Key, gr, limit, clk.Now())}, "started")
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(60 * time.Second)
+		for runStatus(t, tc, run.String()) != journal.StatusParked {
+			if time.Now().After(deadline) {
+				t.Fatalf("run %s never parked", run)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		return run
+	}
+	holder := sleep(time.Hour, 6)
+	tc.add(t, cell.TriggerSpec{Name: "budgeted", On: "schedule:* * * * *", Module: waiter, Overlap: "queue",
+		Input: []byte(`{"sleep": 0}`), Token: limitedToken(t, tc.cell.Key, gr, 6, clk.Now())})
+	clk.Set(trigT0.Add(time.Minute))
+	log := tc.waitLog(t, "budgeted", "waited for room", func(l []cell.Firing) bool { return len(l) == 1 && l[0].State == cell.FiringQueued })
+	if !strings.Contains(log[0].Reason, "waiting for room in the cell") || !strings.Contains(log[0].Reason, "cell_budget") {
+		t.Fatalf("log %+v", log)
+	}
+	// A run of 1 fits beside the holder and parks: its worker ends, and no
+	// share comes back, so the firing is not tried again.
+	small := sleep(time.Hour, 1)
+	deadline := time.Now().Add(60 * time.Second)
+	for tc.srv.SchedulerStats().Busy != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the scheduler's workers stay busy: %+v", tc.srv.SchedulerStats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	refused := func() int {
+		n := 0
+		for _, runs := range runsOf(t, tc.cell.Store, "budgeted") {
+			for _, run := range runs {
+				m, err := tc.cell.Store.Meta(context.Background(), run)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.Contains(m.Error, "admission refused (cell_budget)") {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	if n := refused(); n != 1 {
+		t.Fatalf("%d attempts refused for the cell budget before any share came back, want the first only", n)
+	}
+	// Cancelling the holder gives its share back: the firing starts.
+	if err := tc.srv.Cancel(context.Background(), holder); err != nil {
+		t.Fatal(err)
+	}
+	log = tc.waitLog(t, "budgeted", "started once the holder was cancelled", func(l []cell.Firing) bool { return count(l, cell.FiringStarted) == 1 })
+	deadline = time.Now().Add(60 * time.Second)
+	for runStatus(t, tc, log[0].Run) != journal.StatusCompleted {
+		if time.Now().After(deadline) {
+			t.Fatalf("the firing's run %s did not complete", log[0].Run)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := refused(); n != 1 || log[0].Reason != "" {
+		t.Fatalf("%d attempts refused; log %+v", n, log)
+	}
+	if err := tc.srv.Cancel(context.Background(), small); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // runStatus is the status of run as the cell's API says.
 func runStatus(t *testing.T, tc *trigCell, run string) journal.RunStatus {
 	t.Helper()
