@@ -55,6 +55,16 @@ type committer struct {
 	leading bool
 	closed  bool
 	idle    *sync.Cond
+	// away are the runs the last rounds let go that are still going and
+	// have not committed since, with when they were let go; back is
+	// closed, when a leader waits for them, once none is away (siblings).
+	away map[journal.RunID]time.Time
+	back chan struct{}
+	// returns is the average time a run let go took to commit again, and
+	// synced the last round's sync: they bound how long a leader waits.
+	// waits counts the leaders that waited.
+	returns, synced time.Duration
+	waits           uint64
 	// lengths and events cache each run's journal length and next event
 	// seq: as the only writer, the committer can trust them once read.
 	lengths map[journal.RunID]uint64
@@ -64,7 +74,7 @@ type committer struct {
 }
 
 func newCommitter(db *badger.DB, w *wal) *committer {
-	c := &committer{db: db, wal: w, lengths: map[journal.RunID]uint64{}, events: map[journal.RunID]uint64{}}
+	c := &committer{db: db, wal: w, lengths: map[journal.RunID]uint64{}, events: map[journal.RunID]uint64{}, away: map[journal.RunID]time.Time{}}
 	c.idle = sync.NewCond(&c.mu)
 	return c
 }
@@ -80,6 +90,7 @@ func (c *committer) submit(_ context.Context, b *journal.Batch) error {
 		return ErrClosed
 	}
 	c.queue = append(c.queue, r)
+	c.returned(b.Run)
 	if c.leading {
 		c.mu.Unlock()
 		res := <-r.done
@@ -89,6 +100,7 @@ func (c *committer) submit(_ context.Context, b *journal.Batch) error {
 		c.mu.Lock()
 	}
 	c.leading = true
+	c.siblings()
 	n := min(len(c.queue), maxRound)
 	round := c.queue[:n:n]
 	c.queue = c.queue[n:]
@@ -105,6 +117,88 @@ func (c *committer) submit(_ context.Context, b *journal.Batch) error {
 	}
 	c.mu.Unlock()
 	return (<-r.done).err
+}
+
+// The siblings wait. Runs committing at once settle into cohorts: while a
+// round is synced, the runs the round before let go compute their next
+// step and queue, and the next round takes them alone, while the runs
+// just let go compute. Rounds then hold half the runs each. Before it
+// writes a round, a leader waits for the runs the last rounds let go
+// that are still away (not committed since), as PostgreSQL's commit_delay
+// waits for its siblings, so that one round takes them all; it waits at
+// most twice the time runs have taken to come back, and never longer than
+// a sync, and not at all for a run let go longer ago than that (one gone
+// to a long call, or ended without a last commit). A run that commits
+// alone (one at a time) is never away when it leads its own round.
+
+// maxSiblingWait bounds the wait whatever the syncs take.
+const maxSiblingWait = 500 * time.Microsecond
+
+// returned notes that run committed again; c.mu is held.
+func (c *committer) returned(run journal.RunID) {
+	let, ok := c.away[run]
+	if !ok {
+		return
+	}
+	delete(c.away, run)
+	d := time.Since(let)
+	if c.returns == 0 {
+		c.returns = d
+	} else {
+		c.returns += (d - c.returns) / 8
+	}
+	if c.back != nil && len(c.away) == 0 {
+		close(c.back)
+		c.back = nil
+	}
+}
+
+// siblingWait is how long a leader waits for runs away; c.mu is held.
+func (c *committer) siblingWait() time.Duration {
+	return min(2*c.returns, c.synced, maxSiblingWait)
+}
+
+// siblings waits, as the leader, for the runs away to come back, for at
+// most siblingWait since they were let go; c.mu is held, and released
+// while it waits.
+func (c *committer) siblings() {
+	wait := c.siblingWait()
+	if wait <= 0 || len(c.away) == 0 {
+		return
+	}
+	now := time.Now()
+	var until time.Time
+	for run, let := range c.away {
+		if end := let.Add(wait); end.After(now) {
+			until = later(until, end)
+		} else {
+			delete(c.away, run) // gone too long: not waited for again
+		}
+	}
+	if len(c.away) == 0 || until.IsZero() {
+		return
+	}
+	back := make(chan struct{})
+	c.back = back
+	c.waits++
+	c.mu.Unlock()
+	t := time.NewTimer(until.Sub(now))
+	select {
+	case <-back:
+	case <-t.C:
+	}
+	t.Stop()
+	c.mu.Lock()
+	if c.back == back {
+		c.back = nil
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // exclusive runs fn while no round is written, then forgets what it cached
@@ -161,7 +255,9 @@ func (e *writeError) Unwrap() error { return e.err }
 // write commits one round: every batch that passes its fencing check, in
 // as few transactions as the size budget allows, each written first as a
 // record of the journal's log, then the log synced if any batch asked to
-// be durable. After the log failed, the round is refused whole.
+// be durable. After the log failed, the round is refused whole. The runs
+// of the durable batches written that go on are noted away before they
+// are let go (siblings).
 func (c *committer) write(round []*request) {
 	refused := errReadOnly
 	if c.wal != nil {
@@ -225,6 +321,17 @@ func (c *committer) write(round []*request) {
 	if syncErr == nil {
 		c.observers.tell(t.written)
 	}
+	c.mu.Lock()
+	if syncErr == nil && durable {
+		c.synced = took
+		now := time.Now()
+		for _, r := range t.written {
+			if r.b.Durable && (r.b.Meta == nil || r.b.Meta.Status == journal.StatusRunning) {
+				c.away[r.b.Run] = now
+			}
+		}
+	}
+	c.mu.Unlock()
 	for _, r := range t.written {
 		r.done <- result{err: syncErr}
 	}
