@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -128,8 +129,9 @@ func (c *committer) submit(_ context.Context, b *journal.Batch) error {
 // waits for its siblings, so that one round takes them all; it waits at
 // most twice the time runs have taken to come back, and never longer than
 // a sync, and not at all for a run let go longer ago than that (one gone
-// to a long call, or ended without a last commit). A run that commits
-// alone (one at a time) is never away when it leads its own round.
+// to a long call, or ended without a last commit), nor for a round that
+// is not to be synced. A run that commits alone (one at a time) is never
+// away when it leads its own round.
 
 // maxSiblingWait bounds the wait whatever the syncs take.
 const maxSiblingWait = 500 * time.Microsecond
@@ -163,7 +165,9 @@ func (c *committer) siblingWait() time.Duration {
 // while it waits.
 func (c *committer) siblings() {
 	wait := c.siblingWait()
-	if wait <= 0 || len(c.away) == 0 {
+	if wait <= 0 || len(c.away) == 0 || !slices.ContainsFunc(c.queue, func(r *request) bool { return r.b.Durable }) {
+		// A round that is not synced is written at once: it is quick,
+		// and its callers do not wait for the disk.
 		return
 	}
 	now := time.Now()
