@@ -465,6 +465,51 @@ func TestTriggerWaitsForRoomInTheCell(t *testing.T) {
 	}
 }
 
+// TestTriggerStartsWhenTheQueueMakesRoom: on a cell of one worker and a
+// queue of one, a firing refused for a full queue starts as soon as the
+// worker takes the run that filled the queue, not when that run ends: the
+// first run's agent waits on one gate, every later run's on another, kept
+// shut until the refused firing has started.
+func TestTriggerStartsWhenTheQueueMakesRoom(t *testing.T) {
+	code := egressModule(t)
+	first, later := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	seen := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen++
+		n := seen
+		mu.Unlock()
+		if n == 1 {
+			<-first
+		} else {
+			<-later
+		}
+		w.Write([]byte("done"))
+	}))
+	shut := sync.OnceFunc(func() { close(later) })
+	defer srv.Close()
+	defer shut()
+	clk := clock.NewFake(trigT0)
+	tc := openTrigCellWith(t, filepath.Join(t.TempDir(), "cell"), clk, cell.SchedulerOptions{Workers: 1, MaxQueued: 1})
+	in, _ := json.Marshal([]map[string]string{{"url": srv.URL + "/"}})
+	tc.add(t, cell.TriggerSpec{Name: "minute", On: "schedule:* * * * *", Module: code, Input: in, Overlap: "allow",
+		Grant: fmt.Sprintf("capabilities: {run: {}, http: {hosts: [%q]}}", strings.TrimPrefix(srv.URL, "http://"))})
+	for m := 1; m <= 3; m++ {
+		clk.Set(trigT0.Add(time.Duration(m) * time.Minute))
+		tc.waitLog(t, "minute", fmt.Sprintf("logged firing %d", m), func(l []cell.Firing) bool { return len(l) == m && l[m-1].State != cell.FiringClaimed })
+	}
+	if log, _ := tc.api.TriggerLog(context.Background(), "minute", 0); states(log) != "started started queued" {
+		t.Fatalf("log %s", states(log))
+	}
+	close(first)
+	// The first run ends; the worker takes the second, which then waits on
+	// the later gate: the queue has room, and the third firing starts.
+	tc.waitLog(t, "minute", "started the third while the second runs", func(l []cell.Firing) bool { return count(l, cell.FiringStarted) == 3 })
+	shut()
+	tc.waitIdle(t)
+}
+
 // TestTriggerWaitsForTheCellBudget: with a cell budget of 10 HTTP
 // requests, a parked run holds 6; a trigger whose token allows 6 more
 // fires, is refused (cell_budget) and waits in its log, queued. Another
