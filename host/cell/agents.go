@@ -252,15 +252,11 @@ func (s *Server) Cancel(ctx context.Context, run journal.RunID) error {
 	if err := s.cell.Host.Cancel(ctx, run); err != nil {
 		return err
 	}
-	err := (agents{s}).cancelDescendants(ctx, run)
-	// The runs cancelled give back their shares of the cell budget now
-	// (a parked one has no worker to end it), and a trigger's firing
-	// waiting for room may start.
-	s.sched.cell.pruneNow(ctx, s)
-	if s.triggers != nil {
-		s.triggers.roomFreed(nil)
-	}
-	if err != nil {
+	// A parked run has no worker to end it: it gives its share of the
+	// cell budget back now. (Its sub-agents hold none: their parents'
+	// carves bound them.)
+	s.sched.cell.ended(s, run, nil)
+	if err := (agents{s}).cancelDescendants(ctx, run); err != nil {
 		return fmt.Errorf("run %s is cancelled; cancelling its sub-agents: %w", run, err)
 	}
 	return nil

@@ -42,7 +42,9 @@ type cellBudget struct {
 	sum  budget.Amounts
 	// freed counts the shares given back: a start refused for the budget
 	// is not worth trying again before it moves (triggers' roomWait).
-	freed uint64
+	// onFreed, when set, is told of each; it must not block.
+	freed   uint64
+	onFreed func()
 }
 
 func newCellBudget(max budget.Ceilings) *cellBudget {
@@ -159,6 +161,9 @@ func (cb *cellBudget) releaseLocked(run journal.RunID) {
 		cb.sum[d] -= a[d]
 	}
 	cb.freed++
+	if cb.onFreed != nil {
+		cb.onFreed()
+	}
 }
 
 // generation returns how many shares were given back so far (0 when cb
@@ -170,17 +175,6 @@ func (cb *cellBudget) generation() uint64 {
 	cb.mu.Lock()
 	defer cb.mu.Unlock()
 	return cb.freed
-}
-
-// pruneNow gives back the shares of the runs whose index record says they
-// are no longer in flight (a parked run cancelled, which no worker ends).
-func (cb *cellBudget) pruneNow(ctx context.Context, s *Server) {
-	if cb == nil {
-		return
-	}
-	cb.mu.Lock()
-	defer cb.mu.Unlock()
-	cb.prune(ctx, s)
 }
 
 // inFlight reports whether a run of status st holds its share: it runs,
@@ -196,8 +190,12 @@ func inFlight(st journal.RunStatus) bool {
 // takes it up again admits it anew), or its index record says it is no
 // longer in flight. A run stopped here and still this cell's (drained, or
 // backing off after a crash) keeps its share. (A run handed to another
-// cell is released by the handoff.)
+// cell is released by the handoff.) Nothing when cb is nil: no cell
+// budget.
 func (cb *cellBudget) ended(s *Server, run journal.RunID, err error) {
+	if cb == nil {
+		return
+	}
 	cb.mu.Lock()
 	_, ok := cb.held[run]
 	cb.mu.Unlock()

@@ -223,6 +223,9 @@ type scheduler struct {
 	// the runs it recovers before any executes, so that they go by
 	// priority, not by the order the index lists them in).
 	paused int
+	// roomMade, when set, is told each time runs leave the queue: a start
+	// refused for a full queue may succeed now. It must not block.
+	roomMade func()
 }
 
 func newScheduler(s *Server, opts SchedulerOptions) *scheduler {
@@ -437,9 +440,19 @@ func (sc *scheduler) pause() func() {
 			start, waits = append(start, j), append(waits, now.Sub(it.since))
 		}
 		sc.mu.Unlock()
+		if len(start) > 0 {
+			sc.left()
+		}
 		for i, j := range start {
 			go sc.work(j, waits[i])
 		}
+	}
+}
+
+// left tells roomMade that runs left the queue.
+func (sc *scheduler) left() {
+	if sc.roomMade != nil {
+		sc.roomMade()
 	}
 }
 
@@ -465,6 +478,7 @@ func (sc *scheduler) watch(it *queued, j *job) {
 	if !removed {
 		return // dispatched meanwhile: its execution stops it
 	}
+	sc.left()
 	err := j.st.Unexecuted(context.Background())
 	sc.s.finish(j.st.Run, nil, err)
 }
@@ -487,10 +501,8 @@ func (sc *scheduler) work(j *job, waited time.Duration) {
 			sc.s.finish(j.st.Run, res, err)
 		}
 		j, waited = sc.next()
-		if j != nil && sc.s.triggers != nil {
-			// A place in the queue is free: a trigger's firing refused
-			// for a full queue may start.
-			sc.s.triggers.roomFreed(nil)
+		if j != nil {
+			sc.left()
 		}
 	}
 }

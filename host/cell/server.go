@@ -318,6 +318,12 @@ func NewServer(c *Cell, opts ServerOptions) *Server {
 	}
 	if opts.Triggers && !opts.ControlOnly {
 		s.triggers = newTriggers(s)
+		// Room made in the cell (runs leaving the queue, shares of the
+		// cell budget given back) wakes the firings waiting for it.
+		s.sched.roomMade = s.triggers.wakeRoom
+		if s.sched.cell.on() {
+			s.sched.cell.onFreed = s.triggers.wakeRoom
+		}
 	}
 	if s.approvals != nil {
 		s.approvals.mu.Lock()

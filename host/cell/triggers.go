@@ -75,8 +75,10 @@ type triggerSet struct {
 	// spend caches the dollars each ended run spent (metric spend_usd).
 	spend map[journal.RunID]float64
 	// roomWaiters names the triggers whose first queued firing waits for
-	// room in the cell (liveTrigger.roomWait): each run's end tries it.
+	// room in the cell (liveTrigger.roomWait); roomWake wakes roomWorker
+	// to try them when room is made.
 	roomWaiters map[string]bool
+	roomWake    chan struct{}
 	wg          sync.WaitGroup
 	done        chan struct{}
 }
@@ -201,22 +203,22 @@ type liveTrigger struct {
 	// their runs is heard).
 	restart []Firing
 	// roomWait says the first firing of queue was refused for want of
-	// room in the cell (the scheduler's queue full, the cell budget
-	// held): it starts when a run of the cell ends, whatever the overlap
-	// policy, and the firings after it wait behind it. queueFull says the
-	// refusal was the scheduler's queue, full: it is not tried while the
-	// queue stays so; budgetAt, for a refusal for the cell budget, is
-	// the budget's generation then: it is not tried before a share is
-	// given back. (Each attempt refused is journaled.)
-	roomWait, queueFull bool
-	budgetAt            uint64
+	// room in the cell: it starts when room is made, whatever the
+	// overlap policy, and the firings after it wait behind it. roomFor is
+	// the refusal's reason (RefusedFull: not tried while the queue stays
+	// full; RefusedCellBudget: not before a share is given back, the
+	// budget's generation having been budgetAt). Each attempt refused is
+	// journaled.
+	roomWait bool
+	roomFor  string
+	budgetAt uint64
 }
 
 // newTriggers returns the triggers of s, not started.
 func newTriggers(s *Server) *triggerSet {
 	return &triggerSet{srv: s, clk: s.cell.Clock, logf: s.logf, all: map[string]*liveTrigger{},
 		kvWake: make(chan struct{}, 1), origins: map[journal.RunID]string{}, last: map[string]Firing{}, spend: map[journal.RunID]float64{},
-		roomWaiters: map[string]bool{}, done: make(chan struct{})}
+		roomWaiters: map[string]bool{}, roomWake: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 func firingKey(name string, seq uint64) string { return fmt.Sprintf("%s\x00%020d", name, seq) }
@@ -289,8 +291,9 @@ func (s *Server) StartTriggers(ctx context.Context) error {
 	t.mu.Lock()
 	t.stopObs = stopObs
 	t.mu.Unlock()
-	t.wg.Add(1)
+	t.wg.Add(2)
 	go t.kvWorker()
+	go t.roomWorker()
 	t.armMetric()
 	t.logf("triggers: %d loaded", len(defs))
 	return errors.Join(errs...)
@@ -694,8 +697,8 @@ func (t *triggerSet) start(lt *liveTrigger, f Firing) {
 		// refused counts as room made since.
 		gen := t.srv.sched.cell.generation()
 		run, err = t.srv.Launch(context.Background(), spec, "triggered ("+lt.def.Name+" #"+strconv.FormatUint(f.Seq, 10)+")")
-		if noRoom(err) {
-			t.waitForRoom(lt, f, err, gen)
+		if why := roomRefusal(err); why != "" {
+			t.waitForRoom(lt, f, err, why, gen)
 			return
 		}
 		if err != nil && startErrorCode(err) >= 500 {
@@ -738,55 +741,72 @@ func (t *triggerSet) start(lt *liveTrigger, f Firing) {
 	}
 }
 
-// noRoom says err is an admission refusal for want of room in the cell
-// (its scheduler's queue full, its budget held by the runs going): the
-// cell's state, not the trigger's fault, and gone once runs end.
-func noRoom(err error) bool {
+// roomRefusal returns the reason of err when it is an admission refusal
+// for want of room in the cell (RefusedFull: its scheduler's queue full;
+// RefusedCellBudget: its budget held by the runs going), the cell's state
+// and not the trigger's fault; "" otherwise.
+func roomRefusal(err error) string {
 	var ae *AdmissionError
-	return errors.As(err, &ae) && (ae.Reason == RefusedFull || ae.Reason == RefusedCellBudget)
-}
-
-// queueFull says err is a refusal for the scheduler's queue, full.
-func queueFull(err error) bool {
-	var ae *AdmissionError
-	return errors.As(err, &ae) && ae.Reason == RefusedFull
+	if errors.As(err, &ae) && (ae.Reason == RefusedFull || ae.Reason == RefusedCellBudget) {
+		return ae.Reason
+	}
+	return ""
 }
 
 // waitForRoom queues f, whose start was refused for want of room in the
-// cell (why; gen the cell budget's generation before the start), first in
-// lt's queue: it starts when room is made (roomFreed). It is not counted
-// as a refusal of the trigger (MaxRefusals).
-// Should its record not be written, it stays claimed, for the next daemon
-// to start. Its caller holds lt.mu.
-func (t *triggerSet) waitForRoom(lt *liveTrigger, f Firing, why error, gen uint64) {
-	f.State, f.Reason = FiringQueued, "waiting for room in the cell: "+why.Error()
+// cell (err, for reason why; gen the cell budget's generation before the
+// start), first in lt's queue: it starts when room is made (roomFreed).
+// It is not counted as a refusal of the trigger (MaxRefusals). Should its
+// record not be written, it stays claimed, for the next daemon to start.
+// Its caller holds lt.mu.
+func (t *triggerSet) waitForRoom(lt *liveTrigger, f Firing, err error, why string, gen uint64) {
+	f.State, f.Reason = FiringQueued, "waiting for room in the cell: "+err.Error()
 	if err := t.put(f); err != nil {
 		t.logf("trigger %s: log: %v (firing %d stays claimed, and starts when the cell starts again)", lt.def.Name, err, f.Seq)
 		return
 	}
 	lt.queue = append([]uint64{f.Seq}, lt.queue...)
-	lt.roomWait, lt.queueFull, lt.budgetAt = true, queueFull(why), gen
+	lt.roomWait, lt.roomFor, lt.budgetAt = true, why, gen
 	t.mu.Lock()
 	t.roomWaiters[lt.def.Name] = true
 	t.mu.Unlock()
-	t.logf("trigger %s: firing %d waits for room in the cell: %v", lt.def.Name, f.Seq, why)
+	t.logf("trigger %s: firing %d waits for room in the cell: %v", lt.def.Name, f.Seq, err)
+}
+
+// wakeRoom tells roomWorker that room was made in the cell: runs left the
+// scheduler's queue, or a share of the cell budget was given back. It
+// never blocks (the scheduler and the cell budget call it under their
+// locks).
+func (t *triggerSet) wakeRoom() {
+	select {
+	case t.roomWake <- struct{}{}:
+	default:
+	}
+}
+
+// roomWorker tries the firings waiting for room each time room is made,
+// until the triggers stop.
+func (t *triggerSet) roomWorker() {
+	defer t.wg.Done()
+	for {
+		select {
+		case <-t.done:
+			return
+		case <-t.roomWake:
+			t.roomFreed()
+		}
+	}
 }
 
 // roomFreed tries the first firing of every trigger waiting for room in
-// the cell, but skip's (a run of skip just ended, and it looked at its
-// queue already): a run of the cell stopped executing, a worker took a
-// run from the queue, or runs were cancelled.
-func (t *triggerSet) roomFreed(skip *liveTrigger) {
+// the cell.
+func (t *triggerSet) roomFreed() {
 	t.mu.Lock()
-	if len(t.roomWaiters) == 0 {
-		t.mu.Unlock()
-		return
-	}
 	var waiting []*liveTrigger
 	for name := range t.roomWaiters {
-		if lt := t.all[name]; lt != nil && lt != skip {
+		if lt := t.all[name]; lt != nil {
 			waiting = append(waiting, lt)
-		} else if lt == nil {
+		} else {
 			delete(t.roomWaiters, name)
 		}
 	}
@@ -871,21 +891,15 @@ func (t *triggerSet) ended(run journal.RunID, _ *host.Result, _ error) {
 	t.mu.Lock()
 	lt := t.all[name]
 	t.mu.Unlock()
-	var drained *liveTrigger
 	if name != "" && lt != nil {
 		lt.mu.Lock()
 		m, err := t.srv.cell.Journal.Meta(context.Background(), run)
 		if err == nil && !runGoing(m.Status) || errors.Is(err, journal.ErrNotFound) {
 			delete(lt.active, run)
 			t.drainQueue(lt)
-			drained = lt
 		}
 		lt.mu.Unlock()
 	}
-	// The run stopped executing (ended, or parked: a parked run holds no
-	// worker), which may have made room in the cell (a worker, a place in
-	// its queue, a share of its budget) for a firing waiting for it.
-	t.roomFreed(drained)
 	// The cache keeps runs that go on; one that stopped is read again
 	// from its meta should it be asked about (a kv write still queued).
 	t.mu.Lock()
@@ -906,10 +920,9 @@ func (t *triggerSet) drainQueue(lt *liveTrigger) {
 			t.mu.Unlock()
 		}
 	}()
-	if lt.roomWait && (lt.queueFull && t.srv.sched.full() || !lt.queueFull && t.srv.sched.cell.generation() == lt.budgetAt) {
-		// No room made since the refusal: a run that ended as its worker
-		// takes the next from the queue frees no place in it; a run that
-		// parked keeps its share of the budget.
+	if lt.roomWait && (lt.roomFor == RefusedFull && t.srv.sched.full() || lt.roomFor == RefusedCellBudget && t.srv.sched.cell.generation() == lt.budgetAt) {
+		// No room made since the refusal (each attempt refused is
+		// journaled).
 		return
 	}
 	for (len(lt.active) == 0 || lt.roomWait || lt.overlap == trigger.OverlapAllow) && len(lt.queue) > 0 && !lt.def.Paused && !lt.gone && !t.isClosed() {

@@ -532,13 +532,7 @@ func TestTriggerWaitsForTheCellBudget(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(60 * time.Second)
-		for runStatus(t, tc, run.String()) != journal.StatusParked {
-			if time.Now().After(deadline) {
-				t.Fatalf("run %s never parked", run)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		waitFor(t, "run "+run.String()+" to park", func() bool { return runStatus(t, tc, run.String()) == journal.StatusParked })
 		return run
 	}
 	holder := sleep(time.Hour, 6)
@@ -552,13 +546,7 @@ func TestTriggerWaitsForTheCellBudget(t *testing.T) {
 	// A run of 1 fits beside the holder and parks: its worker ends, and no
 	// share comes back, so the firing is not tried again.
 	small := sleep(time.Hour, 1)
-	deadline := time.Now().Add(60 * time.Second)
-	for tc.srv.SchedulerStats().Busy != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the scheduler's workers stay busy: %+v", tc.srv.SchedulerStats())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, "the scheduler's workers to be free", func() bool { return tc.srv.SchedulerStats().Busy == 0 })
 	refused := func() int {
 		n := 0
 		for _, runs := range runsOf(t, tc.cell.Store, "budgeted") {
@@ -582,13 +570,7 @@ func TestTriggerWaitsForTheCellBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	log = tc.waitLog(t, "budgeted", "started once the holder was cancelled", func(l []cell.Firing) bool { return count(l, cell.FiringStarted) == 1 })
-	deadline = time.Now().Add(60 * time.Second)
-	for runStatus(t, tc, log[0].Run) != journal.StatusCompleted {
-		if time.Now().After(deadline) {
-			t.Fatalf("the firing's run %s did not complete", log[0].Run)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, "the firing's run to complete", func() bool { return runStatus(t, tc, log[0].Run) == journal.StatusCompleted })
 	if n := refused(); n != 1 || log[0].Reason != "" {
 		t.Fatalf("%d attempts refused; log %+v", n, log)
 	}
