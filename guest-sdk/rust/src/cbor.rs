@@ -267,6 +267,55 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// Reads the omitempty text field name of m: "" when absent, and
+    /// present only when not empty.
+    pub(crate) fn opt_text(&mut self, m: &mut Map, name: &str) -> Res<String> {
+        if !self.key(m, name) {
+            return Ok(String::new());
+        }
+        match self.text()? {
+            "" => Err(Bad),
+            s => Ok(s.to_string()),
+        }
+    }
+
+    /// Reads the omitempty unsigned field name of m, at most max: 0 when
+    /// absent, and present only when not 0.
+    pub(crate) fn opt_uint(&mut self, m: &mut Map, name: &str, max: u64) -> Res<u64> {
+        if !self.key(m, name) {
+            return Ok(0);
+        }
+        match self.uint(max)? {
+            0 => Err(Bad),
+            v => Ok(v),
+        }
+    }
+
+    /// Reads the omitempty byte-string field name of m: empty when
+    /// absent, and present only when not empty (nor null).
+    pub(crate) fn opt_bytes(&mut self, m: &mut Map, name: &str) -> Res<Vec<u8>> {
+        if !self.key(m, name) {
+            return Ok(Vec::new());
+        }
+        match self.bstr()? {
+            [] => Err(Bad),
+            b => Ok(b.to_vec()),
+        }
+    }
+
+    /// Reads the omitempty bool field name of m: false when absent, and
+    /// present only when true.
+    pub(crate) fn opt_bool(&mut self, m: &mut Map, name: &str) -> Res<bool> {
+        if !self.key(m, name) {
+            return Ok(false);
+        }
+        if self.bool()? {
+            Ok(true)
+        } else {
+            Err(Bad)
+        }
+    }
+
     /// Checks that every pair of a nested map was read.
     pub(crate) fn close(&self, m: &Map) -> Res<()> {
         if m.pairs == 0 {

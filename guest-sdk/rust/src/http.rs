@@ -128,12 +128,7 @@ fn decode_response(b: &[u8]) -> Res<HttpResponse> {
         }
         out.headers = headers;
         // truncated is omitempty: present only when true.
-        if r.key(&mut m, "truncated") {
-            if !r.bool()? {
-                return Err(Bad);
-            }
-            out.truncated = true;
-        }
+        out.truncated = r.opt_bool(&mut m, "truncated")?;
     }
     r.end(&m)?;
     Ok(out)

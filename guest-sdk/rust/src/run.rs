@@ -45,18 +45,8 @@ fn decode_input(b: &[u8]) -> Res<RunInput> {
         out.input = r.bytes()?.map(<[u8]>::to_vec);
         // "state" (5 bytes) before "segment" (7); both are omitempty, and
         // absent in the first segment.
-        if r.key(&mut m, "state") {
-            out.state = r.bytes()?.ok_or(crate::cbor::Bad)?.to_vec();
-            if out.state.is_empty() {
-                return Err(crate::cbor::Bad);
-            }
-        }
-        if r.key(&mut m, "segment") {
-            out.segment = r.uint(u32::MAX as u64)? as u32;
-            if out.segment == 0 {
-                return Err(crate::cbor::Bad);
-            }
-        }
+        out.state = r.opt_bytes(&mut m, "state")?;
+        out.segment = r.opt_uint(&mut m, "segment", u32::MAX as u64)? as u32;
     }
     r.end(&m)?;
     Ok(out)

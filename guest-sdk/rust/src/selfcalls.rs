@@ -4,7 +4,7 @@
 //! bounded view of its own journal. Every answer is a pure call, journaled,
 //! so a replay of the run gets the same answers; none changes anything.
 
-use crate::cbor::{Bad, Reader, Res, Writer};
+use crate::cbor::{Reader, Res, Writer};
 use crate::transport::{malformed, request, run, Transport};
 use crate::{Error, Result};
 
@@ -67,53 +67,6 @@ pub fn whoami() -> Result<Whoami> {
     decode_whoami(&body).map_err(|_| malformed("run.self"))
 }
 
-/// Reads an omitempty text field: absent, or present and not empty.
-fn opt_text(r: &mut Reader, m: &mut crate::cbor::Map, name: &str) -> Res<String> {
-    if !r.key(m, name) {
-        return Ok(String::new());
-    }
-    let s = r.text()?;
-    if s.is_empty() {
-        return Err(Bad);
-    }
-    Ok(s.to_string())
-}
-
-/// Reads an omitempty unsigned field: absent, or present and not zero.
-fn opt_uint(r: &mut Reader, m: &mut crate::cbor::Map, name: &str, max: u64) -> Res<u64> {
-    if !r.key(m, name) {
-        return Ok(0);
-    }
-    match r.uint(max)? {
-        0 => Err(Bad),
-        v => Ok(v),
-    }
-}
-
-/// Reads an omitempty byte-string field: absent, or present and not empty.
-fn opt_bytes(r: &mut Reader, m: &mut crate::cbor::Map, name: &str) -> Res<Vec<u8>> {
-    if !r.key(m, name) {
-        return Ok(Vec::new());
-    }
-    let b = r.bstr()?;
-    if b.is_empty() {
-        return Err(Bad);
-    }
-    Ok(b.to_vec())
-}
-
-/// Reads an omitempty bool: absent (false), or present and true.
-fn opt_bool(r: &mut Reader, m: &mut crate::cbor::Map, name: &str) -> Res<bool> {
-    if !r.key(m, name) {
-        return Ok(false);
-    }
-    if r.bool()? {
-        Ok(true)
-    } else {
-        Err(Bad)
-    }
-}
-
 // Each decoder reads its fields in canonical order: keys sorted by their
 // encoded bytes, so shorter keys first, then bytewise.
 
@@ -126,14 +79,14 @@ fn decode_whoami(b: &[u8]) -> Res<Whoami> {
         out.abi = r.uint(u32::MAX as u64)? as u32;
         r.want(&mut m, "cell")?;
         out.cell = r.text()?.to_string();
-        out.task = opt_text(&mut r, &mut m, "task")?;
+        out.task = r.opt_text(&mut m, "task")?;
         r.want(&mut m, "depth")?;
         out.depth = r.uint(u32::MAX as u64)? as u32;
-        out.parent = opt_text(&mut r, &mut m, "parent")?;
+        out.parent = r.opt_text(&mut m, "parent")?;
         r.want(&mut m, "run_id")?;
         out.run_id = r.text()?.to_string();
-        out.attempt = opt_uint(&mut r, &mut m, "attempt", u64::MAX)?;
-        out.parent_step = opt_uint(&mut r, &mut m, "parent_step", u64::MAX)?;
+        out.attempt = r.opt_uint(&mut m, "attempt", u64::MAX)?;
+        out.parent_step = r.opt_uint(&mut m, "parent_step", u64::MAX)?;
         r.want(&mut m, "module_sha256")?;
         out.module_sha256 = r.bytes()?.unwrap_or_default().to_vec();
     }
@@ -169,7 +122,7 @@ fn decode_caps(b: &[u8]) -> Res<Caps> {
     if !m.empty {
         r.want(&mut m, "caps")?;
         out.caps = r.text()?.to_string();
-        out.budget = opt_text(&mut r, &mut m, "budget")?;
+        out.budget = r.opt_text(&mut m, "budget")?;
         r.want(&mut m, "capabilities")?;
         out.capabilities = crate::texts(&mut r)?;
     }
@@ -223,9 +176,9 @@ fn decode_may(b: &[u8]) -> Res<Decision> {
     let mut m = r.begin()?;
     let mut out = Decision::default();
     if !m.empty {
-        out.stage = opt_text(&mut r, &mut m, "stage")?;
-        out.reason = opt_text(&mut r, &mut m, "reason")?;
-        out.status = opt_uint(&mut r, &mut m, "status", u32::MAX as u64)? as u32;
+        out.stage = r.opt_text(&mut m, "stage")?;
+        out.reason = r.opt_text(&mut m, "reason")?;
+        out.status = r.opt_uint(&mut m, "status", u32::MAX as u64)? as u32;
         r.want(&mut m, "decision")?;
         out.decision = r.text()?.to_string();
     }
@@ -275,12 +228,12 @@ fn decode_budget(b: &[u8]) -> Res<Vec<BudgetDim>> {
             let mut dim = BudgetDim::default();
             r.want(&mut d, "dim")?;
             dim.dim = r.text()?.to_string();
-            dim.left = opt_uint(&mut r, &mut d, "left", u64::MAX)?;
+            dim.left = r.opt_uint(&mut d, "left", u64::MAX)?;
             r.want(&mut d, "spent")?;
             dim.spent = r.uint(u64::MAX)?;
-            dim.ceiling = opt_uint(&mut r, &mut d, "ceiling", u64::MAX)?;
-            dim.limited = opt_bool(&mut r, &mut d, "limited")?;
-            dim.children = opt_uint(&mut r, &mut d, "children", u64::MAX)?;
+            dim.ceiling = r.opt_uint(&mut d, "ceiling", u64::MAX)?;
+            dim.limited = r.opt_bool(&mut d, "limited")?;
+            dim.children = r.opt_uint(&mut d, "children", u64::MAX)?;
             r.want(&mut d, "reserved")?;
             dim.reserved = r.uint(u64::MAX)?;
             r.close(&d)?;
@@ -335,7 +288,7 @@ fn decode_mode(b: &[u8]) -> Res<Mode> {
     if !m.empty {
         r.want(&mut m, "mode")?;
         out.mode = r.text()?.to_string();
-        out.modes = opt_bool(&mut r, &mut m, "modes")?;
+        out.modes = r.opt_bool(&mut m, "modes")?;
         if r.key(&mut m, "rules") {
             // A rule holds at least "op", "name" and "effect" with their
             // values: 16 bytes.
@@ -349,13 +302,13 @@ fn decode_mode(b: &[u8]) -> Res<Mode> {
                 rule.name = r.text()?.to_string();
                 r.want(&mut c, "effect")?;
                 rule.effect = r.text()?.to_string();
-                rule.method = opt_text(&mut r, &mut c, "method")?;
-                rule.resource = opt_text(&mut r, &mut c, "resource")?;
+                rule.method = r.opt_text(&mut c, "method")?;
+                rule.resource = r.opt_text(&mut c, "resource")?;
                 r.close(&c)?;
                 out.rules.push(rule);
             }
         }
-        out.default = opt_text(&mut r, &mut m, "default")?;
+        out.default = r.opt_text(&mut m, "default")?;
     }
     r.end(&m)?;
     Ok(out)
@@ -452,7 +405,7 @@ fn decode_journal(b: &[u8]) -> Res<JournalPage> {
     let mut m = r.begin()?;
     let mut out = JournalPage::default();
     if !m.empty {
-        out.next = opt_uint(&mut r, &mut m, "next", u64::MAX)?;
+        out.next = r.opt_uint(&mut m, "next", u64::MAX)?;
         r.want(&mut m, "entries")?;
         // An entry holds at least "seq", "hash" and "phase" with their
         // values: 17 bytes.
@@ -460,17 +413,17 @@ fn decode_journal(b: &[u8]) -> Res<JournalPage> {
         for _ in 0..n {
             let mut c = r.map()?;
             let mut e = JournalEntry::default();
-            e.op = opt_text(&mut r, &mut c, "op")?;
+            e.op = r.opt_text(&mut c, "op")?;
             r.want(&mut c, "seq")?;
             e.seq = r.uint(u64::MAX)?;
             r.want(&mut c, "hash")?;
             e.hash = r.bytes()?.unwrap_or_default().to_vec();
-            e.step = opt_uint(&mut r, &mut c, "step", u64::MAX)?;
-            e.input = opt_bytes(&mut r, &mut c, "input")?;
+            e.step = r.opt_uint(&mut c, "step", u64::MAX)?;
+            e.input = r.opt_bytes(&mut c, "input")?;
             r.want(&mut c, "phase")?;
             e.phase = r.text()?.to_string();
-            e.output = opt_bytes(&mut r, &mut c, "output")?;
-            e.status = opt_uint(&mut r, &mut c, "status", u32::MAX as u64)? as u32;
+            e.output = r.opt_bytes(&mut c, "output")?;
+            e.status = r.opt_uint(&mut c, "status", u32::MAX as u64)? as u32;
             r.close(&c)?;
             out.entries.push(e);
         }
@@ -482,6 +435,7 @@ fn decode_journal(b: &[u8]) -> Res<JournalPage> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cbor::Bad;
 
     #[test]
     fn journal_queries_are_canonical() {

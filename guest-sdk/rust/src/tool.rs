@@ -144,12 +144,7 @@ fn decode_result(b: &[u8]) -> Res<ToolResult> {
                 return Err(Bad);
             }
         }
-        if r.key(&mut m, "signal") {
-            out.signal = r.text()?.to_string();
-            if out.signal.is_empty() {
-                return Err(Bad);
-            }
-        }
+        out.signal = r.opt_text(&mut m, "signal")?;
         r.want(&mut m, "stderr")?;
         out.stderr = r.bytes()?.unwrap_or_default().to_vec();
         r.want(&mut m, "stdout")?;

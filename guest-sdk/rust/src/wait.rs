@@ -126,18 +126,8 @@ fn decode_approval(b: &[u8]) -> Res<Approval> {
         // digest are omitempty: present only when not empty (not false).
         r.want(&mut m, "digest")?;
         out.digest = r.bytes()?.unwrap_or_default().to_vec();
-        if r.key(&mut m, "reason") {
-            out.reason = r.text()?.to_string();
-            if out.reason.is_empty() {
-                return Err(Bad);
-            }
-        }
-        if r.key(&mut m, "approved") {
-            out.approved = r.bool()?;
-            if !out.approved {
-                return Err(Bad);
-            }
-        }
+        out.reason = r.opt_text(&mut m, "reason")?;
+        out.approved = r.opt_bool(&mut m, "approved")?;
         if r.key(&mut m, "approvers") {
             out.approvers = crate::texts(&mut r)?;
             if out.approvers.is_empty() {
