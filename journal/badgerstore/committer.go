@@ -174,7 +174,9 @@ func (c *committer) siblings() {
 	var until time.Time
 	for run, let := range c.away {
 		if end := let.Add(wait); end.After(now) {
-			until = later(until, end)
+			if end.After(until) {
+				until = end
+			}
 		} else {
 			delete(c.away, run) // gone too long: not waited for again
 		}
@@ -196,13 +198,6 @@ func (c *committer) siblings() {
 	if c.back == back {
 		c.back = nil
 	}
-}
-
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }
 
 // exclusive runs fn while no round is written, then forgets what it cached

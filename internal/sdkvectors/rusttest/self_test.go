@@ -41,15 +41,7 @@ func TestSelfFromRust(t *testing.T) {
 	// The journal as the host wrote it: the completed entries before the
 	// agent's own run.self_journal call, which it asks for.
 	var completed []string
-	err = env.Store.Records(ctx, res.Run, 0, func(_ uint64, b []byte) error {
-		r, err := journal.DecodeRecord(b)
-		if err != nil {
-			return err
-		}
-		e, err := journal.DecodeEntry(r.Entry)
-		if err != nil {
-			return err
-		}
+	err = journal.ReadEntries(ctx, env.Store, res.Run, func(e *journal.Entry, _ *journal.Record) error {
 		if e.Op == "run.self_journal" {
 			return errStop
 		}
